@@ -1,0 +1,65 @@
+// Validating GGUF (v2, v3) reader: parses and checks the whole header, then maps tensor data in place.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "gguf/gguf_value.h"
+#include "tensor/ggml_type.h"
+#include "util/mapped_file.h"
+
+namespace tessera::gguf {
+
+inline constexpr uint64_t kDefaultAlignment = 32;
+inline constexpr int kMaxDims = 4;
+
+struct TensorInfo {
+  std::string name;
+  GgmlType type = GgmlType::F32;
+  std::vector<int64_t> ne;  // GGUF order: ne[0] is the contiguous (row) dimension; 1..4 entries
+  uint64_t offset = 0;      // from the start of the data section
+  uint64_t n_bytes = 0;
+  int64_t n_elements() const;
+  int64_t rows() const;  // product of ne[1..]
+};
+
+class GgufFile {
+ public:
+  // Maps the file and validates it completely. Errors name the file, the byte offset and the problem.
+  static GgufFile open(const std::filesystem::path& path);
+  // Parses bytes the caller keeps alive (tests, fuzzing); `name` stands for the file in errors.
+  static GgufFile parse(std::span<const uint8_t> bytes, std::string name);
+
+  const std::string& name() const { return name_; }
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t data_offset() const { return data_offset_; }  // aligned start of the tensor data section
+  uint64_t file_size() const { return bytes_.size(); }
+  const Metadata& metadata() const { return metadata_; }
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+
+  const TensorInfo* find_tensor(std::string_view name) const;
+  const TensorInfo& tensor(std::string_view name) const;  // throws Error naming the file and tensor
+  std::span<const uint8_t> tensor_data(const TensorInfo& info) const;
+
+ private:
+  GgufFile() = default;
+  void parse_all();
+
+  MappedFile map_;
+  std::span<const uint8_t> bytes_;
+  std::string name_;
+  uint32_t version_ = 0;
+  uint64_t alignment_ = kDefaultAlignment;
+  uint64_t data_offset_ = 0;
+  Metadata metadata_;
+  std::vector<TensorInfo> tensors_;
+  std::unordered_map<std::string, size_t> tensor_index_;
+};
+
+}  // namespace tessera::gguf
