@@ -18,6 +18,16 @@ namespace tessera::gguf {
 inline constexpr uint64_t kDefaultAlignment = 32;
 inline constexpr int kMaxDims = 4;
 
+// Sanity limits, far above any real model; every count is also checked against the bytes left in
+// the file before anything is allocated for it.
+inline constexpr uint64_t kMaxTensorCount = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxKvCount = uint64_t{1} << 20;
+inline constexpr uint64_t kMaxStringLength = uint64_t{1} << 28;  // 256 MiB
+inline constexpr uint64_t kMaxArrayLength = uint64_t{1} << 26;   // elements
+inline constexpr int kMaxArrayDepth = 8;                         // nested arrays (bounds the recursion)
+
+// Unlike ggml, a tensor must have 1..4 dimensions of at least 1 element each: an empty tensor has no
+// use in a model, and allowing a 0 would hide an overflowing product of the other dimensions.
 struct TensorInfo {
   std::string name;
   GgmlType type = GgmlType::F32;
@@ -31,6 +41,7 @@ struct TensorInfo {
 class GgufFile {
  public:
   // Maps the file and validates it completely. Errors name the file, the byte offset and the problem.
+  // A file without tensors may end before its aligned data offset (llama.cpp's vocab-only files do).
   static GgufFile open(const std::filesystem::path& path);
   // Parses bytes the caller keeps alive (tests, fuzzing); `name` stands for the file in errors.
   static GgufFile parse(std::span<const uint8_t> bytes, std::string name);
@@ -59,7 +70,7 @@ class GgufFile {
   uint64_t data_offset_ = 0;
   Metadata metadata_;
   std::vector<TensorInfo> tensors_;
-  std::unordered_map<std::string, size_t> tensor_index_;
+  std::unordered_map<std::string, size_t, StringHash, std::equal_to<>> tensor_index_;
 };
 
 }  // namespace tessera::gguf

@@ -2,10 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -38,9 +41,13 @@ class Value {
   Value() : storage_(uint8_t{0}) {}
   template <typename T>
     requires std::is_constructible_v<Storage, T&&> && (!std::is_same_v<std::decay_t<T>, Value>)
-  Value(T&& v) : storage_(std::forward<T>(v)) {}  // NOLINT(google-explicit-constructor)
+  Value(T&& v) : storage_(std::forward<T>(v)) {  // NOLINT(google-explicit-constructor)
+    infer_array_type();
+  }
   Value(const char* s) : storage_(std::string(s)) {}  // NOLINT(google-explicit-constructor)
   // An array value; elem_type is kept so empty arrays round-trip with their element type.
+  // Throws Error when an item has another type. (A non-empty array built from a plain
+  // std::vector<Value> takes its element type from the first item.)
   static Value array(ValueType elem_type, std::vector<Value> items);
 
   ValueType type() const { return static_cast<ValueType>(storage_.index()); }
@@ -63,8 +70,16 @@ class Value {
   bool operator==(const Value& other) const = default;
 
  private:
+  void infer_array_type();
+
   Storage storage_;
   ValueType array_type_ = ValueType::UINT8;
+};
+
+// Lets the string-keyed maps be searched with a string_view without building a std::string.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 };
 
 // Metadata keys in file order, with lookup by name and typed getters whose errors name the key.
@@ -95,7 +110,7 @@ class Metadata {
 
  private:
   std::vector<std::pair<std::string, Value>> entries_;
-  std::unordered_map<std::string, size_t> index_;
+  std::unordered_map<std::string, size_t, StringHash, std::equal_to<>> index_;
 };
 
 }  // namespace tessera::gguf

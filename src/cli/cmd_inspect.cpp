@@ -1,0 +1,145 @@
+// `tessera inspect FILE [--json]`: a GGUF file's metadata, hyperparameters, tokenizer, tensors and memory needs.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/inspect_report.h"
+#include "cli/table.h"
+#include "util/error.h"
+
+namespace tessera {
+namespace {
+
+using nlohmann::json;
+
+struct InspectArgs {
+  std::string path;
+  bool json = false;
+  bool all_metadata = false;
+  int64_t n_ctx = 0;
+  std::string kv_type = "f16";
+};
+
+std::string shape_text(const json& shape) {
+  std::string s;
+  for (const auto& d : shape) s += (s.empty() ? "" : " x ") + std::to_string(d.get<int64_t>());
+  return s;
+}
+
+std::string metadata_text(const json& v) {
+  if (v.is_object()) {
+    std::string first;
+    for (const auto& item : v["first"]) first += (first.empty() ? "" : ", ") + item.dump(-1, ' ', false, json::error_handler_t::replace);
+    const size_t length = v["length"].get<size_t>();
+    return fmt::format("[{} x {}] [{}{}]", v["element_type"].get<std::string>(), length, first,
+                       length > v["first"].size() ? ", ..." : "");
+  }
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  return s.size() > 100 ? s.substr(0, 97) + "..." : s;
+}
+
+void print_text(const json& r, bool all_metadata) {
+  std::string out;
+  out += fmt::format("file:       {} ({}, GGUF v{}, alignment {}, data at byte {})\n", r["file"].get<std::string>(),
+                     human_bytes(r["file_size"]), r["gguf_version"].get<int>(), r["alignment"].get<uint64_t>(),
+                     r["data_offset"].get<uint64_t>());
+  out += fmt::format("metadata:   {} keys; tensors: {}\n", r["n_metadata"].get<size_t>(), r["n_tensors"].get<size_t>());
+  if (all_metadata) {
+    TextTable t({"key", "value"});
+    for (const auto& [key, value] : r["metadata"].items()) t.add_row({key, metadata_text(value)});
+    out += "\n" + t.render("  ");
+  }
+  if (const auto& m = r["model"]; !m.is_null()) {
+    out += fmt::format("\nmodel:      {} \"{}\"\n", m["architecture"].get<std::string>(), m["name"].get<std::string>());
+    out += fmt::format("  layers {}, n_embd {}, n_ff {}, vocab {}, context {}\n", m["n_layer"].get<int64_t>(),
+                       m["n_embd"].get<int64_t>(), m["n_ff"].get<int64_t>(), m["n_vocab"].get<int64_t>(),
+                       m["n_ctx_train"].get<int64_t>());
+    out += fmt::format("  heads {} (kv {}, head_dim {}), rope {} n_rot {} base {} scaling {}, rms_eps {}\n",
+                       m["n_head"].get<int64_t>(), m["n_head_kv"].get<int64_t>(), m["head_dim"].get<int64_t>(),
+                       m["rope_style"].get<std::string>(), m["n_rot"].get<int64_t>(), m["rope_freq_base"].get<float>(),
+                       m["rope_scaling"].get<std::string>(), m["rms_eps"].get<float>());
+    if (m["n_expert"].get<int64_t>() > 0) {
+      out += fmt::format("  experts {} ({} used per token), expert n_ff {}\n", m["n_expert"].get<int64_t>(),
+                         m["n_expert_used"].get<int64_t>(), m["n_ff_exp"].get<int64_t>());
+    }
+    out += fmt::format("  output head {}\n", m["tied_output"].get<bool>() ? "tied to token_embd" : "separate");
+  } else {
+    out += fmt::format("\nmodel:      {} ({})\n", r["architecture"].get<std::string>().empty() ? "none" : r["architecture"].get<std::string>(),
+                       r["model_note"].get<std::string>());
+  }
+  if (const auto& t = r["tokenizer"]; !t.is_null()) {
+    std::string line = fmt::format("\ntokenizer:  {} (pre {}), {} tokens", t["model"].get<std::string>(),
+                                   t["pre"].get<std::string>(), t["n_tokens"].get<size_t>());
+    if (t.contains("n_merges")) line += fmt::format(", {} merges", t["n_merges"].get<size_t>());
+    for (const char* name : {"bos", "eos", "eot", "unknown"}) {
+      if (!t.contains(name)) continue;
+      const auto& e = t[name];
+      line += fmt::format(", {} {}", name, e["id"].get<uint64_t>());
+      if (e.contains("text")) line += " " + e["text"].dump(-1, ' ', false, json::error_handler_t::replace);
+    }
+    if (t.contains("add_bos")) line += fmt::format(", add_bos {}", t["add_bos"].get<bool>());
+    out += line + "\n";
+  }
+
+  TextTable tensors({"name", "type", "shape", "bytes"});
+  for (const auto& t : r["tensors"]) {
+    tensors.add_row({t["name"].get<std::string>(), t["type"].get<std::string>(), shape_text(t["shape"]),
+                     std::to_string(t["bytes"].get<uint64_t>())});
+  }
+  if (!r["tensors"].empty()) {
+    out += "\ntensors:\n" + tensors.render("  ");
+    TextTable types({"type", "tensors", "bytes", "size"});
+    for (const auto& [type, e] : r["tensor_types"].items()) {
+      types.add_row({type, std::to_string(e["count"].get<int64_t>()), std::to_string(e["bytes"].get<uint64_t>()),
+                     human_bytes(e["bytes"].get<uint64_t>())});
+    }
+    out += "\ntensor types:\n" + types.render("  ");
+  }
+  if (r.contains("bytes_per_layer")) {
+    TextTable layers({"layer", "bytes", "size"});
+    int layer = 0;
+    for (const auto& b : r["bytes_per_layer"]) {
+      layers.add_row({std::to_string(layer++), std::to_string(b.get<uint64_t>()), human_bytes(b.get<uint64_t>())});
+    }
+    const auto& tot = r["totals"];
+    out += "\nbytes per layer:\n" + layers.render("  ");
+    out += fmt::format("\ntotals:     {} parameters, weights {} (embedding {}, output {}), read per decoded token {}\n",
+                       human_count(tot["n_params"]), human_bytes(tot["weight_bytes"]), human_bytes(tot["embd_bytes"]),
+                       human_bytes(tot["output_bytes"]), human_bytes(tot["decode_bytes_per_token"]));
+    const auto& mem = r["memory"];
+    out += fmt::format("memory:     at -c {} with a {} KV cache: weights {} + KV cache {} + compute {} = {}\n",
+                       mem["n_ctx"].get<int64_t>(), mem["kv_type"].get<std::string>(), human_bytes(mem["weights"]),
+                       human_bytes(mem["kv_cache"]), human_bytes(mem["compute"]), human_bytes(mem["total"]));
+  }
+  std::cout << out;
+}
+
+}  // namespace
+
+Command add_inspect_command(CLI::App& root) {
+  auto args = std::make_shared<InspectArgs>();
+  CLI::App* app = root.add_subcommand("inspect", "Show a GGUF file's metadata, hyperparameters, tensors and memory");
+  app->add_option("file", args->path, "GGUF file")->required();
+  app->add_flag("--json", args->json, "Print the report as JSON");
+  app->add_flag("--metadata", args->all_metadata, "List every metadata key");
+  app->add_option("-c,--ctx-size", args->n_ctx, "Context length for the memory estimate (default: the model's, <= 4096)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  app->add_option("--kv-type", args->kv_type, "KV cache type for the memory estimate")
+      ->check(CLI::IsMember({"f16", "f32"}));
+  return {app, [args] {
+            const auto file = gguf::GgufFile::open(args->path);
+            InspectOptions options;
+            options.n_ctx = args->n_ctx;
+            options.kv_type = args->kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
+            const json report = inspect_report(file, options);
+            if (args->json) {
+              std::cout << report.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+            } else {
+              print_text(report, args->all_metadata);
+            }
+            return 0;
+          }};
+}
+
+}  // namespace tessera

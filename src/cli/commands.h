@@ -1,0 +1,18 @@
+// Each subcommand registers its options on the root CLI11 app and returns the action to run when chosen.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace tessera {
+
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+Command add_inspect_command(CLI::App& root);
+Command add_gen_model_command(CLI::App& root);
+
+}  // namespace tessera

@@ -1,0 +1,30 @@
+// The model architectures Tessera knows, described as data: naming, rope style and optional parts.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera {
+
+enum class Arch { Llama, Qwen2, Qwen3, Qwen3Moe };
+
+// How RoPE pairs dimensions: NORM rotates (x[2i], x[2i+1]); NEOX rotates (x[i], x[i + n_rot/2]).
+enum class RopeStyle { Norm, Neox };
+
+struct ArchInfo {
+  Arch arch;
+  std::string_view name;  // general.architecture value and metadata key prefix
+  RopeStyle rope;
+  bool attn_bias;  // q/k/v biases (qwen2)
+  bool qk_norm;    // per-head RMS norm of q and k before RoPE (qwen3)
+  bool moe_only;   // every layer is a mixture of experts (qwen3moe); llama is MoE when it has experts (mixtral)
+};
+
+const ArchInfo& arch_info(Arch arch);
+std::optional<Arch> arch_from_name(std::string_view name);
+// "llama, qwen2, qwen3, qwen3moe" for error messages.
+std::string supported_arch_names();
+
+}  // namespace tessera

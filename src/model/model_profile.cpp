@@ -1,0 +1,75 @@
+// Sums tensor sizes per layer and derives the per-token costs used by inspect and the planner.
+#include "model/model_profile.h"
+
+#include <algorithm>
+
+#include "model/tensor_layout.h"
+
+namespace tessera {
+
+ModelProfile profile_model(const gguf::GgufFile& file, const ModelConfig& config) {
+  ModelProfile p;
+  p.layer_bytes.assign(static_cast<size_t>(config.n_layer), 0);
+  uint64_t expert_bytes = 0;
+  for (const auto& t : file.tensors()) {
+    p.weight_bytes += t.n_bytes;
+    p.n_params += static_cast<uint64_t>(t.n_elements());
+    const int64_t layer = layer_of_tensor(t.name);
+    const bool is_expert = t.name.find("_exps.") != std::string::npos;
+    if (layer >= 0 && layer < config.n_layer) {
+      p.layer_bytes[static_cast<size_t>(layer)] += t.n_bytes;
+      if (is_expert) expert_bytes += t.n_bytes;
+      // Matrices cost 2 FLOPs per weight; expert tensors only for the experts a token uses.
+      if (t.ne.size() >= 2) {
+        uint64_t elems = static_cast<uint64_t>(t.n_elements());
+        if (is_expert && config.n_expert > 0) {
+          elems = elems / static_cast<uint64_t>(config.n_expert) * static_cast<uint64_t>(config.n_expert_used);
+        }
+        p.flops_per_token += 2 * elems;
+      }
+    } else if (t.name == "token_embd.weight") {
+      p.embd_bytes += t.n_bytes;
+    } else if (t.name == "output.weight" || t.name == "output_norm.weight") {
+      p.output_bytes += t.n_bytes;
+      if (t.name == "output.weight") p.flops_per_token += 2 * static_cast<uint64_t>(t.n_elements());
+    } else {
+      p.other_bytes += t.n_bytes;
+    }
+  }
+  if (config.tied_output) {
+    // The head reads the embedding matrix as its output projection.
+    p.flops_per_token += 2 * static_cast<uint64_t>(config.n_embd) * static_cast<uint64_t>(config.n_vocab);
+  }
+  p.expert_bytes_per_layer = config.n_layer > 0 ? expert_bytes / static_cast<uint64_t>(config.n_layer) : 0;
+
+  uint64_t layer_read = 0;
+  for (uint64_t b : p.layer_bytes) layer_read += b;
+  if (config.n_expert > 0) {
+    const uint64_t unused_experts = static_cast<uint64_t>(config.n_expert - config.n_expert_used);
+    layer_read -= expert_bytes / static_cast<uint64_t>(config.n_expert) * unused_experts;
+  }
+  const uint64_t embd_row = config.n_vocab > 0 ? p.embd_bytes / static_cast<uint64_t>(config.n_vocab) : 0;
+  const uint64_t head = config.tied_output ? p.embd_bytes : 0;
+  p.decode_bytes_per_token = layer_read + p.output_bytes + head + embd_row + p.other_bytes;
+  return p;
+}
+
+uint64_t kv_bytes_per_token(const ModelConfig& config, GgmlType kv_type) {
+  const uint64_t elem = type_traits(kv_type).type_size;
+  return static_cast<uint64_t>(config.n_layer) * static_cast<uint64_t>(config.n_embd_k() + config.n_embd_v()) * elem;
+}
+
+MemoryEstimate estimate_memory(const ModelProfile& profile, const ModelConfig& c, int64_t n_ctx, GgmlType kv_type,
+                               int64_t n_batch) {
+  MemoryEstimate m;
+  m.weights = profile.weight_bytes;
+  m.kv_cache = kv_bytes_per_token(c, kv_type) * static_cast<uint64_t>(n_ctx);
+  // Activations of one prompt batch in f32: residual, norm, q/k/v, attention out, FFN hidden x2, logits, and the
+  // attention scores of one head row per token against the whole context.
+  const int64_t ffn = std::max(c.n_ff, c.n_ff_exp * std::max<int64_t>(c.n_expert_used, 1));
+  const int64_t per_token = 3 * c.n_embd + c.n_embd_q() + c.n_embd_k() + c.n_embd_v() + 2 * ffn + c.n_vocab + n_ctx;
+  m.compute = static_cast<uint64_t>(n_batch) * static_cast<uint64_t>(per_token) * 4;
+  return m;
+}
+
+}  // namespace tessera
