@@ -14,5 +14,8 @@ struct Command {
 
 Command add_inspect_command(CLI::App& root);
 Command add_gen_model_command(CLI::App& root);
+Command add_run_command(CLI::App& root);
+Command add_tokenize_command(CLI::App& root);
+Command add_perplexity_command(CLI::App& root);
 
 }  // namespace tessera

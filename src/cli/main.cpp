@@ -16,6 +16,9 @@ int main(int argc, char** argv) {
   std::vector<tessera::Command> commands = {
       tessera::add_inspect_command(app),
       tessera::add_gen_model_command(app),
+      tessera::add_run_command(app),
+      tessera::add_tokenize_command(app),
+      tessera::add_perplexity_command(app),
   };
   try {
     app.parse(argc, argv);

@@ -2,6 +2,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -12,17 +13,28 @@ namespace tessera {
 namespace {
 
 // Fixed order (higher logit first, then lower token id) so ties resolve the same way as greedy argmax and the
-// partial sorts below stay deterministic.
-template <typename C>
-bool better(const C& a, const C& b) {
+// partial sorts below stay deterministic. A lambda rather than a function so the standard algorithms inline it.
+constexpr auto better = [](const auto& a, const auto& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
-}
+};
 
 // NaN would break the strict weak ordering the sorts rely on, and +inf would turn every softmax into NaN.
+// Written without branches so the copy vectorises.
 float sanitize(float logit) {
-  if (std::isnan(logit)) return -std::numeric_limits<float>::infinity();
-  if (logit == std::numeric_limits<float>::infinity()) return std::numeric_limits<float>::max();
-  return logit;
+  const float finite_top = std::min(logit, std::numeric_limits<float>::max());
+  return std::isnan(logit) ? -std::numeric_limits<float>::infinity() : finite_top;
+}
+
+// Independent running maxima break the one-compare-per-element dependency chain of a plain loop.
+float max_of(std::span<const float> values) {
+  std::array<float, 8> lane;
+  lane.fill(values[0]);
+  size_t i = 0;
+  for (; i + lane.size() <= values.size(); i += lane.size()) {
+    for (size_t j = 0; j < lane.size(); ++j) lane[j] = std::max(lane[j], values[i + j]);
+  }
+  for (; i < values.size(); ++i) lane[0] = std::max(lane[0], values[i]);
+  return *std::max_element(lane.begin(), lane.end());
 }
 
 }  // namespace
@@ -35,7 +47,8 @@ void SamplerParams::validate() const {
   if (!(std::isfinite(repeat_penalty) && repeat_penalty > 0.0f)) {
     fail("repeat_penalty must be a finite number > 0 (1 disables it), got {}", repeat_penalty);
   }
-  if (repeat_last_n < -1) fail("repeat_last_n must be >= -1 (0 disables penalties, -1 means all), got {}", repeat_last_n);
+  if (repeat_last_n < -1)
+    fail("repeat_last_n must be >= -1 (0 disables penalties, -1 means all), got {}", repeat_last_n);
   if (!std::isfinite(presence_penalty)) fail("presence_penalty must be a finite number, got {}", presence_penalty);
   if (!std::isfinite(frequency_penalty)) fail("frequency_penalty must be a finite number, got {}", frequency_penalty);
 }
@@ -128,67 +141,139 @@ int32_t Sampler::sample(std::span<const float> logits) {
 }
 
 int32_t Sampler::pick_greedy() const {
-  int32_t best = 0;
-  for (int32_t i = 1; i < n_vocab_; ++i) {
-    if (penalised_[static_cast<size_t>(i)] > penalised_[static_cast<size_t>(best)]) best = i;
+  const float best = max_of(penalised_);
+  return static_cast<int32_t>(std::find(penalised_.begin(), penalised_.end(), best) - penalised_.begin());
+}
+
+// Puts the k best tokens of penalised_ into candidates_[0, k), best first.
+void Sampler::select_best(size_t k) {
+  const size_t n = penalised_.size();
+  const auto first = candidates_.begin();
+  if (k * 8 <= n) {
+    // A bounded heap whose front is the worst kept token: most tokens cost one comparison, which beats
+    // nth_element over the whole vocabulary for the small k that top-k and logprobs use.
+    const auto heap_end = first + static_cast<ptrdiff_t>(k);
+    for (size_t i = 0; i < k; ++i) candidates_[i] = {penalised_[i], 0.0f, static_cast<int32_t>(i)};
+    std::make_heap(first, heap_end, better);
+    float worst_kept = candidates_[0].logit;
+    for (size_t i = k; i < n; ++i) {
+      if (penalised_[i] < worst_kept) continue;
+      const Candidate c{penalised_[i], 0.0f, static_cast<int32_t>(i)};
+      if (!better(c, candidates_[0])) continue;
+      std::pop_heap(first, heap_end, better);
+      *(heap_end - 1) = c;
+      std::push_heap(first, heap_end, better);
+      worst_kept = candidates_[0].logit;
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) candidates_[i] = {penalised_[i], 0.0f, static_cast<int32_t>(i)};
+    std::nth_element(first, first + static_cast<ptrdiff_t>(k) - 1, candidates_.end(), better);
   }
-  return best;
+  std::sort(first, first + static_cast<ptrdiff_t>(k), better);
 }
 
 int32_t Sampler::pick() {
   if (params_.greedy()) return pick_greedy();
   const size_t n = penalised_.size();
-  for (size_t i = 0; i < n; ++i) candidates_[i] = {penalised_[i], static_cast<int32_t>(i)};
-
   size_t n_keep = n;
-  size_t n_sorted = 0;  // candidates_[0, n_sorted) are the best ones in order
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
     n_keep = static_cast<size_t>(params_.top_k);
-    const auto first = candidates_.begin();
-    std::nth_element(first, first + static_cast<ptrdiff_t>(n_keep) - 1, candidates_.end(), better<Candidate>);
-    std::sort(first, first + static_cast<ptrdiff_t>(n_keep), better<Candidate>);
-    n_sorted = n_keep;
+    select_best(n_keep);
+  } else if (params_.top_p >= 1.0f && params_.min_p > 0.0f) {
+    // min_p is the only cut, and it depends on the best logit alone, so it can filter while copying (with
+    // top-p in between it could not: top-p renormalises over whatever min-p would have left).
+    const float threshold = max_of(penalised_) + std::log(params_.min_p);
+    n_keep = 0;
+    for (size_t i = 0; i < n; ++i) {
+      if (penalised_[i] >= threshold) candidates_[n_keep++] = {penalised_[i], 0.0f, static_cast<int32_t>(i)};
+    }
+  } else {
+    for (size_t i = 0; i < n; ++i) candidates_[i] = {penalised_[i], 0.0f, static_cast<int32_t>(i)};
   }
-  if (params_.top_p < 1.0f) {
-    n_keep = keep_top_p(n_keep, n_sorted);
-    n_sorted = n_keep;
-  }
-  if (params_.min_p > 0.0f) n_keep = keep_min_p(n_keep, n_sorted);
-  return draw(n_keep);
+  const bool weighted = params_.top_p < 1.0f;
+  if (weighted) n_keep = keep_top_p(n_keep);
+  if (params_.min_p > 0.0f) n_keep = keep_min_p(n_keep);
+  return draw(n_keep, weighted);
 }
 
-// Keeps the smallest best-first prefix whose probability mass (at temperature 1) reaches top_p. The prefix is
-// sorted a growing block at a time, because it is usually tiny next to a 150k vocabulary.
-size_t Sampler::keep_top_p(size_t n_keep, size_t n_sorted) {
+// Keeps the smallest best-first set whose probability mass (at temperature 1) reaches top_p, leaving it
+// unordered with weights filled in. No full sort: a histogram over logits finds the bucket where the mass
+// crosses top_p in two linear passes, and a weighted quickselect (nth_element on the mass of the better half)
+// settles the tokens inside that bucket.
+size_t Sampler::keep_top_p(size_t n_keep) {
   const auto first = candidates_.begin();
   float max_logit = candidates_[0].logit;
-  if (n_sorted == 0) {
-    for (size_t i = 1; i < n_keep; ++i) max_logit = std::max(max_logit, candidates_[i].logit);
+  float min_logit = candidates_[0].logit;
+  for (size_t i = 1; i < n_keep; ++i) {
+    max_logit = std::max(max_logit, candidates_[i].logit);
+    min_logit = std::min(min_logit, candidates_[i].logit);
   }
   double total = 0.0;
-  for (size_t i = 0; i < n_keep; ++i) total += std::exp(static_cast<double>(candidates_[i].logit - max_logit));
+  for (size_t i = 0; i < n_keep; ++i) {
+    candidates_[i].weight = std::exp(candidates_[i].logit - max_logit);
+    total += static_cast<double>(candidates_[i].weight);
+  }
   const double target = static_cast<double>(params_.top_p) * total;
 
-  double cumulative = 0.0;
-  for (size_t i = 0; i < n_keep; ++i) {
-    if (i == n_sorted) {
-      const size_t grown = std::min(n_keep, std::max<size_t>(64, n_sorted * 4));
-      std::partial_sort(first + static_cast<ptrdiff_t>(n_sorted), first + static_cast<ptrdiff_t>(grown),
-                        first + static_cast<ptrdiff_t>(n_keep), better<Candidate>);
-      n_sorted = grown;
-    }
-    cumulative += std::exp(static_cast<double>(candidates_[i].logit - max_logit));
-    if (cumulative >= target) return i + 1;
+  // Invariant: candidates_[0, lo) beat everything in [lo, hi), hold mass `before` < target, and the answer
+  // lies in (lo, hi].
+  size_t lo = 0;
+  size_t hi = n_keep;
+  double before = 0.0;
+
+  constexpr size_t kBuckets = 256;
+  const float span = max_logit - min_logit;
+  if (n_keep > 4 * kBuckets && std::isfinite(span) && span > 0.0f) {
+    // Bucket 0 holds the best logits; the index only grows as the logit falls, so every token of a lower
+    // bucket beats every token of a higher one.
+    const float scale = static_cast<float>(kBuckets) / span;
+    auto bucket_of = [&](const Candidate& c) {
+      return std::min(static_cast<size_t>((max_logit - c.logit) * scale), kBuckets - 1);
+    };
+    std::array<double, kBuckets> bucket_mass{};
+    for (size_t i = 0; i < n_keep; ++i) bucket_mass[bucket_of(candidates_[i])] += candidates_[i].weight;
+    size_t cut = 0;
+    while (cut + 1 < kBuckets && before + bucket_mass[cut] < target) before += bucket_mass[cut++];
+    const auto end = first + static_cast<ptrdiff_t>(n_keep);
+    const auto cut_begin = std::partition(first, end, [&](const Candidate& c) { return bucket_of(c) < cut; });
+    const auto cut_end = std::partition(cut_begin, end, [&](const Candidate& c) { return bucket_of(c) == cut; });
+    lo = static_cast<size_t>(cut_begin - first);
+    hi = static_cast<size_t>(cut_end - first);
+    // The partition's mass was summed in another order; recount it so the comparisons below stay consistent.
+    before = 0.0;
+    for (size_t i = 0; i < lo; ++i) before += static_cast<double>(candidates_[i].weight);
+    if (lo == hi || before >= target) return lo == 0 ? hi : lo;  // rounding only
   }
-  return n_keep;
+
+  auto mass = [&](size_t from, size_t to) {
+    double sum = 0.0;
+    for (size_t i = from; i < to; ++i) sum += static_cast<double>(candidates_[i].weight);
+    return sum;
+  };
+  while (hi - lo > 64) {
+    const size_t mid = lo + (hi - lo) / 2;
+    std::nth_element(first + static_cast<ptrdiff_t>(lo), first + static_cast<ptrdiff_t>(mid),
+                     first + static_cast<ptrdiff_t>(hi), better);
+    const double left = mass(lo, mid);
+    if (before + left >= target) {
+      hi = mid;
+    } else {
+      before += left;
+      lo = mid;
+    }
+  }
+  std::sort(first + static_cast<ptrdiff_t>(lo), first + static_cast<ptrdiff_t>(hi), better);
+  for (size_t i = lo; i < hi; ++i) {
+    before += static_cast<double>(candidates_[i].weight);
+    if (before >= target) return i + 1;
+  }
+  return hi;  // only rounding differences between the two summation orders get here
 }
 
 // Keeps the tokens whose probability is at least min_p times the best one's, i.e. logit >= max + log(min_p).
-size_t Sampler::keep_min_p(size_t n_keep, size_t n_sorted) {
+size_t Sampler::keep_min_p(size_t n_keep) {
   float max_logit = candidates_[0].logit;
-  if (n_sorted == 0) {
-    for (size_t i = 1; i < n_keep; ++i) max_logit = std::max(max_logit, candidates_[i].logit);
-  }
+  for (size_t i = 1; i < n_keep; ++i) max_logit = std::max(max_logit, candidates_[i].logit);
   const float threshold = max_logit + std::log(params_.min_p);
   const auto first = candidates_.begin();
   const auto kept = std::partition(first, first + static_cast<ptrdiff_t>(n_keep),
@@ -196,16 +281,20 @@ size_t Sampler::keep_min_p(size_t n_keep, size_t n_sorted) {
   return static_cast<size_t>(kept - first);
 }
 
-// Applies the temperature and draws from the softmax of the kept candidates.
-int32_t Sampler::draw(size_t n_keep) {
-  float max_logit = candidates_[0].logit;
-  for (size_t i = 1; i < n_keep; ++i) max_logit = std::max(max_logit, candidates_[i].logit);
-  const double inv_temp = 1.0 / static_cast<double>(params_.temperature);
+// Applies the temperature and draws from the softmax of the kept candidates. `weighted` says keep_top_p already
+// filled in exp(logit - max) for them, which is the answer at temperature 1.
+int32_t Sampler::draw(size_t n_keep, bool weighted) {
   double total = 0.0;
-  for (size_t i = 0; i < n_keep; ++i) {
-    const double weight = std::exp(static_cast<double>(candidates_[i].logit - max_logit) * inv_temp);
-    candidates_[i].logit = static_cast<float>(weight);
-    total += weight;
+  if (weighted && params_.temperature == 1.0f) {
+    for (size_t i = 0; i < n_keep; ++i) total += static_cast<double>(candidates_[i].weight);
+  } else {
+    float max_logit = candidates_[0].logit;
+    for (size_t i = 1; i < n_keep; ++i) max_logit = std::max(max_logit, candidates_[i].logit);
+    const float inv_temp = 1.0f / params_.temperature;
+    for (size_t i = 0; i < n_keep; ++i) {
+      candidates_[i].weight = std::exp((candidates_[i].logit - max_logit) * inv_temp);
+      total += static_cast<double>(candidates_[i].weight);
+    }
   }
   // Built from the raw 32-bit output rather than std::uniform_real_distribution, whose algorithm differs
   // between standard libraries: a seed must give the same tokens everywhere.
@@ -213,13 +302,13 @@ int32_t Sampler::draw(size_t n_keep) {
   const double target = u * total;
   double cumulative = 0.0;
   for (size_t i = 0; i < n_keep; ++i) {
-    cumulative += static_cast<double>(candidates_[i].logit);
+    cumulative += static_cast<double>(candidates_[i].weight);
     if (cumulative > target) return candidates_[i].token;
   }
   // Only rounding (or a row of -inf) gets here; the best candidate is the safe answer.
   size_t best = 0;
   for (size_t i = 1; i < n_keep; ++i) {
-    if (candidates_[i].logit > candidates_[best].logit) best = i;
+    if (better(candidates_[i], candidates_[best])) best = i;
   }
   return candidates_[best].token;
 }
@@ -230,10 +319,9 @@ SampledToken Sampler::sample_with_logprobs(std::span<const float> logits, int32_
   result.token = sample(logits);
 
   // penalised_ still holds this call's penalised logits: pick() works on candidates_.
-  float max_logit = penalised_[0];
-  for (float logit : penalised_) max_logit = std::max(max_logit, logit);
+  const float max_logit = max_of(penalised_);
   double total = 0.0;
-  for (float logit : penalised_) total += std::exp(static_cast<double>(logit - max_logit));
+  for (float logit : penalised_) total += static_cast<double>(std::exp(logit - max_logit));
   const bool degenerate = !std::isfinite(max_logit) || !(total > 0.0);
   const double log_norm = static_cast<double>(max_logit) + std::log(total);
   auto logprob = [&](int32_t token) {
@@ -244,10 +332,7 @@ SampledToken Sampler::sample_with_logprobs(std::span<const float> logits, int32_
 
   const size_t n_top = std::min(static_cast<size_t>(top_n), penalised_.size());
   if (n_top > 0) {
-    for (size_t i = 0; i < penalised_.size(); ++i) candidates_[i] = {penalised_[i], static_cast<int32_t>(i)};
-    const auto first = candidates_.begin();
-    std::nth_element(first, first + static_cast<ptrdiff_t>(n_top) - 1, candidates_.end(), better<Candidate>);
-    std::sort(first, first + static_cast<ptrdiff_t>(n_top), better<Candidate>);
+    select_best(n_top);
     result.top.reserve(n_top);
     for (size_t i = 0; i < n_top; ++i) result.top.push_back({candidates_[i].token, logprob(candidates_[i].token)});
   }

@@ -19,7 +19,9 @@ struct SamplerParams {
   float top_p = 0.95f;       // 1: disabled
   float min_p = 0.05f;       // 0: disabled
   float repeat_penalty = 1.0f;
-  int32_t repeat_last_n = 64;  // window of accepted tokens the penalties look at; 0: no penalties, -1: all
+  // The window of accepted tokens that all three penalties count in (shared, as in llama.cpp; OpenAI counts
+  // the whole sequence, which is -1). 0: no penalties.
+  int32_t repeat_last_n = 64;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   uint64_t seed = kRandomSeed;  // kRandomSeed: pick one from std::random_device
@@ -69,15 +71,17 @@ class Sampler {
  private:
   struct Candidate {
     float logit;
+    float weight;  // exp(logit - max) once a step has needed it
     int32_t token;
   };
 
   void check_logits(std::span<const float> logits) const;
   int32_t pick();  // samples from penalised_ according to the parameters
   int32_t pick_greedy() const;
-  size_t keep_top_p(size_t n_keep, size_t n_sorted);
-  size_t keep_min_p(size_t n_keep, size_t n_sorted);
-  int32_t draw(size_t n_keep);
+  void select_best(size_t k);
+  size_t keep_top_p(size_t n_keep);
+  size_t keep_min_p(size_t n_keep);
+  int32_t draw(size_t n_keep, bool weighted);
   bool penalties_active() const;
   void forget_oldest();
 

@@ -25,7 +25,7 @@ namespace {
 constexpr uint64_t kMaxNameLength = uint64_t{1} << 16;  // keys and tensor names
 constexpr uint64_t kInt64Max = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
 // The fewest bytes one entry can take, to bound counts by the bytes left in the file.
-constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;              // key length, 1-byte key, type, 1-byte value
+constexpr uint64_t kMinKvBytes = 8 + 1 + 4 + 1;                  // key length, 1-byte key, type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 1 + 4 + 8 + 4 + 8;  // name, 1 dim, type, offset
 
 // Names from the file may hold any bytes; escape the unprintable ones before they reach a message.
@@ -92,16 +92,36 @@ Value read_array(Cursor& c, int depth) {
   std::vector<Value> items;
   items.reserve(static_cast<size_t>(count));
   switch (static_cast<ValueType>(elem)) {
-    case ValueType::UINT8: read_scalars<uint8_t>(c, count, items); break;
-    case ValueType::INT8: read_scalars<int8_t>(c, count, items); break;
-    case ValueType::UINT16: read_scalars<uint16_t>(c, count, items); break;
-    case ValueType::INT16: read_scalars<int16_t>(c, count, items); break;
-    case ValueType::UINT32: read_scalars<uint32_t>(c, count, items); break;
-    case ValueType::INT32: read_scalars<int32_t>(c, count, items); break;
-    case ValueType::FLOAT32: read_scalars<float>(c, count, items); break;
-    case ValueType::UINT64: read_scalars<uint64_t>(c, count, items); break;
-    case ValueType::INT64: read_scalars<int64_t>(c, count, items); break;
-    case ValueType::FLOAT64: read_scalars<double>(c, count, items); break;
+    case ValueType::UINT8:
+      read_scalars<uint8_t>(c, count, items);
+      break;
+    case ValueType::INT8:
+      read_scalars<int8_t>(c, count, items);
+      break;
+    case ValueType::UINT16:
+      read_scalars<uint16_t>(c, count, items);
+      break;
+    case ValueType::INT16:
+      read_scalars<int16_t>(c, count, items);
+      break;
+    case ValueType::UINT32:
+      read_scalars<uint32_t>(c, count, items);
+      break;
+    case ValueType::INT32:
+      read_scalars<int32_t>(c, count, items);
+      break;
+    case ValueType::FLOAT32:
+      read_scalars<float>(c, count, items);
+      break;
+    case ValueType::UINT64:
+      read_scalars<uint64_t>(c, count, items);
+      break;
+    case ValueType::INT64:
+      read_scalars<int64_t>(c, count, items);
+      break;
+    case ValueType::FLOAT64:
+      read_scalars<double>(c, count, items);
+      break;
     case ValueType::STRING:
       // The hot path for vocabularies (150k+ entries): one std::string per element, nothing more.
       for (uint64_t i = 0; i < count; ++i) items.emplace_back(std::string(c.read_string("a string", kMaxStringLength)));
@@ -116,24 +136,36 @@ Value read_array(Cursor& c, int depth) {
 
 Value read_value(Cursor& c, uint32_t type, int depth) {
   switch (static_cast<ValueType>(type)) {
-    case ValueType::UINT8: return c.read<uint8_t>("a uint8 value");
-    case ValueType::INT8: return c.read<int8_t>("an int8 value");
-    case ValueType::UINT16: return c.read<uint16_t>("a uint16 value");
-    case ValueType::INT16: return c.read<int16_t>("an int16 value");
-    case ValueType::UINT32: return c.read<uint32_t>("a uint32 value");
-    case ValueType::INT32: return c.read<int32_t>("an int32 value");
-    case ValueType::FLOAT32: return c.read<float>("a float32 value");
-    case ValueType::UINT64: return c.read<uint64_t>("a uint64 value");
-    case ValueType::INT64: return c.read<int64_t>("an int64 value");
-    case ValueType::FLOAT64: return c.read<double>("a float64 value");
+    case ValueType::UINT8:
+      return c.read<uint8_t>("a uint8 value");
+    case ValueType::INT8:
+      return c.read<int8_t>("an int8 value");
+    case ValueType::UINT16:
+      return c.read<uint16_t>("a uint16 value");
+    case ValueType::INT16:
+      return c.read<int16_t>("an int16 value");
+    case ValueType::UINT32:
+      return c.read<uint32_t>("a uint32 value");
+    case ValueType::INT32:
+      return c.read<int32_t>("an int32 value");
+    case ValueType::FLOAT32:
+      return c.read<float>("a float32 value");
+    case ValueType::UINT64:
+      return c.read<uint64_t>("a uint64 value");
+    case ValueType::INT64:
+      return c.read<int64_t>("an int64 value");
+    case ValueType::FLOAT64:
+      return c.read<double>("a float64 value");
     case ValueType::BOOL: {
       size_t at = c.pos();
       auto b = c.read<uint8_t>("a bool value");
       if (b > 1) c.fail_at(at, "bool value is {} (must be 0 or 1)", b);
       return b == 1;
     }
-    case ValueType::STRING: return std::string(c.read_string("a string", kMaxStringLength));
-    case ValueType::ARRAY: return read_array(c, depth);
+    case ValueType::STRING:
+      return std::string(c.read_string("a string", kMaxStringLength));
+    case ValueType::ARRAY:
+      return read_array(c, depth);
   }
   c.fail_at(c.pos(), "unknown value type {}", type);
 }
@@ -187,10 +219,9 @@ std::span<const uint8_t> GgufFile::tensor_data(const TensorInfo& info) const {
   // Infos from this file were checked while parsing; this guards against an info from elsewhere.
   uint64_t start = 0;
   uint64_t end = 0;
-  if (!checked_add(data_offset_, info.offset, start) || !checked_add(start, info.n_bytes, end) ||
-      end > bytes_.size()) {
-    fail("{}: tensor '{}': data [offset {}, {} bytes] is not inside the file", name_, printable(info.name),
-         info.offset, info.n_bytes);
+  if (!checked_add(data_offset_, info.offset, start) || !checked_add(start, info.n_bytes, end) || end > bytes_.size()) {
+    fail("{}: tensor '{}': data [offset {}, {} bytes] is not inside the file", name_, printable(info.name), info.offset,
+         info.n_bytes);
   }
   return bytes_.subspan(static_cast<size_t>(start), static_cast<size_t>(info.n_bytes));
 }
@@ -219,8 +250,9 @@ void GgufFile::parse_all() {
   if (n_kv > kMaxKvCount) c.fail_at(16, "key/value count {} exceeds the limit of {}", n_kv, kMaxKvCount);
   // Both counts are below 2^21, so these products cannot overflow.
   if (n_tensors * kMinTensorInfoBytes > c.left()) {
-    c.fail_at(8, "tensor count {} needs at least {} bytes of tensor infos, but the file has only {} bytes after the header",
-              n_tensors, n_tensors * kMinTensorInfoBytes, c.left());
+    c.fail_at(
+        8, "tensor count {} needs at least {} bytes of tensor infos, but the file has only {} bytes after the header",
+        n_tensors, n_tensors * kMinTensorInfoBytes, c.left());
   }
   if (n_kv * kMinKvBytes + n_tensors * kMinTensorInfoBytes > c.left()) {
     c.fail_at(16, "{} keys and {} tensors need at least {} bytes, but the file has only {} bytes after the header",
@@ -325,9 +357,10 @@ void GgufFile::parse_all() {
     const TensorInfo& t = tensors_[i];
     uint64_t end = 0;
     if (!checked_add(data_offset_, t.offset, end) || !checked_add(end, t.n_bytes, end) || end > bytes_.size()) {
-      fail("{}: tensor '{}' (byte {}): data [offset {}, {} bytes] ends past the end of the file ({} bytes; the data "
-           "section starts at byte {})",
-           name_, printable(t.name), info_at[i], t.offset, t.n_bytes, bytes_.size(), data_offset_);
+      fail(
+          "{}: tensor '{}' (byte {}): data [offset {}, {} bytes] ends past the end of the file ({} bytes; the data "
+          "section starts at byte {})",
+          name_, printable(t.name), info_at[i], t.offset, t.n_bytes, bytes_.size(), data_offset_);
     }
   }
   std::vector<size_t> order(tensors_.size());

@@ -12,8 +12,8 @@ namespace tessera::gguf {
 namespace {
 
 constexpr std::array<std::string_view, 13> kTypeNames = {
-    "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
-    "bool",  "string", "array", "uint64", "int64", "float64",
+    "uint8", "int8",   "uint16", "int16",  "uint32", "int32",   "float32",
+    "bool",  "string", "array",  "uint64", "int64",  "float64",
 };
 
 // "uint32", or "array of string" for arrays, so a type mismatch says what was actually found.
@@ -40,11 +40,21 @@ void append_quoted(std::string& out, std::string_view s, size_t max_bytes) {
   for (size_t i = 0; i < n; ++i) {
     auto c = static_cast<unsigned char>(s[i]);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20 || c == 0x7F) {
           out += fmt::format("\\x{:02x}", c);
@@ -127,9 +137,7 @@ bool Value::is_integer() const {
   }
 }
 
-bool Value::is_number() const {
-  return is_integer() || type() == ValueType::FLOAT32 || type() == ValueType::FLOAT64;
-}
+bool Value::is_number() const { return is_integer() || type() == ValueType::FLOAT32 || type() == ValueType::FLOAT64; }
 
 uint64_t Value::to_u64(std::string_view what) const {
   return std::visit(

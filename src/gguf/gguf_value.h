@@ -40,8 +40,8 @@ class Value {
 
   Value() : storage_(uint8_t{0}) {}
   template <typename T>
-    requires std::is_constructible_v<Storage, T&&> && (!std::is_same_v<std::decay_t<T>, Value>)
-  Value(T&& v) : storage_(std::forward<T>(v)) {  // NOLINT(google-explicit-constructor)
+  requires std::is_constructible_v<Storage, T&&> &&(!std::is_same_v<std::decay_t<T>, Value>)Value(T&& v)
+      : storage_(std::forward<T>(v)) {  // NOLINT(google-explicit-constructor)
     infer_array_type();
   }
   Value(const char* s) : storage_(std::string(s)) {}  // NOLINT(google-explicit-constructor)

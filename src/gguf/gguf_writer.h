@@ -18,6 +18,8 @@ class GgufWriter {
   // Fills exactly the tensor's byte size; called once, in order, while the file is written.
   using Filler = std::function<void(std::span<uint8_t> out)>;
 
+  // alignment: a power of two below 2^32. When it is not 32 and the metadata has no general.alignment,
+  // that key (uint32) is appended after the other keys on write; a key that disagrees is an error.
   explicit GgufWriter(uint64_t alignment = 32);
 
   Metadata& metadata() { return metadata_; }
@@ -28,6 +30,8 @@ class GgufWriter {
   void add_tensor(std::string name, GgmlType type, std::vector<int64_t> ne, Filler filler);
 
   // Writes to path atomically (a temporary file renamed into place). Throws Error on I/O failure.
+  // Like ggml, each tensor's data is zero-padded to the alignment; with no tensors the file ends
+  // right after the header (no padding), as llama.cpp's vocab-only files do.
   void write(const std::filesystem::path& path) const;
   // The whole file in memory (tests and fuzz seeds).
   std::vector<uint8_t> to_bytes() const;

@@ -53,23 +53,40 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::F32:
       if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
-    case GgmlType::F16: return dequantize_f16(as<uint16_t>(src), dst, n);
-    case GgmlType::BF16: return dequantize_bf16(as<uint16_t>(src), dst, n);
-    case GgmlType::Q4_0: return dequantize_q4_0(as<BlockQ4_0>(src), dst, nb);
-    case GgmlType::Q4_1: return dequantize_q4_1(as<BlockQ4_1>(src), dst, nb);
-    case GgmlType::Q5_0: return dequantize_q5_0(as<BlockQ5_0>(src), dst, nb);
-    case GgmlType::Q5_1: return dequantize_q5_1(as<BlockQ5_1>(src), dst, nb);
-    case GgmlType::Q8_0: return dequantize_q8_0(as<BlockQ8_0>(src), dst, nb);
-    case GgmlType::Q8_1: return dequantize_q8_1(as<BlockQ8_1>(src), dst, nb);
-    case GgmlType::Q2_K: return dequantize_q2_k(as<BlockQ2_K>(src), dst, nb);
-    case GgmlType::Q3_K: return dequantize_q3_k(as<BlockQ3_K>(src), dst, nb);
-    case GgmlType::Q4_K: return dequantize_q4_k(as<BlockQ4_K>(src), dst, nb);
-    case GgmlType::Q5_K: return dequantize_q5_k(as<BlockQ5_K>(src), dst, nb);
-    case GgmlType::Q6_K: return dequantize_q6_k(as<BlockQ6_K>(src), dst, nb);
-    case GgmlType::Q8_K: return dequantize_q8_k(as<BlockQ8_K>(src), dst, nb);
-    case GgmlType::IQ4_NL: return dequantize_iq4_nl(as<BlockIQ4_NL>(src), dst, nb);
-    case GgmlType::IQ4_XS: return dequantize_iq4_xs(as<BlockIQ4_XS>(src), dst, nb);
-    default: unsupported(kWhat, type);
+    case GgmlType::F16:
+      return dequantize_f16(as<uint16_t>(src), dst, n);
+    case GgmlType::BF16:
+      return dequantize_bf16(as<uint16_t>(src), dst, n);
+    case GgmlType::Q4_0:
+      return dequantize_q4_0(as<BlockQ4_0>(src), dst, nb);
+    case GgmlType::Q4_1:
+      return dequantize_q4_1(as<BlockQ4_1>(src), dst, nb);
+    case GgmlType::Q5_0:
+      return dequantize_q5_0(as<BlockQ5_0>(src), dst, nb);
+    case GgmlType::Q5_1:
+      return dequantize_q5_1(as<BlockQ5_1>(src), dst, nb);
+    case GgmlType::Q8_0:
+      return dequantize_q8_0(as<BlockQ8_0>(src), dst, nb);
+    case GgmlType::Q8_1:
+      return dequantize_q8_1(as<BlockQ8_1>(src), dst, nb);
+    case GgmlType::Q2_K:
+      return dequantize_q2_k(as<BlockQ2_K>(src), dst, nb);
+    case GgmlType::Q3_K:
+      return dequantize_q3_k(as<BlockQ3_K>(src), dst, nb);
+    case GgmlType::Q4_K:
+      return dequantize_q4_k(as<BlockQ4_K>(src), dst, nb);
+    case GgmlType::Q5_K:
+      return dequantize_q5_k(as<BlockQ5_K>(src), dst, nb);
+    case GgmlType::Q6_K:
+      return dequantize_q6_k(as<BlockQ6_K>(src), dst, nb);
+    case GgmlType::Q8_K:
+      return dequantize_q8_k(as<BlockQ8_K>(src), dst, nb);
+    case GgmlType::IQ4_NL:
+      return dequantize_iq4_nl(as<BlockIQ4_NL>(src), dst, nb);
+    case GgmlType::IQ4_XS:
+      return dequantize_iq4_xs(as<BlockIQ4_XS>(src), dst, nb);
+    default:
+      unsupported(kWhat, type);
   }
 }
 
@@ -89,8 +106,10 @@ bool can_quantize(GgmlType type) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
-    case GgmlType::Q8_K: return true;
-    default: return false;
+    case GgmlType::Q8_K:
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -102,21 +121,36 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
     case GgmlType::F32:
       if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
-    case GgmlType::F16: return quantize_f16(src, as<uint16_t>(dst), n);
-    case GgmlType::BF16: return quantize_bf16(src, as<uint16_t>(dst), n);
-    case GgmlType::Q4_0: return quantize_q4_0(src, as<BlockQ4_0>(dst), nb);
-    case GgmlType::Q4_1: return quantize_q4_1(src, as<BlockQ4_1>(dst), nb);
-    case GgmlType::Q5_0: return quantize_q5_0(src, as<BlockQ5_0>(dst), nb);
-    case GgmlType::Q5_1: return quantize_q5_1(src, as<BlockQ5_1>(dst), nb);
-    case GgmlType::Q8_0: return quantize_q8_0(src, as<BlockQ8_0>(dst), nb);
-    case GgmlType::Q8_1: return quantize_q8_1(src, as<BlockQ8_1>(dst), nb);
-    case GgmlType::Q2_K: return quantize_q2_k(src, as<BlockQ2_K>(dst), nb);
-    case GgmlType::Q3_K: return quantize_q3_k(src, as<BlockQ3_K>(dst), nb);
-    case GgmlType::Q4_K: return quantize_q4_k(src, as<BlockQ4_K>(dst), nb);
-    case GgmlType::Q5_K: return quantize_q5_k(src, as<BlockQ5_K>(dst), nb);
-    case GgmlType::Q6_K: return quantize_q6_k(src, as<BlockQ6_K>(dst), nb);
-    case GgmlType::Q8_K: return quantize_q8_k(src, as<BlockQ8_K>(dst), nb);
-    default: unsupported(kWhat, type);
+    case GgmlType::F16:
+      return quantize_f16(src, as<uint16_t>(dst), n);
+    case GgmlType::BF16:
+      return quantize_bf16(src, as<uint16_t>(dst), n);
+    case GgmlType::Q4_0:
+      return quantize_q4_0(src, as<BlockQ4_0>(dst), nb);
+    case GgmlType::Q4_1:
+      return quantize_q4_1(src, as<BlockQ4_1>(dst), nb);
+    case GgmlType::Q5_0:
+      return quantize_q5_0(src, as<BlockQ5_0>(dst), nb);
+    case GgmlType::Q5_1:
+      return quantize_q5_1(src, as<BlockQ5_1>(dst), nb);
+    case GgmlType::Q8_0:
+      return quantize_q8_0(src, as<BlockQ8_0>(dst), nb);
+    case GgmlType::Q8_1:
+      return quantize_q8_1(src, as<BlockQ8_1>(dst), nb);
+    case GgmlType::Q2_K:
+      return quantize_q2_k(src, as<BlockQ2_K>(dst), nb);
+    case GgmlType::Q3_K:
+      return quantize_q3_k(src, as<BlockQ3_K>(dst), nb);
+    case GgmlType::Q4_K:
+      return quantize_q4_k(src, as<BlockQ4_K>(dst), nb);
+    case GgmlType::Q5_K:
+      return quantize_q5_k(src, as<BlockQ5_K>(dst), nb);
+    case GgmlType::Q6_K:
+      return quantize_q6_k(src, as<BlockQ6_K>(dst), nb);
+    case GgmlType::Q8_K:
+      return quantize_q8_k(src, as<BlockQ8_K>(dst), nb);
+    default:
+      unsupported(kWhat, type);
   }
 }
 
@@ -126,20 +160,25 @@ GgmlType vec_dot_type(GgmlType weight_type) {
     case GgmlType::F16:
     case GgmlType::BF16:
     case GgmlType::Q8_1:
-    case GgmlType::Q8_K: return weight_type;
+    case GgmlType::Q8_K:
+      return weight_type;
     case GgmlType::Q4_0:
     case GgmlType::Q5_0:
     case GgmlType::Q8_0:
-    case GgmlType::IQ4_NL: return GgmlType::Q8_0;
+    case GgmlType::IQ4_NL:
+      return GgmlType::Q8_0;
     case GgmlType::Q4_1:
-    case GgmlType::Q5_1: return GgmlType::Q8_1;
+    case GgmlType::Q5_1:
+      return GgmlType::Q8_1;
     case GgmlType::Q2_K:
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
-    case GgmlType::IQ4_XS: return GgmlType::Q8_K;
-    default: unsupported("vec_dot_type", weight_type);
+    case GgmlType::IQ4_XS:
+      return GgmlType::Q8_K;
+    default:
+      unsupported("vec_dot_type", weight_type);
   }
 }
 
@@ -150,12 +189,18 @@ void quantize_row_activation(GgmlType act_type, const float* src, void* dst, int
     case GgmlType::F32:
       if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
       return;
-    case GgmlType::F16: return quantize_f16(src, as<uint16_t>(dst), n);
-    case GgmlType::BF16: return quantize_bf16(src, as<uint16_t>(dst), n);
-    case GgmlType::Q8_0: return quantize_q8_0_activation(src, as<BlockQ8_0>(dst), nb);
-    case GgmlType::Q8_1: return quantize_q8_1_activation(src, as<BlockQ8_1>(dst), nb);
-    case GgmlType::Q8_K: return quantize_q8_k(src, as<BlockQ8_K>(dst), nb);
-    default: unsupported(kWhat, act_type);
+    case GgmlType::F16:
+      return quantize_f16(src, as<uint16_t>(dst), n);
+    case GgmlType::BF16:
+      return quantize_bf16(src, as<uint16_t>(dst), n);
+    case GgmlType::Q8_0:
+      return quantize_q8_0_activation(src, as<BlockQ8_0>(dst), nb);
+    case GgmlType::Q8_1:
+      return quantize_q8_1_activation(src, as<BlockQ8_1>(dst), nb);
+    case GgmlType::Q8_K:
+      return quantize_q8_k(src, as<BlockQ8_K>(dst), nb);
+    default:
+      unsupported(kWhat, act_type);
   }
 }
 
@@ -168,24 +213,59 @@ float vec_dot_row(GgmlType weight_type, const void* weight_row, const void* act_
   const void* x = act_row;
   double dot = 0;
   switch (weight_type) {
-    case GgmlType::F32: dot = dot_f32(as<float>(w), as<float>(x), n); break;
-    case GgmlType::F16: dot = dot_f16(as<uint16_t>(w), as<uint16_t>(x), n); break;
-    case GgmlType::BF16: dot = dot_bf16(as<uint16_t>(w), as<uint16_t>(x), n); break;
-    case GgmlType::Q4_0: dot = dot_q4_0_q8_0(as<BlockQ4_0>(w), as<BlockQ8_0>(x), nb); break;
-    case GgmlType::Q4_1: dot = dot_q4_1_q8_1(as<BlockQ4_1>(w), as<BlockQ8_1>(x), nb); break;
-    case GgmlType::Q5_0: dot = dot_q5_0_q8_0(as<BlockQ5_0>(w), as<BlockQ8_0>(x), nb); break;
-    case GgmlType::Q5_1: dot = dot_q5_1_q8_1(as<BlockQ5_1>(w), as<BlockQ8_1>(x), nb); break;
-    case GgmlType::Q8_0: dot = dot_q8_0_q8_0(as<BlockQ8_0>(w), as<BlockQ8_0>(x), nb); break;
-    case GgmlType::Q8_1: dot = dot_q8_1_q8_1(as<BlockQ8_1>(w), as<BlockQ8_1>(x), nb); break;
-    case GgmlType::Q2_K: dot = dot_q2_k_q8_k(as<BlockQ2_K>(w), as<BlockQ8_K>(x), nb); break;
-    case GgmlType::Q3_K: dot = dot_q3_k_q8_k(as<BlockQ3_K>(w), as<BlockQ8_K>(x), nb); break;
-    case GgmlType::Q4_K: dot = dot_q4_k_q8_k(as<BlockQ4_K>(w), as<BlockQ8_K>(x), nb); break;
-    case GgmlType::Q5_K: dot = dot_q5_k_q8_k(as<BlockQ5_K>(w), as<BlockQ8_K>(x), nb); break;
-    case GgmlType::Q6_K: dot = dot_q6_k_q8_k(as<BlockQ6_K>(w), as<BlockQ8_K>(x), nb); break;
-    case GgmlType::Q8_K: dot = dot_q8_k_q8_k(as<BlockQ8_K>(w), as<BlockQ8_K>(x), nb); break;
-    case GgmlType::IQ4_NL: dot = dot_iq4_nl_q8_0(as<BlockIQ4_NL>(w), as<BlockQ8_0>(x), nb); break;
-    case GgmlType::IQ4_XS: dot = dot_iq4_xs_q8_k(as<BlockIQ4_XS>(w), as<BlockQ8_K>(x), nb); break;
-    default: unsupported(kWhat, weight_type);
+    case GgmlType::F32:
+      dot = dot_f32(as<float>(w), as<float>(x), n);
+      break;
+    case GgmlType::F16:
+      dot = dot_f16(as<uint16_t>(w), as<uint16_t>(x), n);
+      break;
+    case GgmlType::BF16:
+      dot = dot_bf16(as<uint16_t>(w), as<uint16_t>(x), n);
+      break;
+    case GgmlType::Q4_0:
+      dot = dot_q4_0_q8_0(as<BlockQ4_0>(w), as<BlockQ8_0>(x), nb);
+      break;
+    case GgmlType::Q4_1:
+      dot = dot_q4_1_q8_1(as<BlockQ4_1>(w), as<BlockQ8_1>(x), nb);
+      break;
+    case GgmlType::Q5_0:
+      dot = dot_q5_0_q8_0(as<BlockQ5_0>(w), as<BlockQ8_0>(x), nb);
+      break;
+    case GgmlType::Q5_1:
+      dot = dot_q5_1_q8_1(as<BlockQ5_1>(w), as<BlockQ8_1>(x), nb);
+      break;
+    case GgmlType::Q8_0:
+      dot = dot_q8_0_q8_0(as<BlockQ8_0>(w), as<BlockQ8_0>(x), nb);
+      break;
+    case GgmlType::Q8_1:
+      dot = dot_q8_1_q8_1(as<BlockQ8_1>(w), as<BlockQ8_1>(x), nb);
+      break;
+    case GgmlType::Q2_K:
+      dot = dot_q2_k_q8_k(as<BlockQ2_K>(w), as<BlockQ8_K>(x), nb);
+      break;
+    case GgmlType::Q3_K:
+      dot = dot_q3_k_q8_k(as<BlockQ3_K>(w), as<BlockQ8_K>(x), nb);
+      break;
+    case GgmlType::Q4_K:
+      dot = dot_q4_k_q8_k(as<BlockQ4_K>(w), as<BlockQ8_K>(x), nb);
+      break;
+    case GgmlType::Q5_K:
+      dot = dot_q5_k_q8_k(as<BlockQ5_K>(w), as<BlockQ8_K>(x), nb);
+      break;
+    case GgmlType::Q6_K:
+      dot = dot_q6_k_q8_k(as<BlockQ6_K>(w), as<BlockQ8_K>(x), nb);
+      break;
+    case GgmlType::Q8_K:
+      dot = dot_q8_k_q8_k(as<BlockQ8_K>(w), as<BlockQ8_K>(x), nb);
+      break;
+    case GgmlType::IQ4_NL:
+      dot = dot_iq4_nl_q8_0(as<BlockIQ4_NL>(w), as<BlockQ8_0>(x), nb);
+      break;
+    case GgmlType::IQ4_XS:
+      dot = dot_iq4_xs_q8_k(as<BlockIQ4_XS>(w), as<BlockQ8_K>(x), nb);
+      break;
+    default:
+      unsupported(kWhat, weight_type);
   }
   return static_cast<float>(dot);
 }

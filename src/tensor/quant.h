@@ -9,11 +9,11 @@
 namespace tessera {
 
 // dst[0..n) = values of the n elements encoded at src. n must be a multiple of the block size.
-// Throws Error for a type Tessera cannot dequantize.
+// Throws Error for a type Tessera cannot dequantize. Rows must be 2-byte aligned (4 for F32 and Q8_K).
 void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n);
 
 // Encodes n floats into type's blocks (reference quantizer, no importance matrix), bit-compatible
-// with ggml's reference quantizers. Throws Error for a type Tessera cannot quantize.
+// with ggml's reference quantizers. Throws Error for a type Tessera cannot quantize. src must be finite.
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
 
 // True when quantize_row supports the type.
@@ -29,6 +29,7 @@ void quantize_row_activation(GgmlType act_type, const float* src, void* dst, int
 
 // Reference dot product of one weight row with one activation row already in vec_dot_type(weight_type).
 // Integer arithmetic where ggml's does; the result matches ggml's vec_dot to within float rounding.
+// The scaled block sums are accumulated in double, so this is at least as accurate as any fast kernel.
 float vec_dot_row(GgmlType weight_type, const void* weight_row, const void* act_row, int64_t n);
 
 }  // namespace tessera

@@ -72,8 +72,8 @@ float make_qx_quants(int n, int nmax, const float* x, int8_t* L) {
 // Asymmetric levels 0..nmax with a min <= 0 (ggml's make_qkx2_quants): start from the full range, then try
 // nstep+1 stretched scales, refitting scale and min by weighted least squares, and keep whichever has the
 // smallest weighted error (squared, or absolute when use_mad). Returns the scale; *neg_min = -min.
-float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* neg_min,
-                       uint8_t* Laux, float rmin, float rdelta, int nstep, bool use_mad) {
+float make_qkx2_quants(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* neg_min, uint8_t* Laux,
+                       float rmin, float rdelta, int nstep, bool use_mad) {
   float min = x[0];
   float max = x[0];
   float sum_w = weights[0];
@@ -186,7 +186,8 @@ float make_q3_quants(int n, int nmax, const float* x, int8_t* L) {
 void pack_2bit(const uint8_t* L, uint8_t* qs) {
   for (int j = 0; j < kQKK; j += 128) {
     for (int l = 0; l < 32; ++l) {
-      qs[j / 4 + l] = static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
+      qs[j / 4 + l] =
+          static_cast<uint8_t>(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) | (L[j + l + 96] << 6));
     }
   }
 }
@@ -387,7 +388,8 @@ void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
     }
     const float iscale = -128.f / max_scale;
     b.d = fp32_to_fp16(1 / iscale);
-    for (int j = 0; j < kQKK / 16; ++j) b.scales[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[j])));
+    for (int j = 0; j < kQKK / 16; ++j)
+      b.scales[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[j])));
     for (int j = 0; j < kQKK / 16; ++j) {
       const float d = fp16_to_fp32(b.d) * static_cast<float>(b.scales[j]);
       if (d == 0.0f) continue;

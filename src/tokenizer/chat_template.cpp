@@ -108,7 +108,8 @@ void render_chatml(Render& r) {
 }
 
 void render_llama3_turns(Render& r, std::span<const Turn> turns) {
-  for (const Turn& t : turns) r.put("<|start_header_id|>", t.role_name, "<|end_header_id|>\n\n", trim(t.content), "<|eot_id|>");
+  for (const Turn& t : turns)
+    r.put("<|start_header_id|>", t.role_name, "<|end_header_id|>\n\n", trim(t.content), "<|eot_id|>");
   if (r.add_generation_prompt) r.put("<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
@@ -183,22 +184,33 @@ void render_mistral_v7(Render& r) {
   r.put(r.bos);
   for (const Turn& t : r.turns) {
     switch (t.role) {
-      case Role::System: r.put("[SYSTEM_PROMPT] ", t.content, "[/SYSTEM_PROMPT]"); break;
-      case Role::User: r.put("[INST] ", t.content, "[/INST]"); break;
-      case Role::Assistant: r.put(" ", t.content, r.eos); break;
+      case Role::System:
+        r.put("[SYSTEM_PROMPT] ", t.content, "[/SYSTEM_PROMPT]");
+        break;
+      case Role::User:
+        r.put("[INST] ", t.content, "[/INST]");
+        break;
+      case Role::Assistant:
+        r.put(" ", t.content, r.eos);
+        break;
     }
   }
 }
 
+// Mistral Small 3 (2501) renders a system message wherever it stands; 3.1 only takes a leading one.
 void render_mistral_v7_tekken(Render& r) {
-  const auto [system, turns] = leading_system(r);
   r.put(r.bos);
-  if (system) r.put("[SYSTEM_PROMPT]", *system, "[/SYSTEM_PROMPT]");
-  for (const Turn& t : turns) {
-    if (t.role == Role::User) {
-      r.put("[INST]", t.content, "[/INST]");
-    } else {
-      r.put(t.content, r.eos);
+  for (const Turn& t : r.turns) {
+    switch (t.role) {
+      case Role::System:
+        r.put("[SYSTEM_PROMPT]", t.content, "[/SYSTEM_PROMPT]");
+        break;
+      case Role::User:
+        r.put("[INST]", t.content, "[/INST]");
+        break;
+      case Role::Assistant:
+        r.put(t.content, r.eos);
+        break;
     }
   }
 }
@@ -233,9 +245,15 @@ void render_deepseek_coder(Render& r) {
   if (!has_system) r.put(kDeepSeekCoderSystem);
   for (const Turn& t : r.turns) {
     switch (t.role) {
-      case Role::System: r.put(t.content); break;
-      case Role::User: r.put("### Instruction:\n", t.content, "\n"); break;
-      case Role::Assistant: r.put("### Response:\n", t.content, "\n<|EOT|>\n"); break;
+      case Role::System:
+        r.put(t.content);
+        break;
+      case Role::User:
+        r.put("### Instruction:\n", t.content, "\n");
+        break;
+      case Role::Assistant:
+        r.put("### Response:\n", t.content, "\n<|EOT|>\n");
+        break;
     }
   }
   if (r.add_generation_prompt) r.put("### Response:\n");
@@ -245,9 +263,15 @@ void render_deepseek2(Render& r) {
   r.put(r.bos);
   for (const Turn& t : r.turns) {
     switch (t.role) {
-      case Role::System: r.put(t.content, "\n\n"); break;
-      case Role::User: r.put("User: ", t.content, "\n\n"); break;
-      case Role::Assistant: r.put("Assistant: ", t.content, r.eos); break;
+      case Role::System:
+        r.put(t.content, "\n\n");
+        break;
+      case Role::User:
+        r.put("User: ", t.content, "\n\n");
+        break;
+      case Role::Assistant:
+        r.put("Assistant: ", t.content, r.eos);
+        break;
     }
   }
   if (r.add_generation_prompt) r.put("Assistant:");
@@ -364,23 +388,57 @@ std::string apply_chat_template(ChatTemplateKind kind, std::span<const ChatMessa
   }
 
   switch (kind) {
-    case ChatTemplateKind::ChatML: render_chatml(r); break;
-    case ChatTemplateKind::Llama2: render_llama2(r); break;
-    case ChatTemplateKind::Llama3: render_llama3(r); break;
-    case ChatTemplateKind::Llama31: render_llama31(r); break;
-    case ChatTemplateKind::MistralV1: render_mistral_v1(r); break;
-    case ChatTemplateKind::MistralV3: render_mistral_v3(r, false); break;
-    case ChatTemplateKind::MistralV3Tekken: render_mistral_v3(r, true); break;
-    case ChatTemplateKind::MistralV7: render_mistral_v7(r); break;
-    case ChatTemplateKind::MistralV7Tekken: render_mistral_v7_tekken(r); break;
-    case ChatTemplateKind::Gemma: render_gemma(r); break;
-    case ChatTemplateKind::Phi3: render_phi3(r); break;
-    case ChatTemplateKind::Phi4: render_phi4(r); break;
-    case ChatTemplateKind::DeepSeekCoder: render_deepseek_coder(r); break;
-    case ChatTemplateKind::DeepSeek2: render_deepseek2(r); break;
-    case ChatTemplateKind::DeepSeek3: render_deepseek3(r, false); break;
-    case ChatTemplateKind::DeepSeekR1: render_deepseek3(r, true); break;
-    case ChatTemplateKind::Zephyr: render_zephyr(r); break;
+    case ChatTemplateKind::ChatML:
+      render_chatml(r);
+      break;
+    case ChatTemplateKind::Llama2:
+      render_llama2(r);
+      break;
+    case ChatTemplateKind::Llama3:
+      render_llama3(r);
+      break;
+    case ChatTemplateKind::Llama31:
+      render_llama31(r);
+      break;
+    case ChatTemplateKind::MistralV1:
+      render_mistral_v1(r);
+      break;
+    case ChatTemplateKind::MistralV3:
+      render_mistral_v3(r, false);
+      break;
+    case ChatTemplateKind::MistralV3Tekken:
+      render_mistral_v3(r, true);
+      break;
+    case ChatTemplateKind::MistralV7:
+      render_mistral_v7(r);
+      break;
+    case ChatTemplateKind::MistralV7Tekken:
+      render_mistral_v7_tekken(r);
+      break;
+    case ChatTemplateKind::Gemma:
+      render_gemma(r);
+      break;
+    case ChatTemplateKind::Phi3:
+      render_phi3(r);
+      break;
+    case ChatTemplateKind::Phi4:
+      render_phi4(r);
+      break;
+    case ChatTemplateKind::DeepSeekCoder:
+      render_deepseek_coder(r);
+      break;
+    case ChatTemplateKind::DeepSeek2:
+      render_deepseek2(r);
+      break;
+    case ChatTemplateKind::DeepSeek3:
+      render_deepseek3(r, false);
+      break;
+    case ChatTemplateKind::DeepSeekR1:
+      render_deepseek3(r, true);
+      break;
+    case ChatTemplateKind::Zephyr:
+      render_zephyr(r);
+      break;
   }
 
   // The tokenizer adds BOS itself (llama.cpp leaves it out of the rendered text for the same reason).
@@ -398,8 +456,7 @@ ChatTemplateKind resolve_chat_template(std::optional<std::string_view> override_
     fail("the model has no tokenizer.chat_template; use --chat-template NAME with one of: {}", names_list());
   }
   if (auto kind = detect_chat_template(*model_jinja)) return *kind;
-  fail("unrecognised chat template in tokenizer.chat_template; use --chat-template NAME with one of: {}",
-       names_list());
+  fail("unrecognised chat template in tokenizer.chat_template; use --chat-template NAME with one of: {}", names_list());
 }
 
 }  // namespace tessera

@@ -30,6 +30,16 @@ enum class TokenType : int32_t {
 
 enum class VocabModel { kSpm, kBpe };
 
+// llama.cpp's values for keys a file leaves out. A default id beyond the vocab means "none".
+struct VocabDefaults {
+  TokenId bos = kNoToken;
+  TokenId eos = kNoToken;
+  TokenId unk = kNoToken;
+  bool add_bos = false;
+  bool add_eos = false;
+  bool add_space_prefix = false;  // read from tokenizer.ggml.add_space_prefix only for SPM
+};
+
 struct TokenData {
   std::string text;
   float score = 0.0f;
@@ -39,7 +49,7 @@ struct TokenData {
 class Vocab {
  public:
   // Reads the token table for `model`; errors name the offending key.
-  static Vocab from_metadata(const gguf::Metadata& md, VocabModel model);
+  static Vocab from_metadata(const gguf::Metadata& md, VocabModel model, const VocabDefaults& defaults);
 
   // The text index points into tokens_, so a Vocab may move but not copy.
   Vocab(Vocab&&) noexcept = default;
@@ -74,7 +84,7 @@ class Vocab {
  private:
   Vocab() = default;
   void read_tokens(const gguf::Metadata& md);
-  void read_special_ids(const gguf::Metadata& md);
+  void read_special_ids(const gguf::Metadata& md, const VocabDefaults& defaults);
   void detect_end_of_generation(const gguf::Metadata& md);
 
   VocabModel model_ = VocabModel::kSpm;

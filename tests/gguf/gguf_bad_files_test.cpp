@@ -68,9 +68,16 @@ TEST(GgufBadFiles, EveryTruncationIsAnError) {
     EXPECT_THAT(msg, ::testing::AnyOf(HasSubstr("byte "), HasSubstr("(byte "))) << n;
   }
   EXPECT_THAT(parse_error(std::vector<uint8_t>(bytes.begin(), bytes.begin() + 30)),
-              HasSubstr("bad.gguf: byte 24: key/value pair 0: unexpected end of file reading the key (8 bytes needed, 6 left)"));
-  EXPECT_THAT(parse_error(std::vector<uint8_t>(bytes.begin(), bytes.end() - 1)),
-              HasSubstr("tensor 't2' (byte "));
+              HasSubstr("bad.gguf: byte 8: tensor count 3 needs at least 99 bytes of tensor infos, but the file has "
+                        "only 6 bytes after the header"));
+  EXPECT_THAT(parse_error(RawGguf().header(0, 1).key("abc", 4).u8(1).u8(2)),
+              HasSubstr("bad.gguf: byte 39: key 'abc': unexpected end of file reading a uint32 value (4 bytes needed, "
+                        "2 left)"));
+  EXPECT_THAT(
+      parse_error(RawGguf().header(0, 1).u64(50).u8('a').u8('b').zeros(12)),
+      HasSubstr(
+          "bad.gguf: byte 24: key/value pair 0: the key length 50 runs past the end of the file (14 bytes left)"));
+  EXPECT_THAT(parse_error(std::vector<uint8_t>(bytes.begin(), bytes.end() - 1)), HasSubstr("tensor 't2' (byte "));
 }
 
 TEST(GgufBadFiles, Header) {
@@ -98,21 +105,25 @@ TEST(GgufBadFiles, Header) {
 TEST(GgufBadFiles, Keys) {
   EXPECT_THAT(parse_error(RawGguf().header(0, 1).u64(uint64_t{1} << 40).zeros(20)),
               HasSubstr("bad.gguf: byte 24: key/value pair 0: the key length 1099511627776 exceeds the limit"));
-  EXPECT_THAT(parse_error(RawGguf().header(0, 1).u64(1000).zeros(20)),
-              HasSubstr("byte 24: key/value pair 0: the key length 1000 runs past the end of the file (20 bytes left)"));
-  EXPECT_THAT(parse_error(RawGguf().header(0, 1).kv_u32("", 1)), HasSubstr("byte 24: key/value pair 0: the key is empty"));
+  EXPECT_THAT(
+      parse_error(RawGguf().header(0, 1).u64(1000).zeros(20)),
+      HasSubstr("byte 24: key/value pair 0: the key length 1000 runs past the end of the file (20 bytes left)"));
+  EXPECT_THAT(parse_error(RawGguf().header(0, 1).kv_u32("", 1)),
+              HasSubstr("byte 24: key/value pair 0: the key is empty"));
   EXPECT_THAT(parse_error(RawGguf().header(0, 2).kv_u32("a.b", 1).kv_u32("a.b", 2)),
               HasSubstr("bad.gguf: byte 43: key 'a.b': duplicate key (first at byte 24)"));
   EXPECT_THAT(parse_error(RawGguf().header(0, 1).key("a.b", 13).u32(0)),
               HasSubstr("bad.gguf: byte 35: key 'a.b': unknown value type 13"));
-  EXPECT_THAT(parse_error(RawGguf().header(0, 1).key("a\x01", 4).u32(0)), HasSubstr("key 'a\\x01'"));
+  EXPECT_THAT(parse_error(RawGguf().header(0, 1).key("a\x01", 13).u32(0)),
+              HasSubstr("key 'a\\x01': unknown value type 13"));
 }
 
 TEST(GgufBadFiles, Values) {
   EXPECT_THAT(parse_error(RawGguf().header(0, 1).key("flag", 7).u8(2)),
               HasSubstr("bad.gguf: byte 40: key 'flag': bool value is 2 (must be 0 or 1)"));
-  EXPECT_THAT(parse_error(RawGguf().header(0, 1).key("s", 8).u64(uint64_t{1} << 62).zeros(8)),
-              HasSubstr("bad.gguf: byte 37: key 's': a string length 4611686018427387904 exceeds the limit of 268435456"));
+  EXPECT_THAT(
+      parse_error(RawGguf().header(0, 1).key("s", 8).u64(uint64_t{1} << 62).zeros(8)),
+      HasSubstr("bad.gguf: byte 37: key 's': a string length 4611686018427387904 exceeds the limit of 268435456"));
   EXPECT_THAT(parse_error(RawGguf().header(0, 1).key("s", 8).u64(100).zeros(8)),
               HasSubstr("byte 37: key 's': a string length 100 runs past the end of the file (8 bytes left)"));
   EXPECT_THAT(parse_error(RawGguf().header(0, 1).key("arr", 9).u32(0).u64(uint64_t{1} << 40).zeros(8)),
@@ -182,7 +193,7 @@ TEST(GgufBadFiles, TensorInfos) {
   EXPECT_THAT(
       parse_error(RawGguf().header(1, 0).tensor("w", {uint64_t{1} << 32, uint64_t{1} << 32}, kF32, 0).pad_to(32)),
       HasSubstr("byte 45: tensor 'w': the element count overflows a 64-bit integer at ne[1] = 4294967296"));
-  EXPECT_THAT(parse_error(RawGguf().header(1, 0).tensor("w", {uint64_t{1} << 40, 1 << 22}, kF32, 0).pad_to(32)),
+  EXPECT_THAT(parse_error(RawGguf().header(1, 0).tensor("w", {uint64_t{1} << 40, 1 << 23}, kF32, 0).pad_to(32)),
               HasSubstr("the element count overflows"));
   // 2^62 F32 elements fit int64 but their byte size does not fit 64 bits.
   EXPECT_THAT(parse_error(RawGguf().header(1, 0).tensor("w", {uint64_t{1} << 62}, kF32, 0).pad_to(32)),
@@ -195,8 +206,9 @@ TEST(GgufBadFiles, TensorInfos) {
               HasSubstr("byte 33: tensor 'w': row length ne[0] = 48 is not a multiple of the q4_0 block size 32"));
   EXPECT_THAT(parse_error(one_tensor(8, kF32, 4).zeros(64)),
               HasSubstr("bad.gguf: byte 49: tensor 'w': data offset 4 is not a multiple of the alignment 32"));
-  EXPECT_THAT(parse_error(RawGguf().header(2, 0).tensor("w", {4}, kF32, 0).tensor("w", {4}, kF32, 32).pad_to(32).zeros(64)),
-              HasSubstr("bad.gguf: byte 57: tensor 'w': duplicate tensor name (first at byte 24)"));
+  EXPECT_THAT(
+      parse_error(RawGguf().header(2, 0).tensor("w", {4}, kF32, 0).tensor("w", {4}, kF32, 32).pad_to(32).zeros(64)),
+      HasSubstr("bad.gguf: byte 57: tensor 'w': duplicate tensor name (first at byte 24)"));
 }
 
 TEST(GgufBadFiles, TensorData) {

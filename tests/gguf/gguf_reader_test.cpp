@@ -1,4 +1,5 @@
 // Reading the real GGUF files in ../shared: every file parses, and the key figures of each kind match.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -8,8 +9,6 @@
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_writer.h"
@@ -53,7 +52,9 @@ TEST(GgufReader, EverySharedFileParses) {
       EXPECT_EQ(f.find_tensor(t.name), &t);
       data_bytes += t.n_bytes;
     }
-    if (!f.tensors().empty()) EXPECT_LE(f.data_offset() + data_bytes, f.file_size());
+    if (!f.tensors().empty()) {
+      EXPECT_LE(f.data_offset() + data_bytes, f.file_size());
+    }
     for (const auto& [key, value] : f.metadata().entries()) EXPECT_FALSE(value.describe().empty()) << key;
   }
 }
@@ -241,7 +242,8 @@ TEST(GgufReader, BigVocabularyParsesFast) {
     auto ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     best_ms = std::min(best_ms, ms);
     ASSERT_EQ(f.metadata().get_array("tokenizer.ggml.tokens").size(), 150000u);
-    EXPECT_EQ(f.metadata().get_array("tokenizer.ggml.tokens")[149999].to_string("t"), "tok149999_" + std::string(149999 % 13, 'x'));
+    EXPECT_EQ(f.metadata().get_array("tokenizer.ggml.tokens")[149999].to_string("t"),
+              "tok149999_" + std::string(149999 % 13, 'x'));
   }
   EXPECT_LT(best_ms, 100.0);
 }

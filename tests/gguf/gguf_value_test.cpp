@@ -1,4 +1,6 @@
 // Metadata values and the key/value table: checked conversions, getter error messages, rendering.
+#include "gguf/gguf_value.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -6,7 +8,6 @@
 #include <limits>
 #include <string>
 
-#include "gguf/gguf_value.h"
 #include "util/error.h"
 
 namespace tessera::gguf {
@@ -54,7 +55,9 @@ TEST(GgufValue, ArraysKnowTheirElementType) {
   EXPECT_TRUE(empty.to_array("x").empty());
   EXPECT_NE(empty, Value::array(ValueType::INT32, {}));  // the element type is part of the value
 
-  EXPECT_THAT(error_of([] { Value::array(ValueType::UINT32, {Value(1u), Value("two")}); }),
+  EXPECT_THAT(error_of([] {
+                Value::array(ValueType::UINT32, {Value(1u), Value("two")});
+              }),
               HasSubstr("array element 1 has type string, but the array holds uint32"));
 }
 
@@ -144,7 +147,8 @@ TEST(GgufMetadata, GettersNameTheKey) {
   EXPECT_THAT(error_of([&] { m.get_string("llama.context_length"); }),
               HasSubstr("metadata key 'llama.context_length' has type uint32, expected a string"));
   EXPECT_THAT(error_of([&] { m.get_bool("eps"); }), HasSubstr("metadata key 'eps' has type float32, expected a bool"));
-  EXPECT_THAT(error_of([&] { m.get_array("flag"); }), HasSubstr("metadata key 'flag' has type bool, expected an array"));
+  EXPECT_THAT(error_of([&] { m.get_array("flag"); }),
+              HasSubstr("metadata key 'flag' has type bool, expected an array"));
   EXPECT_THAT(error_of([&] { m.get_f64("list"); }),
               HasSubstr("metadata key 'list' has type array of int32, expected a number"));
   EXPECT_THAT(error_of([&] { m.get_i64("nothing"); }), HasSubstr("metadata key 'nothing' is missing"));

@@ -1,4 +1,6 @@
 // GGUF writer: round trips through the reader, byte-identical rewrites of real files, v2, and errors.
+#include "gguf/gguf_writer.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,7 +14,6 @@
 #include <vector>
 
 #include "gguf/gguf_file.h"
-#include "gguf/gguf_writer.h"
 #include "support/test_paths.h"
 #include "util/error.h"
 
@@ -73,10 +74,9 @@ Metadata all_value_types() {
   m.set("t.arr_empty_string", Value::array(ValueType::STRING, {}));
   m.set("t.arr_empty_f32", Value::array(ValueType::FLOAT32, {}));
   m.set("t.arr_empty_array", Value::array(ValueType::ARRAY, {}));
-  m.set("t.arr_nested",
-        Value::array(ValueType::ARRAY, {Value::array(ValueType::STRING, {Value("x"), Value("y")}),
-                                        Value::array(ValueType::STRING, {}),
-                                        Value::array(ValueType::STRING, {Value("z")})}));
+  m.set("t.arr_nested", Value::array(ValueType::ARRAY, {Value::array(ValueType::STRING, {Value("x"), Value("y")}),
+                                                        Value::array(ValueType::STRING, {}),
+                                                        Value::array(ValueType::STRING, {Value("z")})}));
   m.set("t.arr_nested_mixed",
         Value::array(ValueType::ARRAY, {Value::array(ValueType::INT32, {Value(1)}),
                                         Value::array(ValueType::ARRAY, {Value::array(ValueType::BOOL, {})})}));
@@ -236,7 +236,8 @@ std::vector<uint8_t> rewrite(const GgufFile& f) {
   w.metadata() = f.metadata();
   for (const auto& t : f.tensors()) {
     auto src = f.tensor_data(t);
-    w.add_tensor(t.name, t.type, t.ne, [src](std::span<uint8_t> out) { std::copy(src.begin(), src.end(), out.begin()); });
+    w.add_tensor(t.name, t.type, t.ne,
+                 [src](std::span<uint8_t> out) { std::copy(src.begin(), src.end(), out.begin()); });
   }
   return w.to_bytes();
 }
@@ -268,9 +269,13 @@ TEST(GgufWriter, RejectsBadTensors) {
               HasSubstr("tensor name must not be empty"));
   EXPECT_THAT(error_of([&] { w.add_tensor("u", GgmlType::F32, {}, pattern(4, 0)); }),
               HasSubstr("tensor 'u': 0 dimensions (must be 1 to 4)"));
-  EXPECT_THAT(error_of([&] { w.add_tensor("u", GgmlType::F32, {1, 1, 1, 1, 1}, pattern(4, 0)); }),
+  EXPECT_THAT(error_of([&] {
+                w.add_tensor("u", GgmlType::F32, {1, 1, 1, 1, 1}, pattern(4, 0));
+              }),
               HasSubstr("5 dimensions"));
-  EXPECT_THAT(error_of([&] { w.add_tensor("u", GgmlType::F32, {4, 0}, pattern(0, 0)); }),
+  EXPECT_THAT(error_of([&] {
+                w.add_tensor("u", GgmlType::F32, {4, 0}, pattern(0, 0));
+              }),
               HasSubstr("tensor 'u': ne[1] = 0"));
   EXPECT_THAT(error_of([&] {
                 w.add_tensor("u", GgmlType::F32, {int64_t{1} << 32, int64_t{1} << 32}, [](std::span<uint8_t>) {});

@@ -29,7 +29,7 @@ double half_value(uint16_t h) {
 // Correctly rounded (nearest, ties to even) value of x in a binary format with `mant_bits` stored mantissa
 // bits, minimum normal exponent `emin` and largest finite value `max_finite`, computed in double.
 double round_to_format(float x, int mant_bits, int emin, double max_finite) {
-  if (x == 0.0f) return x;
+  if (x == 0.0f || std::isinf(x)) return x;
   int e;
   std::frexp(static_cast<double>(x), &e);  // |x| = m * 2^e with m in [0.5, 1)
   const int quantum_exp = std::max(e - 1, emin) - mant_bits;
@@ -93,13 +93,13 @@ TEST(Fp16, OverflowsToInfinity) {
 }
 
 TEST(Fp16, SubnormalsAndUnderflow) {
-  EXPECT_EQ(fp32_to_fp16(0x1p-24f), 0x0001u);                           // smallest subnormal
-  EXPECT_EQ(fp32_to_fp16(0x1p-25f), 0x0000u);                           // tie between 0 and 2^-24 -> 0
-  EXPECT_EQ(fp32_to_fp16(std::nextafter(0x1p-25f, 1.0f)), 0x0001u);     // just above the tie
-  EXPECT_EQ(fp32_to_fp16(3 * 0x1p-25f), 0x0002u);                       // tie between 1 and 2 -> 2
-  EXPECT_EQ(fp32_to_fp16(0x1p-14f), 0x0400u);                           // smallest normal
-  EXPECT_EQ(fp32_to_fp16(std::nextafter(0x1p-14f, 0.0f)), 0x0400u);     // rounds up into the normals
-  EXPECT_EQ(fp32_to_fp16(0x3ffp-24f), 0x03ffu);                         // largest subnormal
+  EXPECT_EQ(fp32_to_fp16(0x1p-24f), 0x0001u);                        // smallest subnormal
+  EXPECT_EQ(fp32_to_fp16(0x1p-25f), 0x0000u);                        // tie between 0 and 2^-24 -> 0
+  EXPECT_EQ(fp32_to_fp16(std::nextafter(0x1p-25f, 1.0f)), 0x0001u);  // just above the tie
+  EXPECT_EQ(fp32_to_fp16(3 * 0x1p-25f), 0x0002u);                    // tie between 1 and 2 -> 2
+  EXPECT_EQ(fp32_to_fp16(0x1p-14f), 0x0400u);                        // smallest normal
+  EXPECT_EQ(fp32_to_fp16(std::nextafter(0x1p-14f, 0.0f)), 0x0400u);  // rounds up into the normals
+  EXPECT_EQ(fp32_to_fp16(0x3ffp-24f), 0x03ffu);                      // largest subnormal
   EXPECT_EQ(fp32_to_fp16(std::numeric_limits<float>::denorm_min()), 0x0000u);
   EXPECT_EQ(fp32_to_fp16(-std::numeric_limits<float>::denorm_min()), 0x8000u);
   EXPECT_EQ(fp32_to_fp16(-0.0f), 0x8000u);

@@ -42,7 +42,8 @@ std::vector<uint8_t> tensor_bytes(GgmlType type) {
   const auto file = test::read_file(fixture(stem(type) + ".gguf"));
   const size_t offset = type_traits(type).quantized ? 320 : 256;
   const size_t size = row_size(type, kRowLen) * kRows;
-  EXPECT_EQ(file.size(), offset + size) << "the tensor should fill the file after the header";
+  // The tensor is the last thing in the file, padded to GGUF's 32-byte alignment.
+  EXPECT_EQ(file.size(), offset + (size + 31) / 32 * 32) << "the tensor should fill the file after the header";
   if (file.size() < offset + size) return {};
   return {file.begin() + static_cast<std::ptrdiff_t>(offset),
           file.begin() + static_cast<std::ptrdiff_t>(offset + size)};
@@ -57,15 +58,15 @@ double row_rmse(const float* a, const float* b, int64_t n) {
   return std::sqrt(sum / static_cast<double>(n));
 }
 
-constexpr GgmlType kFixtureTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16,   GgmlType::Q8_0,  GgmlType::Q4_0,
-                                      GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,   GgmlType::Q2_K,  GgmlType::Q3_K,
-                                      GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K,   GgmlType::IQ4_NL, GgmlType::IQ4_XS};
+constexpr GgmlType kFixtureTypes[] = {GgmlType::F32,  GgmlType::F16,    GgmlType::BF16,  GgmlType::Q8_0,
+                                      GgmlType::Q4_0, GgmlType::Q4_1,   GgmlType::Q5_0,  GgmlType::Q5_1,
+                                      GgmlType::Q2_K, GgmlType::Q3_K,   GgmlType::Q4_K,  GgmlType::Q5_K,
+                                      GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 // Every quantizer is byte-exact with ggml on this fixture; IQ4_NL/IQ4_XS are dequantize-only.
-constexpr GgmlType kQuantizableFixtureTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                                                 GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                                                 GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
-                                                 GgmlType::Q6_K};
+constexpr GgmlType kQuantizableFixtureTypes[] = {
+    GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+    GgmlType::Q5_1, GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 std::string param_name(const ::testing::TestParamInfo<GgmlType>& info) { return stem(info.param); }
 
@@ -105,8 +106,9 @@ TEST_P(FixtureQuantize, MatchesGgmlBytes) {
   for (int r = 0; r < kRows; ++r) {
     quantize_row(type, src.data() + r * kRowLen, got.data(), kRowLen);
     for (size_t b = 0; b < rs; ++b) {
-      ASSERT_EQ(got[b], expected[r * rs + b]) << "row " << r << " byte " << b << " (block " << b / type_traits(type).type_size
-                                              << ", offset " << b % type_traits(type).type_size << ")";
+      ASSERT_EQ(got[b], expected[r * rs + b])
+          << "row " << r << " byte " << b << " (block " << b / type_traits(type).type_size << ", offset "
+          << b % type_traits(type).type_size << ")";
     }
   }
 }
@@ -137,6 +139,8 @@ struct ActivationCase {
   const char* file;
 };
 
+std::string activation_name(const ::testing::TestParamInfo<ActivationCase>& info) { return stem(info.param.type); }
+
 class FixtureActivation : public ::testing::TestWithParam<ActivationCase> {};
 
 TEST_P(FixtureActivation, MatchesGgmlFromFloat) {
@@ -156,7 +160,7 @@ INSTANTIATE_TEST_SUITE_P(VecDotTypes, FixtureActivation,
                                            ActivationCase{GgmlType::Q8_K, "x.q8_K.bin"},
                                            ActivationCase{GgmlType::F16, "x.f16.bin"},
                                            ActivationCase{GgmlType::BF16, "x.bf16.bin"}),
-                         [](const ::testing::TestParamInfo<ActivationCase>& info) { return stem(info.param.type); });
+                         activation_name);
 
 class FixtureDot : public ::testing::TestWithParam<GgmlType> {};
 

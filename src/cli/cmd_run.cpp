@@ -1,0 +1,201 @@
+// `tessera run`: one-shot generation (prompt, then the continuation, streamed to standard output) or an
+// interactive `--chat`. Logs and timings go to standard error.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "engine/generator.h"
+#include "tokenizer/chat_template.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera {
+namespace {
+
+struct RunArgs {
+  ModelOptions model;
+  SamplerParams sampler;
+  std::optional<std::string> prompt;
+  std::string prompt_file;
+  int32_t n_predict = -1;
+  bool no_escape = false;
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+  bool chat = false;
+  std::string chat_template;
+  std::string system_prompt;
+  std::string logits_out;
+};
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot read the prompt file", path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void print_timings(double load_s, const GenerationResult& r) {
+  const auto n_gen = static_cast<double>(r.tokens.size());
+  log_info("");
+  log_info("load time:        {:10.2f} ms", load_s * 1e3);
+  log_info("prompt eval time: {:10.2f} ms / {:5} tokens ({:9.2f} tokens per second)", r.prompt_seconds * 1e3,
+           r.n_prompt, r.prompt_seconds > 0 ? static_cast<double>(r.n_prompt) / r.prompt_seconds : 0.0);
+  log_info("generation time:  {:10.2f} ms / {:5} tokens ({:9.2f} tokens per second)", r.gen_seconds * 1e3,
+           r.tokens.size(), r.gen_seconds > 0 ? n_gen / r.gen_seconds : 0.0);
+  log_info("stopped by:       {}", stop_reason_name(r.reason));
+}
+
+class LogitsWriter {
+ public:
+  explicit LogitsWriter(const std::string& path) : path_(path) {
+    if (path.empty()) return;
+    out_.open(path, std::ios::binary | std::ios::trunc);
+    if (!out_) fail("{}: cannot open for writing", path);
+  }
+  void write(std::span<const float> row) {
+    out_.write(reinterpret_cast<const char*>(row.data()), static_cast<std::streamsize>(row.size_bytes()));
+    if (!out_) fail("{}: write failed", path_);
+    ++rows_;
+  }
+  int64_t rows() const { return rows_; }
+  bool enabled() const { return out_.is_open(); }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+  int64_t rows_ = 0;
+};
+
+int run_once(const RunArgs& a) {
+  std::string text = a.prompt_file.empty() ? a.prompt.value_or("") : read_text_file(a.prompt_file);
+  if (!a.no_escape && a.prompt_file.empty()) text = process_escapes(text);
+  LoadedModel m = load_model(a.model);
+  Sampler sampler(a.sampler, m.tokenizer->n_vocab());
+  auto prompt = m.tokenizer->encode(text, true, true);
+  if (prompt.empty()) {
+    if (m.tokenizer->bos() < 0) fail("the prompt is empty and the vocabulary has no BOS token to start from");
+    prompt.push_back(m.tokenizer->bos());
+  }
+  log_info("model: {} ({} layers, {} threads, context {}), prompt {} tokens, seed {}", a.model.model,
+           m.executor->config().n_layer, m.executor->threads(),
+           m.executor->n_ctx(), prompt.size(), sampler.seed());
+
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+  LogitsWriter logits(a.logits_out);
+  GenerationParams gp;
+  gp.n_predict = a.n_predict;
+  gp.n_batch = a.model.n_batch;
+  gp.stop = a.stop;
+  gp.ignore_eos = a.ignore_eos;
+  gp.all_logits = logits.enabled();
+  GenerationCallbacks cb;
+  cb.on_text = [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  };
+  cb.on_logits = [&](std::span<const float> row) { logits.write(row); };
+  Generator gen(*m.executor, *m.tokenizer);
+  const bool strip = text.empty() && m.tokenizer->vocab().add_space_prefix();
+  const GenerationResult r = gen.generate(prompt, sampler, gp, cb, strip);
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  if (logits.enabled()) {
+    log_info("logits: {} rows of {} f32 written to {}", logits.rows(), m.tokenizer->n_vocab(), a.logits_out);
+  }
+  print_timings(m.load_seconds, r);
+  return 0;
+}
+
+int run_chat(const RunArgs& a) {
+  LoadedModel m = load_model(a.model);
+  const auto& md = m.weights->file().metadata();
+  const auto jinja = md.opt_string("tokenizer.chat_template");
+  const ChatTemplateKind kind = resolve_chat_template(
+      a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template),
+      jinja ? std::optional<std::string_view>(*jinja) : std::nullopt);
+  const auto& tok = *m.tokenizer;
+  const std::string bos_text = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
+  const std::string eos_text = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
+  Sampler sampler(a.sampler, tok.n_vocab());
+  Generator gen(*m.executor, tok);
+  GenerationParams gp;
+  gp.n_predict = a.n_predict;
+  gp.n_batch = a.model.n_batch;
+  gp.stop = a.stop;
+  GenerationCallbacks cb;
+  cb.on_text = [](std::string_view piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+  };
+
+  std::vector<ChatMessage> messages;
+  if (!a.system_prompt.empty()) messages.push_back({"system", a.system_prompt});
+  std::vector<TokenId> cached;  // the tokens whose keys and values are in the cache, in order
+  std::optional<std::string> pending = a.prompt;
+  log_info("chat: template {}; type a message and press enter, end with Ctrl-D", chat_template_name(kind));
+  for (;;) {
+    std::string line;
+    if (pending) {
+      line = *pending;
+      pending.reset();
+    } else {
+      std::fputs("\n> ", stderr);
+      if (!std::getline(std::cin, line)) break;
+    }
+    if (line.empty()) continue;
+    messages.push_back({"user", line});
+    const std::string rendered = apply_chat_template(kind, messages, true, bos_text, eos_text);
+    const auto tokens = tok.encode(rendered, true, true);
+    size_t common = 0;
+    while (common < cached.size() && common < tokens.size() && cached[common] == tokens[common]) ++common;
+    if (common == tokens.size()) --common;  // at least one token must be evaluated to get logits
+    m.executor->truncate_sequence(0, static_cast<int64_t>(common));
+    const std::span<const TokenId> fresh(tokens.data() + common, tokens.size() - common);
+    const GenerationResult r = gen.generate(fresh, sampler, gp, cb);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    messages.push_back({"assistant", r.text});
+    cached.assign(tokens.begin(), tokens.end());
+    cached.insert(cached.end(), r.tokens.begin(), r.tokens.end());
+    cached.resize(static_cast<size_t>(m.executor->sequence_length(0)));
+    if (r.reason == StopReason::ContextFull) {
+      log_warn("the context of {} tokens is full; start again with a larger -c", m.executor->n_ctx());
+      break;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& root) {
+  auto a = std::make_shared<RunArgs>();
+  CLI::App* app = root.add_subcommand("run", "Generate text from a prompt, or chat (--chat)");
+  add_model_options(*app, a->model);
+  add_sampler_options(*app, a->sampler);
+  auto* p = app->add_option("-p,--prompt", a->prompt, "Prompt text (\"\" starts from BOS alone)");
+  auto* f = app->add_option("-f,--file", a->prompt_file, "Read the prompt from a file");
+  p->excludes(f);
+  app->add_option("-n,--n-predict", a->n_predict, "Tokens to generate (-1: until end of text or a full context)")
+      ->capture_default_str();
+  app->add_flag("--no-escape", a->no_escape, "Do not process escapes (\\n, \\t, ...) in the prompt");
+  app->add_flag("--ignore-eos", a->ignore_eos, "Keep generating after end-of-generation tokens");
+  app->add_option("--stop,-r,--reverse-prompt", a->stop, "Stop when this text is generated (repeatable)");
+  app->add_flag("--chat,--conversation", a->chat, "Interactive conversation using the model's chat template");
+  app->add_option("--chat-template", a->chat_template, "Chat template name (overrides the model's)");
+  app->add_option("--system-prompt", a->system_prompt, "System message for --chat");
+  app->add_option("--logits-out", a->logits_out,
+                  "Write the logits of every evaluated position: f32 little-endian, n_vocab per row, rows in "
+                  "evaluation order (prompt positions, then one per generated token that was evaluated)");
+  return {app, [a] {
+            a->sampler.validate();
+            return a->chat ? run_chat(*a) : run_once(*a);
+          }};
+}
+
+}  // namespace tessera

@@ -1,0 +1,115 @@
+// Shared model/sampler flags and model loading for the CLI commands.
+#include "cli/model_options.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera {
+
+std::string default_model_path() { return TESSERA_DEFAULT_MODEL; }
+
+void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute) {
+  o.model = default_model_path();
+  app.add_option("-m,--model", o.model, "GGUF model file (default: the bundled stories260K)");
+  if (!with_compute) return;
+  app.add_option("-t,--threads", o.threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("-c,--ctx-size", o.n_ctx, "Context size in tokens (default: the model's, at most 4096)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  app.add_option("-b,--batch-size", o.n_batch, "Prompt tokens per forward pass")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app.add_option("--kv-type,--cache-type-k", o.kv_type, "KV cache type: f16 or f32")
+      ->check(CLI::IsMember({"f16", "f32"}))
+      ->capture_default_str();
+}
+
+void add_sampler_options(CLI::App& app, SamplerParams& p) {
+  app.add_option("--temp", p.temperature, "Temperature (0: greedy)")->capture_default_str();
+  app.add_option("--top-k", p.top_k, "Top-k sampling (0: off)")->capture_default_str();
+  app.add_option("--top-p", p.top_p, "Top-p sampling (1: off)")->capture_default_str();
+  app.add_option("--min-p", p.min_p, "Min-p sampling (0: off)")->capture_default_str();
+  app.add_option("--repeat-penalty", p.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  app.add_option("--repeat-last-n", p.repeat_last_n, "Tokens the penalties look back over (-1: all)")
+      ->capture_default_str();
+  app.add_option("--presence-penalty", p.presence_penalty, "Presence penalty")->capture_default_str();
+  app.add_option("--frequency-penalty", p.frequency_penalty, "Frequency penalty")->capture_default_str();
+  app.add_option("-s,--seed", p.seed, "Random seed (default: random)");
+}
+
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  const auto file = gguf::GgufFile::open(path);
+  try {
+    return Tokenizer::from_metadata(file.metadata());
+  } catch (const Error& e) {
+    fail("{}: {}", path, e.what());
+  }
+}
+
+LoadedModel load_model(const ModelOptions& o, int64_t n_slots) {
+  const auto t0 = std::chrono::steady_clock::now();
+  LoadedModel m;
+  m.weights = ModelWeights::load(o.model);
+  try {
+    m.tokenizer = Tokenizer::from_metadata(m.weights->file().metadata());
+  } catch (const Error& e) {
+    fail("{}: {}", o.model, e.what());
+  }
+  const ModelConfig& c = m.weights->config();
+  if (m.tokenizer->n_vocab() != c.n_vocab) {
+    fail("{}: the tokenizer has {} tokens but the model's vocabulary is {}", o.model, m.tokenizer->n_vocab(),
+         c.n_vocab);
+  }
+  StageOptions so;
+  so.n_slots = n_slots;
+  so.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
+  so.kv_type = o.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
+  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads);
+  m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+std::string process_escapes(std::string_view in) {
+  std::string out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '\\' || i + 1 == in.size()) {
+      out += in[i];
+      continue;
+    }
+    const char c = in[++i];
+    switch (c) {
+      case 'n':
+        out += '\n';
+        break;
+      case 't':
+        out += '\t';
+        break;
+      case 'r':
+        out += '\r';
+        break;
+      case '\\':
+      case '"':
+      case '\'':
+        out += c;
+        break;
+      case 'x':
+        if (i + 2 < in.size() && std::isxdigit(static_cast<unsigned char>(in[i + 1])) &&
+            std::isxdigit(static_cast<unsigned char>(in[i + 2]))) {
+          out += static_cast<char>(std::stoi(std::string(in.substr(i + 1, 2)), nullptr, 16));
+          i += 2;
+          break;
+        }
+        [[fallthrough]];
+      default:
+        out += '\\';
+        out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace tessera

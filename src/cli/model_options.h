@@ -1,0 +1,44 @@
+// Command-line options shared by the commands that load a model (run, perplexity, tokenize, later bench/serve),
+// named as in llama.cpp, and the loading itself.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "engine/local_executor.h"
+#include "engine/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera {
+
+struct ModelOptions {
+  std::string model;  // default: the bundled stories260K
+  int threads = 0;    // 0: all cores
+  int64_t n_ctx = 0;  // 0: the model's training context, at most 4096
+  int64_t n_batch = 512;
+  std::string kv_type = "f16";
+};
+
+void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute = true);
+void add_sampler_options(CLI::App& app, SamplerParams& p);
+
+// The bundled model's path (built into the binary).
+std::string default_model_path();
+
+struct LoadedModel {
+  std::shared_ptr<const ModelWeights> weights;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<LocalExecutor> executor;
+  double load_seconds = 0;
+};
+
+// Loads weights, tokenizer and a local executor with n_slots sequences.
+LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1);
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
+
+// Turns \n, \t, \r, \\, \", \' and \xNN into their characters (llama.cpp's default for -p).
+std::string process_escapes(std::string_view text);
+
+}  // namespace tessera

@@ -1,0 +1,14 @@
+// LocalExecutor: forwards batches to its single Stage.
+#include "engine/local_executor.h"
+
+namespace tessera {
+
+LocalExecutor::LocalExecutor(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, int n_threads)
+    : pool_(n_threads), stage_(std::move(weights), options, pool_) {}
+
+void LocalExecutor::decode(const Batch& batch, std::vector<float>& logits) {
+  stage_.forward(batch, nullptr, out_);
+  logits.swap(out_.logits);
+}
+
+}  // namespace tessera

@@ -1,0 +1,78 @@
+// MoE groups the batch's tokens by expert so each expert's weights are read once per batch (prefill), and
+// applies llama.cpp's gating: softmax over all experts, top-k, weights renormalised over the chosen k.
+#include "model/ffn.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "tensor/tensor_ops.h"
+
+namespace tessera {
+
+void FeedForward::dense(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,
+                        ThreadPool& pool) {
+  const auto n = static_cast<size_t>(n_tokens * c.n_ff);
+  gate_.resize(n);
+  up_.resize(n);
+  hidden_.resize(n);
+  matmul(w.ffn_gate, x, n_tokens, gate_.data(), pool, scratch_);
+  matmul(w.ffn_up, x, n_tokens, up_.data(), pool, scratch_);
+  swiglu(gate_.data(), up_.data(), static_cast<int64_t>(n), hidden_.data());
+  matmul(w.ffn_down, hidden_.data(), n_tokens, out, pool, scratch_);
+}
+
+void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,
+                      ThreadPool& pool) {
+  const int64_t n_exp = c.n_expert;
+  const int64_t k = c.n_expert_used;
+  const int64_t n_embd = c.n_embd;
+  const int64_t n_ff = c.n_ff_exp;
+  router_.resize(static_cast<size_t>(n_tokens * n_exp));
+  matmul(w.ffn_gate_inp, x, n_tokens, router_.data(), pool, scratch_);
+
+  // Per expert: the tokens routed to it and their gate weights.
+  std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(n_exp));
+  std::vector<int64_t> order(static_cast<size_t>(n_exp));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* p = router_.data() + t * n_exp;
+    softmax(p, n_exp);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), [p](int64_t a, int64_t b) {
+      return p[a] > p[b] || (p[a] == p[b] && a < b);
+    });
+    float sum = 0.0f;
+    for (int64_t i = 0; i < k; ++i) sum += p[order[static_cast<size_t>(i)]];
+    sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's floor against division by ~0
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t e = order[static_cast<size_t>(i)];
+      routed[static_cast<size_t>(e)].emplace_back(t, p[e] / sum);
+    }
+  }
+
+  std::fill(out, out + n_tokens * n_embd, 0.0f);
+  for (int64_t e = 0; e < n_exp; ++e) {
+    const auto& tokens = routed[static_cast<size_t>(e)];
+    if (tokens.empty()) continue;
+    const auto m = static_cast<int64_t>(tokens.size());
+    gathered_.resize(static_cast<size_t>(m * n_embd));
+    for (int64_t i = 0; i < m; ++i) {
+      std::copy_n(x + tokens[static_cast<size_t>(i)].first * n_embd, n_embd, gathered_.data() + i * n_embd);
+    }
+    gate_.resize(static_cast<size_t>(m * n_ff));
+    up_.resize(static_cast<size_t>(m * n_ff));
+    hidden_.resize(static_cast<size_t>(m * n_ff));
+    expert_out_.resize(static_cast<size_t>(m * n_embd));
+    matmul(w.ffn_gate_exps.slice_rows(e * n_ff, n_ff), gathered_.data(), m, gate_.data(), pool, scratch_);
+    matmul(w.ffn_up_exps.slice_rows(e * n_ff, n_ff), gathered_.data(), m, up_.data(), pool, scratch_);
+    swiglu(gate_.data(), up_.data(), m * n_ff, hidden_.data());
+    matmul(w.ffn_down_exps.slice_rows(e * n_embd, n_embd), hidden_.data(), m, expert_out_.data(), pool, scratch_);
+    for (int64_t i = 0; i < m; ++i) {
+      const auto [t, weight] = tokens[static_cast<size_t>(i)];
+      float* dst = out + t * n_embd;
+      const float* src = expert_out_.data() + i * n_embd;
+      for (int64_t j = 0; j < n_embd; ++j) dst[j] += weight * src[j];
+    }
+  }
+}
+
+}  // namespace tessera

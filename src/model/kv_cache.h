@@ -1,0 +1,49 @@
+// Keys and values of past tokens for the layers one Stage holds, for many sequences at once.
+// Each sequence owns a slot of n_ctx positions; the cache lives beside the forward pass that fills it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/ggml_type.h"
+
+namespace tessera {
+
+struct KvCacheConfig {
+  int64_t n_layers = 0;  // layers of this stage
+  int64_t n_slots = 1;   // sequences that can be live at once
+  int64_t n_ctx = 0;     // positions per sequence
+  int64_t n_embd_k = 0;  // n_head_kv * head_dim
+  int64_t n_embd_v = 0;
+  GgmlType type = GgmlType::F16;  // F16 or F32
+};
+
+class KvCache {
+ public:
+  explicit KvCache(const KvCacheConfig& config);
+
+  const KvCacheConfig& config() const { return config_; }
+  uint64_t bytes() const { return static_cast<uint64_t>(k_.size() + v_.size()); }
+
+  // Stores one token's k and v (f32) for layer `layer` (0-based within the stage) of sequence `slot` at `pos`.
+  void store(int64_t layer, int64_t slot, int64_t pos, const float* k, const float* v);
+  // Rows of one layer of one sequence: position p starts at element p * n_embd_k (or n_embd_v), in config().type.
+  const uint8_t* k_rows(int64_t layer, int64_t slot) const { return k_.data() + offset(layer, slot, 0, config_.n_embd_k); }
+  const uint8_t* v_rows(int64_t layer, int64_t slot) const { return v_.data() + offset(layer, slot, 0, config_.n_embd_v); }
+
+  // Number of positions stored for a sequence (its next position).
+  int64_t length(int64_t slot) const { return lengths_.at(static_cast<size_t>(slot)); }
+  void set_length(int64_t slot, int64_t n);  // after a batch; n <= n_ctx
+  void clear(int64_t slot) { set_length(slot, 0); }
+
+ private:
+  size_t offset(int64_t layer, int64_t slot, int64_t pos, int64_t row_elems) const;
+
+  KvCacheConfig config_;
+  size_t elem_size_;
+  std::vector<uint8_t> k_;
+  std::vector<uint8_t> v_;
+  std::vector<int64_t> lengths_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,124 @@
+// Loads and validates tensors: every expected tensor present with its exact shape and a type Tessera computes with.
+#include "model/model_weights.h"
+
+#include "model/tensor_layout.h"
+#include "tensor/quant.h"
+#include "util/error.h"
+
+namespace tessera {
+namespace {
+
+class Loader {
+ public:
+  Loader(const gguf::GgufFile& file, const ModelConfig& config) : file_(file) {
+    for (auto& spec : expected_tensors(config)) specs_.emplace(spec.name, std::move(spec));
+  }
+
+  TensorView matrix(const std::string& name) const {
+    const gguf::TensorInfo& t = checked(name);
+    TensorView v;
+    v.type = t.type;
+    for (size_t d = 0; d < t.ne.size(); ++d) v.ne[d] = t.ne[d];
+    v.data = file_.tensor_data(t).data();
+    v.row_bytes = row_size(t.type, t.ne[0]);
+    return v;
+  }
+
+  std::vector<float> vector(const std::string& name) const {
+    const gguf::TensorInfo& t = checked(name);
+    std::vector<float> out(static_cast<size_t>(t.n_elements()));
+    dequantize_row(t.type, file_.tensor_data(t).data(), out.data(), t.n_elements());
+    return out;
+  }
+
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+
+ private:
+  const gguf::TensorInfo& checked(const std::string& name) const {
+    const gguf::TensorInfo* t = file_.find_tensor(name);
+    if (t == nullptr) fail("{}: tensor '{}' is missing", file_.name(), name);
+    auto spec = specs_.find(name);
+    if (spec != specs_.end() && t->ne != spec->second.ne) {
+      fail("{}: tensor '{}' has shape {}, expected {}", file_.name(), name, shape(t->ne), shape(spec->second.ne));
+    }
+    if (!type_traits(t->type).can_dequantize) {
+      fail("{}: tensor '{}' has type {}, which Tessera cannot compute with (supported: f32, f16, bf16, q4_0, q4_1, "
+           "q5_0, q5_1, q8_0, q2_K..q6_K, iq4_nl, iq4_xs)",
+           file_.name(), name, type_name(t->type));
+    }
+    return *t;
+  }
+
+  static std::string shape(const std::vector<int64_t>& ne) {
+    std::string s = "[";
+    for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "]";
+  }
+
+  const gguf::GgufFile& file_;
+  std::unordered_map<std::string, TensorSpec> specs_;
+};
+
+}  // namespace
+
+std::shared_ptr<const ModelWeights> ModelWeights::load(const std::filesystem::path& path) {
+  return load(path, LayerRange{0, -1}, true, true);
+}
+
+std::shared_ptr<const ModelWeights> ModelWeights::load(const std::filesystem::path& path, LayerRange layers,
+                                                       bool with_embedding, bool with_head) {
+  auto w = std::shared_ptr<ModelWeights>(new ModelWeights(gguf::GgufFile::open(path)));
+  w->config_ = ModelConfig::from_gguf(w->file_);
+  const ModelConfig& c = w->config_;
+  if (layers.end < 0) layers.end = c.n_layer;
+  if (layers.begin < 0 || layers.begin > layers.end || layers.end > c.n_layer) {
+    fail("{}: layer range {}-{} is outside the model's {} layers", path.string(), layers.begin, layers.end - 1,
+         c.n_layer);
+  }
+  if (c.rope_scaling == RopeScaling::Yarn) {
+    fail("{}: YaRN rope scaling is not supported yet (rope.scaling.type = yarn)", path.string());
+  }
+  w->layers_ = layers;
+  Loader ld(w->file_, c);
+  const ArchInfo& info = arch_info(c.arch);
+  for (int64_t l = layers.begin; l < layers.end; ++l) {
+    auto n = [l](const char* suffix) { return layer_tensor_name(l, suffix); };
+    LayerWeights lw;
+    lw.attn_norm = ld.vector(n("attn_norm.weight"));
+    lw.ffn_norm = ld.vector(n("ffn_norm.weight"));
+    lw.wq = ld.matrix(n("attn_q.weight"));
+    lw.wk = ld.matrix(n("attn_k.weight"));
+    lw.wv = ld.matrix(n("attn_v.weight"));
+    lw.wo = ld.matrix(n("attn_output.weight"));
+    if (info.attn_bias) {
+      lw.q_bias = ld.vector(n("attn_q.bias"));
+      lw.k_bias = ld.vector(n("attn_k.bias"));
+      lw.v_bias = ld.vector(n("attn_v.bias"));
+    }
+    if (info.qk_norm) {
+      lw.q_norm = ld.vector(n("attn_q_norm.weight"));
+      lw.k_norm = ld.vector(n("attn_k_norm.weight"));
+    }
+    if (c.is_moe()) {
+      lw.ffn_gate_inp = ld.matrix(n("ffn_gate_inp.weight"));
+      lw.ffn_gate_exps = ld.matrix(n("ffn_gate_exps.weight"));
+      lw.ffn_up_exps = ld.matrix(n("ffn_up_exps.weight"));
+      lw.ffn_down_exps = ld.matrix(n("ffn_down_exps.weight"));
+    } else {
+      lw.ffn_gate = ld.matrix(n("ffn_gate.weight"));
+      lw.ffn_up = ld.matrix(n("ffn_up.weight"));
+      lw.ffn_down = ld.matrix(n("ffn_down.weight"));
+    }
+    w->layer_weights_.push_back(std::move(lw));
+  }
+  if (ld.has("rope_freqs.weight")) w->rope_factors_ = ld.vector("rope_freqs.weight");
+  if (with_embedding || (with_head && c.tied_output)) w->token_embd_ = ld.matrix("token_embd.weight");
+  if (with_head) {
+    w->output_norm_ = ld.vector("output_norm.weight");
+    w->output_ = c.tied_output ? w->token_embd_ : ld.matrix("output.weight");
+  }
+  if (!with_embedding) w->token_embd_ = TensorView{};
+  return w;
+}
+
+}  // namespace tessera

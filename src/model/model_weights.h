@@ -1,0 +1,62 @@
+// A model's weights as views into the mapped GGUF file, checked against the architecture's expected tensors.
+// Small vectors (norms, biases, rope factors) are copied out as f32.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "model/model_config.h"
+#include "tensor/tensor_view.h"
+
+namespace tessera {
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  std::vector<float> q_bias, k_bias, v_bias;  // qwen2
+  std::vector<float> q_norm, k_norm;          // qwen3
+  TensorView wq, wk, wv, wo;
+  TensorView ffn_gate, ffn_up, ffn_down;                 // dense
+  TensorView ffn_gate_inp;                               // MoE router [n_embd, n_expert]
+  TensorView ffn_gate_exps, ffn_up_exps, ffn_down_exps;  // MoE experts, expert e = rows of slice e
+};
+
+struct LayerRange {
+  int64_t begin = 0;  // first layer
+  int64_t end = 0;    // one past the last layer
+  bool contains(int64_t l) const { return l >= begin && l < end; }
+  int64_t size() const { return end - begin; }
+};
+
+class ModelWeights {
+ public:
+  // Opens the file and loads the tensors the given layers need (all layers by default); the embedding is loaded
+  // when with_embedding, the output head when with_head. Throws Error naming the file and tensor.
+  static std::shared_ptr<const ModelWeights> load(const std::filesystem::path& path);
+  static std::shared_ptr<const ModelWeights> load(const std::filesystem::path& path, LayerRange layers,
+                                                  bool with_embedding, bool with_head);
+
+  const ModelConfig& config() const { return config_; }
+  const gguf::GgufFile& file() const { return file_; }
+  LayerRange layers() const { return layers_; }
+  const LayerWeights& layer(int64_t l) const { return layer_weights_.at(static_cast<size_t>(l - layers_.begin)); }
+  const TensorView& token_embd() const { return token_embd_; }
+  const TensorView& output() const { return output_; }  // token_embd when tied
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  const std::vector<float>& rope_factors() const { return rope_factors_; }  // empty when absent
+  bool has_embedding() const { return !token_embd_.empty(); }
+  bool has_head() const { return !output_norm_.empty(); }
+
+ private:
+  explicit ModelWeights(gguf::GgufFile file) : file_(std::move(file)) {}
+
+  gguf::GgufFile file_;
+  ModelConfig config_;
+  LayerRange layers_;
+  std::vector<LayerWeights> layer_weights_;
+  TensorView token_embd_, output_;
+  std::vector<float> output_norm_, rope_factors_;
+};
+
+}  // namespace tessera

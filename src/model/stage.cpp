@@ -1,0 +1,171 @@
+// The forward pass, readable top to bottom: embed, then per layer attention and FFN with residuals, then the head.
+#include "model/stage.h"
+
+#include <algorithm>
+
+#include "tensor/quant.h"
+#include "tensor/tensor_ops.h"
+#include "util/error.h"
+
+namespace tessera {
+
+namespace {
+
+KvCacheConfig cache_config(const ModelWeights& w, const StageOptions& o) {
+  const ModelConfig& c = w.config();
+  if (o.n_slots <= 0) fail("the number of parallel sequences must be positive, got {}", o.n_slots);
+  if (o.n_ctx < 0) fail("the context size must be positive, got {}", o.n_ctx);
+  KvCacheConfig kv;
+  kv.n_layers = w.layers().size();
+  kv.n_slots = o.n_slots;
+  kv.n_ctx = o.n_ctx > 0 ? o.n_ctx : c.n_ctx_train;
+  kv.n_embd_k = c.n_embd_k();
+  kv.n_embd_v = c.n_embd_v();
+  kv.type = o.kv_type;
+  return kv;
+}
+
+void add_bias(float* x, const std::vector<float>& bias, int64_t n_tokens) {
+  if (bias.empty()) return;
+  const auto n = static_cast<int64_t>(bias.size());
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t i = 0; i < n; ++i) x[t * n + i] += bias[static_cast<size_t>(i)];
+  }
+}
+
+}  // namespace
+
+Stage::Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, ThreadPool& pool)
+    : weights_(std::move(weights)), pool_(pool), cache_(cache_config(*weights_, options)) {}
+
+void Stage::truncate_sequence(int64_t seq, int64_t n) {
+  if (n > cache_.length(seq)) fail("cannot truncate sequence {} to {} tokens: it holds {}", seq, n, cache_.length(seq));
+  cache_.set_length(seq, n);
+}
+
+void Stage::check_batch(const Batch& batch) const {
+  const int64_t n = batch.size();
+  if (n == 0) fail("empty batch");
+  if (static_cast<int64_t>(batch.pos.size()) != n || static_cast<int64_t>(batch.want_logits.size()) != n ||
+      (is_first() && static_cast<int64_t>(batch.tokens.size()) != n)) {
+    fail("malformed batch: field lengths differ");
+  }
+  std::vector<int64_t> next(static_cast<size_t>(n_slots()));
+  for (int64_t s = 0; s < n_slots(); ++s) next[static_cast<size_t>(s)] = cache_.length(s);
+  for (int64_t t = 0; t < n; ++t) {
+    const int64_t s = batch.seq[static_cast<size_t>(t)];
+    const int64_t p = batch.pos[static_cast<size_t>(t)];
+    if (s < 0 || s >= n_slots()) fail("token {} names sequence {}, but only {} are allowed", t, s, n_slots());
+    if (p >= n_ctx()) fail("sequence {} reached the context limit of {} tokens (raise -c)", s, n_ctx());
+    if (p != next[static_cast<size_t>(s)]) {
+      fail("sequence {}: token at position {}, expected position {}", s, p, next[static_cast<size_t>(s)]);
+    }
+    ++next[static_cast<size_t>(s)];
+    if (is_first()) {
+      const int32_t tok = batch.tokens[static_cast<size_t>(t)];
+      if (tok < 0 || tok >= config().n_vocab) fail("token id {} is outside the vocabulary of {}", tok, config().n_vocab);
+    }
+  }
+}
+
+void Stage::forward(const Batch& batch, const float* hidden_in, StageOutput& out) {
+  check_batch(batch);
+  const ModelConfig& c = config();
+  const int64_t n_tokens = batch.size();
+  const int64_t n_embd = c.n_embd;
+  x_.resize(static_cast<size_t>(n_tokens * n_embd));
+
+  if (is_first()) {
+    const TensorView& embd = weights_->token_embd();
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      dequantize_row(embd.type, embd.row(batch.tokens[static_cast<size_t>(t)]), x_.data() + t * n_embd, n_embd);
+    }
+  } else {
+    if (hidden_in == nullptr) fail("stage {}-{} needs input activations", layers().begin, layers().end - 1);
+    std::copy_n(hidden_in, n_tokens * n_embd, x_.data());
+  }
+
+  for (int64_t l = layers().begin; l < layers().end; ++l) layer_forward(l, batch);
+
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t s = batch.seq[static_cast<size_t>(t)];
+    cache_.set_length(s, std::max<int64_t>(cache_.length(s), batch.pos[static_cast<size_t>(t)] + 1));
+  }
+
+  if (!is_last()) {
+    out.hidden.assign(x_.begin(), x_.end());
+    out.logits.clear();
+    return;
+  }
+  // Only the tokens that want logits go through the output norm and the (large) head.
+  const int64_t n_out = batch.n_outputs();
+  norm_.resize(static_cast<size_t>(n_out * n_embd));
+  int64_t row = 0;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    if (!batch.want_logits[static_cast<size_t>(t)]) continue;
+    rms_norm(x_.data() + t * n_embd, weights_->output_norm().data(), n_embd, c.rms_eps, norm_.data() + row * n_embd);
+    ++row;
+  }
+  out.hidden.clear();
+  out.logits.resize(static_cast<size_t>(n_out * c.n_vocab));
+  if (n_out > 0) matmul(weights_->output(), norm_.data(), n_out, out.logits.data(), pool_, scratch_);
+}
+
+void Stage::layer_forward(int64_t l, const Batch& batch) {
+  const ModelConfig& c = config();
+  const LayerWeights& w = weights_->layer(l);
+  const int64_t local = l - layers().begin;
+  const int64_t n_tokens = batch.size();
+  const int64_t n_embd = c.n_embd;
+  const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
+
+  // Attention block.
+  norm_.resize(sz(n_tokens * n_embd));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    rms_norm(x_.data() + t * n_embd, w.attn_norm.data(), n_embd, c.rms_eps, norm_.data() + t * n_embd);
+  }
+  q_.resize(sz(n_tokens * c.n_embd_q()));
+  k_.resize(sz(n_tokens * c.n_embd_k()));
+  v_.resize(sz(n_tokens * c.n_embd_v()));
+  matmul(w.wq, norm_.data(), n_tokens, q_.data(), pool_, scratch_);
+  matmul(w.wk, norm_.data(), n_tokens, k_.data(), pool_, scratch_);
+  matmul(w.wv, norm_.data(), n_tokens, v_.data(), pool_, scratch_);
+  add_bias(q_.data(), w.q_bias, n_tokens);
+  add_bias(k_.data(), w.k_bias, n_tokens);
+  add_bias(v_.data(), w.v_bias, n_tokens);
+
+  const RopeMode mode = c.rope_style() == RopeStyle::Norm ? RopeMode::Norm : RopeMode::Neox;
+  const float* factors = weights_->rope_factors().empty() ? nullptr : weights_->rope_factors().data();
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* qt = q_.data() + t * c.n_embd_q();
+    float* kt = k_.data() + t * c.n_embd_k();
+    if (!w.q_norm.empty()) {
+      for (int64_t h = 0; h < c.n_head; ++h) rms_norm(qt + h * c.head_dim, w.q_norm.data(), c.head_dim, c.rms_eps, qt + h * c.head_dim);
+      for (int64_t h = 0; h < c.n_head_kv; ++h) rms_norm(kt + h * c.head_dim, w.k_norm.data(), c.head_dim, c.rms_eps, kt + h * c.head_dim);
+    }
+    const int64_t pos = batch.pos[sz(t)];
+    rope(qt, c.n_head, c.head_dim, c.n_rot, pos, c.rope_freq_base, c.rope_freq_scale, factors, mode);
+    rope(kt, c.n_head_kv, c.head_dim, c.n_rot, pos, c.rope_freq_base, c.rope_freq_scale, factors, mode);
+    cache_.store(local, batch.seq[sz(t)], pos, kt, v_.data() + t * c.n_embd_v());
+  }
+
+  attn_.resize(sz(n_tokens * c.n_head * c.head_dim_v));
+  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v};
+  attention(shape, cache_, local, batch, q_.data(), attn_.data(), pool_);
+  proj_.resize(sz(n_tokens * n_embd));
+  matmul(w.wo, attn_.data(), n_tokens, proj_.data(), pool_, scratch_);
+  for (size_t i = 0; i < proj_.size(); ++i) x_[i] += proj_[i];
+
+  // Feed-forward block.
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    rms_norm(x_.data() + t * n_embd, w.ffn_norm.data(), n_embd, c.rms_eps, norm_.data() + t * n_embd);
+  }
+  if (c.is_moe()) {
+    ffn_.moe(w, c, norm_.data(), n_tokens, proj_.data(), pool_);
+  } else {
+    ffn_.dense(w, c, norm_.data(), n_tokens, proj_.data(), pool_);
+  }
+  for (size_t i = 0; i < proj_.size(); ++i) x_[i] += proj_[i];
+}
+
+}  // namespace tessera

@@ -1,0 +1,63 @@
+// A Stage: the forward pass over a contiguous range of layers (plus the embedding if first, the output head if
+// last) and the KV cache of those layers. A local run is one Stage with every layer; a pipeline runs the same
+// code on every node.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/attention.h"
+#include "model/batch.h"
+#include "model/ffn.h"
+#include "model/kv_cache.h"
+#include "model/model_weights.h"
+#include "tensor/matmul.h"
+#include "util/thread_pool.h"
+
+namespace tessera {
+
+struct StageOptions {
+  int64_t n_slots = 1;  // sequences live at once
+  int64_t n_ctx = 0;    // positions per sequence (0: the model's training context)
+  GgmlType kv_type = GgmlType::F16;
+};
+
+struct StageOutput {
+  std::vector<float> hidden;  // [n_tokens][n_embd] when the stage has no head
+  std::vector<float> logits;  // [n_outputs][n_vocab] for the batch's want_logits tokens, in batch order
+};
+
+class Stage {
+ public:
+  Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, ThreadPool& pool);
+
+  const ModelConfig& config() const { return weights_->config(); }
+  LayerRange layers() const { return weights_->layers(); }
+  bool is_first() const { return weights_->has_embedding(); }
+  bool is_last() const { return weights_->has_head(); }
+  const KvCache& cache() const { return cache_; }
+  int64_t n_ctx() const { return cache_.config().n_ctx; }
+  int64_t n_slots() const { return cache_.config().n_slots; }
+
+  // Runs the batch. The first stage reads batch.tokens; later stages read `hidden_in` ([n_tokens][n_embd]).
+  // Each sequence's tokens must continue it: positions length, length + 1, ... in batch order.
+  void forward(const Batch& batch, const float* hidden_in, StageOutput& out);
+
+  // Forgets a sequence (its slot can be reused) or keeps only its first n positions.
+  void clear_sequence(int64_t seq) { cache_.clear(seq); }
+  void truncate_sequence(int64_t seq, int64_t n);
+  int64_t sequence_length(int64_t seq) const { return cache_.length(seq); }
+
+ private:
+  void check_batch(const Batch& batch) const;
+  void layer_forward(int64_t layer, const Batch& batch);
+
+  std::shared_ptr<const ModelWeights> weights_;
+  ThreadPool& pool_;
+  KvCache cache_;
+  FeedForward ffn_;
+  MatmulScratch scratch_;
+  std::vector<float> x_, norm_, q_, k_, v_, attn_, proj_;
+};
+
+}  // namespace tessera

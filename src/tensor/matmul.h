@@ -1,0 +1,23 @@
+// Matrix products of weights (any GGUF type) with f32 activations: the hot spot of every forward pass.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/tensor_view.h"
+#include "util/thread_pool.h"
+
+namespace tessera {
+
+// Reusable buffers for activations converted to the weight type's dot-product format.
+struct MatmulScratch {
+  std::vector<uint8_t> act;
+  std::vector<float> row;
+};
+
+// y[t * w.rows() + r] = dot(row r of w, x[t * w.cols() ...]) for t < n_tokens.
+// Quantized weights use integer dot products against activations quantized the way ggml's CPU backend does
+// (Q8_0/Q8_1/Q8_K), so results track llama.cpp's; F32/F16/BF16 weights keep f32 activations.
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch);
+
+}  // namespace tessera

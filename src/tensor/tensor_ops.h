@@ -1,0 +1,24 @@
+// Element-wise and row-wise operations of the transformer forward pass (f32).
+#pragma once
+
+#include <cstdint>
+
+namespace tessera {
+
+// out = x / sqrt(mean(x^2) + eps) * w (w may be null: no scaling).
+void rms_norm(const float* x, const float* w, int64_t n, float eps, float* out);
+
+// In-place softmax over n values.
+void softmax(float* x, int64_t n);
+
+// out[i] = silu(gate[i]) * up[i]
+void swiglu(const float* gate, const float* up, int64_t n, float* out);
+
+enum class RopeMode { Norm, Neox };
+
+// Rotates the first n_rot dims of each of n_heads vectors of head_dim floats at position pos. theta for pair i is
+// pos * freq_scale * base^(-2i/n_rot) / factors[i] (factors may be null), computed as ggml does.
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
+          float freq_scale, const float* factors, RopeMode mode);
+
+}  // namespace tessera
