@@ -84,6 +84,10 @@ int run_once(const RunArgs& a) {
            m.executor->config().n_layer, m.executor->threads(),
            m.executor->n_ctx(), prompt.size(), sampler.seed());
 
+  if (static_cast<int64_t>(prompt.size()) > m.executor->n_ctx()) {
+    fail("the prompt of {} tokens does not fit the context of {} tokens (raise -c)", prompt.size(),
+         m.executor->n_ctx());
+  }
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
   LogitsWriter logits(a.logits_out);
