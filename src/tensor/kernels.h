@@ -1,0 +1,59 @@
+// CPU compute kernels behind one small interface, with a scalar reference, AVX2 and AVX-512 variants chosen at
+// run time from the CPU's features (one binary is right everywhere). TESSERA_ISA=scalar|avx2|avx512 forces a path.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "tensor/ggml_type.h"
+
+namespace tessera {
+
+enum class Isa { Scalar, Avx2, Avx512 };
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false, avx512bf16 = false;
+  bool avx_vnni = false;
+};
+
+CpuFeatures detect_cpu_features();
+std::string_view isa_name(Isa isa);
+// The best path this CPU runs (avx512 needs F, BW, VL, DQ and VNNI; avx2 needs AVX2, FMA and F16C).
+Isa best_isa(const CpuFeatures& f);
+bool isa_supported(Isa isa, const CpuFeatures& f);
+// best_isa(), or the TESSERA_ISA environment variable's choice; throws Error if the CPU lacks the forced path.
+Isa select_isa();
+
+// Converts an f32 row of n elements to an activation format (Q8_0, Q8_1, Q8_K; F32 copies).
+using ActQuantFn = void (*)(const float* x, void* y, int64_t n);
+// Dot product of one weight row (n elements) with one activation row in act_type(weight type).
+using VecDotFn = float (*)(const void* w, const void* x, int64_t n);
+// y[t * ldy + r] = dot(weight row r, activation row t) for r < n_rows, t < n_tok. Rows are w_stride / x_stride
+// bytes apart. Implementations reuse each unpacked weight block across several tokens (prefill).
+using GemmFn = void (*)(const uint8_t* w, size_t w_stride, int64_t n_rows, const uint8_t* x, size_t x_stride,
+                        int64_t n_tok, int64_t k, float* y, int64_t ldy);
+
+class Kernels {
+ public:
+  Isa isa() const { return isa_; }
+  // The activation format for a weight type: F32 for F32/F16/BF16 weights (activations stay f32), else ggml's
+  // vec_dot_type (Q8_0, Q8_1 or Q8_K).
+  static GgmlType act_type(GgmlType weight);
+  ActQuantFn quantize_act(GgmlType act) const;  // never null for Q8_0, Q8_1, Q8_K, F32
+  VecDotFn vec_dot(GgmlType weight) const;      // never null for a type with can_dequantize
+  GemmFn gemm(GgmlType weight) const;           // never null for a type with can_dequantize
+
+  // The kernel set of one path (the path must be supported by the CPU to be called).
+  static const Kernels& get(Isa isa);
+
+ private:
+  friend struct KernelTables;
+  Isa isa_ = Isa::Scalar;
+  ActQuantFn quantize_[64] = {};
+  VecDotFn dot_[64] = {};
+  GemmFn gemm_[64] = {};
+};
+
+}  // namespace tessera
