@@ -178,7 +178,10 @@ std::vector<std::string_view> PreTokenizer::split(std::string_view text) const {
   std::vector<std::pair<size_t, size_t>> next;
   for (const Regex& regex : regexes_) {
     next.clear();
-    for (const auto& [begin, end] : words) {
+    for (const auto& word : words) {
+      // Plain copies: clang 14 cannot capture structured bindings in a lambda.
+      const size_t begin = word.first;
+      const size_t end = word.second;
       size_t done = 0;  // relative to begin
       regex.for_each_match(text.substr(begin, end - begin), [&](size_t mb, size_t me) {
         if (mb > done) next.emplace_back(begin + done, begin + mb);
