@@ -1,0 +1,72 @@
+// Measures this node: memory read bandwidth, int8 and f32 compute rates, cores, memory, CPU and the kernels' ISA.
+// `tessera probe` prints it, `tessera bench` uses the bandwidth for its roofline, the planner's cost model reads it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tessera {
+
+struct ProbeOptions {
+  int threads = 0;            // 0: all cores
+  double seconds = 3.0;       // time budget for the measurements (buffer set-up comes on top)
+  uint64_t buffer_bytes = 0;  // bandwidth buffer; 0: max(1 GiB, 4x the last-level cache), within free memory
+};
+
+struct ProbeResult {
+  int threads = 0;                // threads of the multi-threaded figures
+  double mem_read_gbps = 0;       // streaming read bandwidth, 1e9 bytes/s, all `threads`
+  double mem_read_gbps_1t = 0;    // the same from one thread
+  double int8_gops = 0;           // int8 dot products (u8 x s8 -> s32), multiply and add counted as 2 ops
+  double f32_gflops = 0;          // f32 fused multiply-add, counted as 2 flops
+  int cores = 0;                  // logical CPUs this process may run on
+  uint64_t mem_total_bytes = 0;   // /proc/meminfo MemTotal
+  uint64_t mem_available_bytes = 0;  // /proc/meminfo MemAvailable
+  std::string cpu;                // model name
+  std::string isa;                // the path Tessera's kernels take (select_isa)
+};
+
+ProbeResult probe_node(const ProbeOptions& options);
+
+// Streaming read bandwidth alone (1e9 bytes/s, best pass) over a fresh buffer (buffer_bytes 0: the default size).
+double measure_read_gbps(int threads, double seconds, uint64_t buffer_bytes = 0);
+
+// Logical CPUs in this process's affinity mask (all cores by default for -t).
+int available_cores();
+std::string cpu_model_name();
+
+struct MemInfo {
+  uint64_t total_bytes = 0;
+  uint64_t available_bytes = 0;
+};
+MemInfo read_meminfo();
+
+// The measured loops, one set per instruction set (probe_avx2.cpp and probe_avx512.cpp are compiled for theirs and
+// are called only when the CPU has it). Declared here so that tests can check each one does the work it claims.
+namespace probe_kernels {
+
+// XOR of n 64-bit words, n a multiple of kReadBlockWords: every byte is loaded, and the result depends on all.
+inline constexpr size_t kReadBlockWords = 64;
+uint64_t xor_words_scalar(const uint64_t* p, size_t n);
+uint64_t xor_words_avx2(const uint64_t* p, size_t n);
+uint64_t xor_words_avx512(const uint64_t* p, size_t n);
+
+// Compute loops: `iters` iterations of independent multiply-accumulate chains on all-ones inputs. They return the
+// number of multiplies the hardware performed, read back from the accumulators (exact for iters <= kMaxIters), so
+// the caller's op count comes from the computation itself: ops = 2 * result.
+inline constexpr uint64_t kMaxIters = 1 << 16;
+uint64_t int8_dot_scalar(uint64_t iters);
+uint64_t int8_dot_avx2(uint64_t iters);        // vpmaddubsw + vpmaddwd
+uint64_t int8_dot_avx_vnni(uint64_t iters);    // 256-bit vpdpbusd (AVX-VNNI)
+uint64_t int8_dot_avx512(uint64_t iters);      // 512-bit vpdpbusd (AVX-512 VNNI)
+uint64_t f32_fma_scalar(uint64_t iters);
+uint64_t f32_fma_avx2(uint64_t iters);
+uint64_t f32_fma_avx512(uint64_t iters);
+
+// Keeps a value alive: the compiler must assume it is used, so the loop that made it cannot be dropped.
+inline void keep(uint64_t value) { asm volatile("" : : "r"(value) : "memory"); }
+
+}  // namespace probe_kernels
+
+}  // namespace tessera
