@@ -1,44 +1,88 @@
-// ThreadPool: workers sleep on a condition variable between jobs; a generation counter wakes them for each run().
+// ThreadPool: a job is published by bumping an atomic generation; workers spin (with a pause hint) for a few
+// tens of microseconds, then block in a futex wait (std::atomic::wait). The caller waits for completion the same
+// way, so an oversubscribed machine degrades to sleeping instead of burning time slices.
 #include "util/thread_pool.h"
+
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 
 namespace tessera {
+namespace {
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+constexpr int kSpinIterations = 2000;  // tens of microseconds of pause instructions before blocking
+
+// Spins until value != old or the spin budget runs out, then blocks until it changes.
+template <typename T>
+T wait_change(const std::atomic<T>& value, T old) {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    const T now = value.load(std::memory_order_acquire);
+    if (now != old) return now;
+    cpu_relax();
+  }
+  T now = value.load(std::memory_order_acquire);
+  while (now == old) {
+    value.wait(old, std::memory_order_acquire);
+    now = value.load(std::memory_order_acquire);
+  }
+  return now;
+}
+
+void pin_to_cpu(std::thread::native_handle_type handle, int index) {
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+  int seen = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &allowed)) continue;
+    if (seen++ == index % std::max(1, CPU_COUNT(&allowed))) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      pthread_setaffinity_np(handle, sizeof one, &one);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads, bool pin) : n_threads_(std::max(1, n_threads)) {
+  for (int i = 1; i < n_threads_; ++i) {
+    workers_.emplace_back([this, i] { worker(i); });
+    if (pin) pin_to_cpu(workers_.back().native_handle(), i);
+  }
+  if (pin) pin_to_cpu(pthread_self(), 0);
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  start_cv_.notify_all();
+  stopping_.store(true, std::memory_order_release);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    const std::function<void(int)>* job;
-    {
-      std::unique_lock lock(mutex_);
-      start_cv_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
-      job = job_;
-    }
+    seen = wait_change(generation_, seen);
+    if (stopping_.load(std::memory_order_acquire)) return;
     try {
-      (*job)(index);
+      (*job_)(index);
     } catch (...) {
-      std::lock_guard lock(mutex_);
+      std::lock_guard lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
     }
-    {
-      std::lock_guard lock(mutex_);
-      if (--pending_ == 0) done_cv_.notify_one();
-    }
+    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
   }
 }
 
@@ -47,22 +91,18 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
     fn(0);
     return;
   }
-  {
-    std::lock_guard lock(mutex_);
-    job_ = &fn;
-    pending_ = n_threads_ - 1;
-    error_ = nullptr;
-    ++generation_;
-  }
-  start_cv_.notify_all();
+  job_ = &fn;
+  error_ = nullptr;
+  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
   std::exception_ptr own_error;
   try {
     fn(0);
   } catch (...) {
     own_error = std::current_exception();
   }
-  std::unique_lock lock(mutex_);
-  done_cv_.wait(lock, [&] { return pending_ == 0; });
+  for (int left = pending_.load(std::memory_order_acquire); left != 0;) left = wait_change(pending_, left);
   job_ = nullptr;
   if (own_error) std::rethrow_exception(own_error);
   if (error_) std::rethrow_exception(error_);

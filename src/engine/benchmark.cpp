@@ -1,0 +1,312 @@
+// llama-bench's method on Tessera's Executor: random in-vocabulary tokens, a warm-up, timed repeats from a cleared
+// sequence, tokens/s per repeat, mean and Bessel-corrected deviation; plus the decode roofline from the probe.
+#include "engine/benchmark.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <random>
+
+#include "engine/probe.h"
+#include "model/model_profile.h"
+#include "model/quant_mix.h"
+#include "tensor/kernels.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kMaxListValues = 4096;
+
+[[noreturn]] void bad_list(std::string_view flag, std::string_view text, std::string_view why) {
+  fail("{}: bad list '{}': {} (expected numbers separated by commas, e.g. 128,512, or a range first-last, "
+       "first-last+step or first-last*mult)",
+       flag, text, why);
+}
+
+// Parses a whole unsigned decimal number, or returns nullopt.
+std::optional<int64_t> parse_number(std::string_view s) {
+  if (s.empty() || !std::isdigit(static_cast<unsigned char>(s.front()))) return std::nullopt;
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string now_rfc3339() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// general.file_type as the mix name gen-model and llama-quantize use ("Q4_K_M"); else the commonest matrix type.
+std::string file_type_label(const gguf::GgufFile& file) {
+  std::string label;
+  if (const auto ft = file.metadata().opt_u64("general.file_type")) {
+    const std::string names = quant_mix_names();
+    size_t pos = 0;
+    while (pos <= names.size() && label.empty()) {
+      const size_t comma = std::min(names.find(", ", pos), names.size());
+      const QuantMix mix = quant_mix_from_name(std::string_view(names).substr(pos, comma - pos));
+      if (mix.file_type == *ft) label = mix.name;
+      pos = comma + 2;
+    }
+  }
+  if (label.empty()) {
+    std::map<std::string, uint64_t> bytes_by_type;
+    for (const auto& t : file.tensors()) {
+      if (t.ne.size() >= 2) bytes_by_type[std::string(type_name(t.type))] += t.n_bytes;
+    }
+    uint64_t most = 0;
+    for (const auto& [name, bytes] : bytes_by_type) {
+      if (bytes > most) {
+        most = bytes;
+        label = name;
+      }
+    }
+  }
+  for (auto& ch : label) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return label.empty() ? "?" : label;
+}
+
+std::string params_label(uint64_t n) {
+  const auto x = static_cast<double>(n);
+  if (n >= 1000000000) return fmt::format("{:.1f}B", x / 1e9);
+  if (n >= 1000000) return fmt::format("{:.0f}M", x / 1e6);
+  return fmt::format("{:.0f}K", x / 1e3);
+}
+
+}  // namespace
+
+std::string BenchTest::name() const {
+  return n_prompt > 0 ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
+}
+
+MeanSd mean_sd(std::span<const double> values) {
+  MeanSd r;
+  if (values.empty()) return r;
+  double sum = 0;
+  for (double v : values) sum += v;
+  r.mean = sum / static_cast<double>(values.size());
+  if (values.size() < 2) return r;
+  double sq = 0;
+  for (double v : values) sq += (v - r.mean) * (v - r.mean);
+  r.sd = std::sqrt(sq / static_cast<double>(values.size() - 1));
+  return r;
+}
+
+double decode_roofline_ts(double mem_read_gbps, uint64_t decode_bytes_per_token) {
+  if (decode_bytes_per_token == 0 || !(mem_read_gbps > 0)) return 0;
+  return mem_read_gbps * 1e9 / static_cast<double>(decode_bytes_per_token);
+}
+
+std::vector<int64_t> parse_int_list(std::string_view text, std::string_view flag, int64_t min_value) {
+  std::vector<int64_t> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string_view item = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (item.empty()) bad_list(flag, text, "empty item");
+    const size_t dash = item.find('-');
+    if (dash == std::string_view::npos) {
+      const auto v = parse_number(item);
+      if (!v) bad_list(flag, text, fmt::format("'{}' is not a number", item));
+      if (*v < min_value) bad_list(flag, text, fmt::format("{} is below the minimum of {}", *v, min_value));
+      out.push_back(*v);
+      continue;
+    }
+    // A range: first-last, optionally +step or *mult.
+    const std::string_view first_s = item.substr(0, dash);
+    std::string_view rest = item.substr(dash + 1);
+    char op = '+';
+    int64_t by = 1;
+    const size_t op_pos = rest.find_first_of("+*");
+    if (op_pos != std::string_view::npos) {
+      op = rest[op_pos];
+      const auto b = parse_number(rest.substr(op_pos + 1));
+      if (!b) bad_list(flag, text, fmt::format("'{}' has no valid step after '{}'", item, op));
+      by = *b;
+      rest = rest.substr(0, op_pos);
+    }
+    const auto first = parse_number(first_s);
+    const auto last = parse_number(rest);
+    if (!first || !last) bad_list(flag, text, fmt::format("'{}' is not a number or a range", item));
+    if (*first > *last) bad_list(flag, text, fmt::format("the range '{}' runs backwards", item));
+    if ((op == '+' && by < 1) || (op == '*' && by < 2)) {
+      bad_list(flag, text, fmt::format("the range '{}' never advances", item));
+    }
+    if (*first < min_value) bad_list(flag, text, fmt::format("{} is below the minimum of {}", *first, min_value));
+    if (op == '*' && *first == 0) bad_list(flag, text, fmt::format("the range '{}' starts at 0 and never grows", item));
+    for (int64_t v = *first; v <= *last; v = op == '+' ? v + by : v * by) {
+      if (out.size() >= kMaxListValues) bad_list(flag, text, fmt::format("more than {} values", kMaxListValues));
+      out.push_back(v);
+    }
+  }
+  return out;
+}
+
+std::vector<BenchTest> bench_tests(std::span<const int64_t> prompts, std::span<const int64_t> gens) {
+  std::vector<BenchTest> tests;
+  for (int64_t p : prompts) {
+    if (p > 0) tests.push_back({p, 0});
+  }
+  for (int64_t n : gens) {
+    if (n > 0) tests.push_back({0, n});
+  }
+  return tests;
+}
+
+BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const BenchRunOptions& options) {
+  if ((test.n_prompt > 0) == (test.n_gen > 0) || test.n_prompt < 0 || test.n_gen < 0) {
+    fail("a benchmark test has either a prompt or a generation length, got pp {} tg {}", test.n_prompt, test.n_gen);
+  }
+  if (options.repetitions < 1) fail("the number of repetitions must be positive, got {}", options.repetitions);
+  if (options.n_batch < 1) fail("the batch size must be positive, got {}", options.n_batch);
+  const int64_t needed = test.n_prompt > 0 ? test.n_prompt : test.n_gen + 1;
+  if (needed > executor.n_ctx()) {
+    fail("{} needs a context of {} tokens, the executor has {}", test.name(), needed, executor.n_ctx());
+  }
+  constexpr int32_t seq = 0;
+  const int64_t n_vocab = executor.config().n_vocab;
+  std::mt19937_64 rng(options.seed);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(n_vocab - 1));
+  // Drawn before the clock starts; a run reuses them, the cache is cleared in between.
+  std::vector<int32_t> tokens(static_cast<size_t>(needed));
+  for (auto& t : tokens) t = pick(rng);
+
+  Batch batch;
+  std::vector<float> logits;
+  // Evaluates tokens [begin, end) at their positions, n_batch at a time; logits only for the last when asked.
+  const auto prefill = [&](int64_t begin, int64_t end, bool last_logits) {
+    for (int64_t b = begin; b < end; b += options.n_batch) {
+      const int64_t e = std::min(end, b + options.n_batch);
+      batch.clear();
+      for (int64_t i = b; i < e; ++i) {
+        batch.add(tokens[static_cast<size_t>(i)], seq, static_cast<int32_t>(i), last_logits && i == end - 1);
+      }
+      executor.decode(batch, logits);
+    }
+  };
+  // One token per step with its logits, as a generation loop runs.
+  const auto generate = [&](int64_t steps) {
+    for (int64_t i = 1; i <= steps; ++i) {
+      batch.clear();
+      batch.add(tokens[static_cast<size_t>(i)], seq, static_cast<int32_t>(i), true);
+      executor.decode(batch, logits);
+    }
+  };
+
+  if (options.warmup) {
+    executor.clear_sequence(seq);
+    if (test.n_prompt > 0) {
+      prefill(0, std::min(test.n_prompt, options.n_batch), true);
+    } else {
+      prefill(0, 1, true);
+      generate(std::min<int64_t>(test.n_gen, 8));
+    }
+  }
+
+  BenchTiming r;
+  r.test = test;
+  for (int rep = 0; rep < options.repetitions; ++rep) {
+    executor.clear_sequence(seq);
+    if (test.n_gen > 0) prefill(0, 1, true);  // the short context a generation test starts from
+    const auto t0 = Clock::now();
+    if (test.n_prompt > 0) {
+      prefill(0, test.n_prompt, true);
+    } else {
+      generate(test.n_gen);
+    }
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+    const auto sample = static_cast<uint64_t>(std::max<int64_t>(ns, 1));
+    r.samples_ns.push_back(sample);
+    r.samples_ts.push_back(1e9 * static_cast<double>(test.n_tokens()) / static_cast<double>(sample));
+  }
+  executor.clear_sequence(seq);
+
+  std::vector<double> ns(r.samples_ns.begin(), r.samples_ns.end());
+  const MeanSd t = mean_sd(ns);
+  r.avg_ns = static_cast<uint64_t>(std::llround(t.mean));
+  r.stddev_ns = static_cast<uint64_t>(std::llround(t.sd));
+  const MeanSd ts = mean_sd(r.samples_ts);
+  r.avg_ts = ts.mean;
+  r.stddev_ts = ts.sd;
+  return r;
+}
+
+BenchModel describe_bench_model(const std::string& filename, const ModelWeights& weights) {
+  const ModelProfile profile = profile_model(weights.file(), weights.config());
+  BenchModel m;
+  m.filename = filename;
+  m.size = profile.weight_bytes;
+  m.n_params = profile.n_params;
+  m.decode_bytes_per_token = profile.decode_bytes_per_token;
+  m.type = fmt::format("{} {} {}", weights.config().arch_name, params_label(profile.n_params),
+                       file_type_label(weights.file()));
+  return m;
+}
+
+int64_t bench_context(const BenchConfig& config) {
+  int64_t n = 1;
+  for (int64_t p : config.n_prompt) n = std::max(n, p);
+  for (int64_t g : config.n_gen) n = std::max(n, g + 1);
+  return n;
+}
+
+std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchModel& model,
+                                        const ExecutorFactory& make_executor,
+                                        const std::function<void(const BenchResult&)>& on_result) {
+  const std::vector<BenchTest> tests = bench_tests(config.n_prompt, config.n_gen);
+  if (tests.empty()) fail("nothing to run: every prompt (-p) and generation (-n) length is 0");
+  std::vector<int> threads = config.threads;
+  if (threads.empty()) threads.push_back(available_cores());
+  for (int t : threads) {
+    if (t < 1) fail("thread counts must be positive, got {}", t);
+  }
+  const std::string isa(isa_name(select_isa()));
+
+  std::vector<BenchResult> results;
+  for (int t : threads) {
+    std::unique_ptr<Executor> executor = make_executor(t);
+    std::optional<double> gbps;
+    if (config.probe) {
+      gbps = measure_read_gbps(t, config.probe_seconds, config.probe_buffer_bytes);
+      log_info("bench: {} thread(s): memory read {:.2f} GB/s, decode roofline {:.2f} tokens/s ({:.1f} MB per token)",
+               t, *gbps, decode_roofline_ts(*gbps, model.decode_bytes_per_token),
+               static_cast<double>(model.decode_bytes_per_token) / 1e6);
+    }
+    for (const BenchTest& test : tests) {
+      log_info("bench: {} with {} thread(s): {}{} timed run(s)", test.name(), t,
+               config.run.warmup ? "a warm-up and " : "", config.run.repetitions);
+      BenchResult r;
+      r.model = model;
+      r.n_batch = config.run.n_batch;
+      r.n_threads = t;
+      r.type_k = config.type_k;
+      r.isa = isa;
+      r.test_time = now_rfc3339();
+      r.timing = run_bench_test(*executor, test, config.run);
+      r.mem_read_gbps = gbps;
+      if (gbps && test.n_gen > 0 && model.decode_bytes_per_token > 0) {
+        r.roofline_ts = decode_roofline_ts(*gbps, model.decode_bytes_per_token);
+        r.roofline_fraction = r.timing.avg_ts / *r.roofline_ts;
+      }
+      if (on_result) on_result(r);
+      results.push_back(std::move(r));
+    }
+  }
+  return results;
+}
+
+}  // namespace tessera

@@ -1,0 +1,111 @@
+// Throughput benchmarks in the manner of llama-bench: prompt processing (ppN) and token generation (tgN) timed over
+// repeats on an Executor, with the decode roofline (node bandwidth / bytes per token). `tessera bench` prints them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/executor.h"
+#include "model/model_weights.h"
+
+namespace tessera {
+
+// One test: exactly one of n_prompt and n_gen is positive, as in llama-bench.
+struct BenchTest {
+  int64_t n_prompt = 0;  // evaluate this many random tokens from an empty cache, in batches of n_batch
+  int64_t n_gen = 0;     // then this many single-token steps after a context of one token
+  std::string name() const;  // "pp512", "tg128"
+  int64_t n_tokens() const { return n_prompt + n_gen; }
+};
+
+struct BenchRunOptions {
+  int repetitions = 5;
+  int64_t n_batch = 512;
+  bool warmup = true;  // one untimed run first: the first batch of a pp test, a few steps of a tg test
+  uint64_t seed = 1234;  // the random tokens
+};
+
+struct BenchTiming {
+  BenchTest test;
+  std::vector<uint64_t> samples_ns;  // each repeat's time
+  std::vector<double> samples_ts;    // each repeat's tokens per second
+  uint64_t avg_ns = 0, stddev_ns = 0;
+  double avg_ts = 0, stddev_ts = 0;  // over samples_ts
+};
+
+// Warm-up, then `repetitions` timed runs of the test on sequence 0 (cleared before each and after the last).
+// Throws Error when the test does not fit the executor's context.
+BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const BenchRunOptions& options);
+
+// Mean and standard deviation with Bessel's correction, as llama-bench reports them (sd 0 below two samples).
+struct MeanSd {
+  double mean = 0;
+  double sd = 0;
+};
+MeanSd mean_sd(std::span<const double> values);
+
+// Tokens per second a decode step would reach if it only had to stream decode_bytes_per_token at the bandwidth.
+double decode_roofline_ts(double mem_read_gbps, uint64_t decode_bytes_per_token);
+
+// A llama-bench style list of integers: "128,512", a range "first-last", "first-last+step" or "first-last*mult".
+// Throws Error naming the flag and what is wrong ("-p: bad list '12,,x': empty item ...").
+std::vector<int64_t> parse_int_list(std::string_view text, std::string_view flag, int64_t min_value = 0);
+
+// The tests of one thread count in llama-bench's order: each prompt length, then each generation length; zero
+// lengths are skipped (-n 0 runs no generation test).
+std::vector<BenchTest> bench_tests(std::span<const int64_t> prompts, std::span<const int64_t> gens);
+
+// What a report says about the model.
+struct BenchModel {
+  std::string filename;
+  std::string type;  // "llama 1.1B Q4_K_M": architecture, parameters, file type
+  uint64_t size = 0;  // bytes of all tensors
+  uint64_t n_params = 0;
+  uint64_t decode_bytes_per_token = 0;  // see model_profile.h (k of n experts for MoE)
+};
+BenchModel describe_bench_model(const std::string& filename, const ModelWeights& weights);
+
+struct BenchConfig {
+  std::vector<int64_t> n_prompt = {512};
+  std::vector<int64_t> n_gen = {128};
+  std::vector<int> threads;  // empty: all cores
+  BenchRunOptions run;
+  std::string type_k = "f16";
+  bool probe = true;            // measure bandwidth per thread count for the roofline
+  double probe_seconds = 1.0;   // per thread count
+  uint64_t probe_buffer_bytes = 0;  // 0: the probe's default
+};
+
+// One row of a report (llama-bench's fields, plus the roofline).
+struct BenchResult {
+  BenchModel model;
+  int64_t n_batch = 0;
+  int n_threads = 0;
+  std::string type_k;
+  std::string test_time;  // RFC 3339 UTC, when the test started
+  BenchTiming timing;
+  std::string isa;
+  std::optional<double> mem_read_gbps;      // when probed
+  std::optional<double> roofline_ts;        // tg tests, when probed
+  std::optional<double> roofline_fraction;  // avg_ts / roofline_ts
+};
+
+// Makes an executor with a pool of the given size; its context must hold the longest test.
+using ExecutorFactory = std::function<std::unique_ptr<Executor>(int threads)>;
+
+// Context the tests need: the longest prompt, or the longest generation plus its one-token start.
+int64_t bench_context(const BenchConfig& config);
+
+// Runs every test at every thread count (one executor per thread count, made when its turn comes) and reports
+// each result to on_result as it completes. Progress goes to standard error.
+std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchModel& model,
+                                        const ExecutorFactory& make_executor,
+                                        const std::function<void(const BenchResult&)>& on_result = {});
+
+}  // namespace tessera

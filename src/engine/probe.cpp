@@ -1,0 +1,288 @@
+// The node probe: streaming reads of a buffer far larger than the last-level cache (best of several passes, all
+// threads and one), int8 and f32 multiply-accumulate loops on the ISA the kernels use, and the machine's facts.
+#include "engine/probe.h"
+
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "tensor/kernels.h"
+#include "util/error.h"
+#include "util/thread_pool.h"
+
+namespace tessera {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using XorFn = uint64_t (*)(const uint64_t*, size_t);
+using LoopFn = uint64_t (*)(uint64_t);
+
+constexpr uint64_t kMiB = uint64_t{1} << 20;
+constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kHugePage = 2 * kMiB;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Loops {
+  XorFn read;
+  LoopFn int8;
+  LoopFn f32;
+};
+
+// The loops of the path select_isa() picks, so the figures describe what Tessera's kernels can reach.
+Loops loops_for(Isa isa, const CpuFeatures& f) {
+  switch (isa) {
+    case Isa::Avx512:
+      return {probe_kernels::xor_words_avx512, probe_kernels::int8_dot_avx512, probe_kernels::f32_fma_avx512};
+    case Isa::Avx2:
+      return {probe_kernels::xor_words_avx2,
+              f.avx_vnni ? probe_kernels::int8_dot_avx_vnni : probe_kernels::int8_dot_avx2,
+              probe_kernels::f32_fma_avx2};
+    case Isa::Scalar:
+      break;
+  }
+  return {probe_kernels::xor_words_scalar, probe_kernels::int8_dot_scalar, probe_kernels::f32_fma_scalar};
+}
+
+uint64_t last_level_cache_bytes() {
+  for (int name : {_SC_LEVEL3_CACHE_SIZE, _SC_LEVEL2_CACHE_SIZE}) {
+    const long v = sysconf(name);
+    if (v > 0) return static_cast<uint64_t>(v);
+  }
+  return 64 * kMiB;
+}
+
+uint64_t default_buffer_bytes() {
+  uint64_t bytes = std::max(kGiB, 4 * last_level_cache_bytes());
+  // Leave most free memory alone: the probe may run beside a loaded model.
+  const uint64_t available = read_meminfo().available_bytes;
+  if (available > 0) bytes = std::min(bytes, std::max(64 * kMiB, available / 4));
+  return bytes;
+}
+
+// The words of thread t's share when n_words is split over n_threads in whole read blocks.
+std::pair<size_t, size_t> share(size_t n_words, int t, int n_threads) {
+  const size_t blocks = n_words / probe_kernels::kReadBlockWords;
+  const size_t b0 = blocks * static_cast<size_t>(t) / static_cast<size_t>(n_threads);
+  const size_t b1 = blocks * static_cast<size_t>(t + 1) / static_cast<size_t>(n_threads);
+  return {b0 * probe_kernels::kReadBlockWords, b1 * probe_kernels::kReadBlockWords};
+}
+
+// A page-aligned buffer filled by the threads that will read it (first touch places pages near them).
+class ReadBuffer {
+ public:
+  ReadBuffer(uint64_t bytes, ThreadPool& pool) {
+    bytes = std::max<uint64_t>(kHugePage, (bytes + kHugePage - 1) / kHugePage * kHugePage);
+    data_.reset(static_cast<uint64_t*>(std::aligned_alloc(kHugePage, bytes)));
+    if (!data_) fail("cannot allocate {} MiB for the memory bandwidth test", bytes / kMiB);
+    // Huge pages cut TLB misses, which would otherwise be measured along with the memory.
+    madvise(data_.get(), bytes, MADV_HUGEPAGE);
+    n_words_ = bytes / sizeof(uint64_t);
+    pool.run([&](int t) {
+      const auto [w0, w1] = share(n_words_, t, pool.size());
+      uint64_t x = 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(t + 1);
+      for (size_t i = w0; i < w1; ++i) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        data_.get()[i] = x;
+      }
+    });
+  }
+  const uint64_t* data() const { return data_.get(); }
+  size_t words() const { return n_words_; }
+  uint64_t bytes() const { return n_words_ * sizeof(uint64_t); }
+
+ private:
+  struct Free {
+    void operator()(uint64_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint64_t, Free> data_;
+  size_t n_words_ = 0;
+};
+
+// Best pass over the whole buffer, reading it with `threads` threads of the pool (1: the caller alone).
+double best_read_gbps(const ReadBuffer& buf, ThreadPool& pool, int threads, XorFn read, double seconds) {
+  std::vector<uint64_t> sinks(static_cast<size_t>(pool.size()), 0);
+  double best = 0;
+  const auto start = Clock::now();
+  for (int pass = 0; pass < 64; ++pass) {
+    const auto t0 = Clock::now();
+    if (threads == 1) {
+      sinks[0] ^= read(buf.data(), buf.words());
+    } else {
+      pool.run([&](int t) {
+        if (t >= threads) return;
+        const auto [w0, w1] = share(buf.words(), t, threads);
+        sinks[static_cast<size_t>(t)] ^= read(buf.data() + w0, w1 - w0);
+      });
+    }
+    const double dt = seconds_since(t0);
+    if (dt > 0) best = std::max(best, static_cast<double>(buf.bytes()) / dt / 1e9);
+    if (pass >= 1 && seconds_since(start) >= seconds) break;
+  }
+  uint64_t all = 0;
+  for (uint64_t s : sinks) all ^= s;
+  probe_kernels::keep(all);
+  return best;
+}
+
+// Operations per second of a compute loop run by every thread of the pool until the deadline.
+double loop_rate(ThreadPool& pool, LoopFn loop, double seconds) {
+  constexpr uint64_t kChunk = 2048;  // iterations between clock reads (~10-50 us)
+  std::vector<uint64_t> work(static_cast<size_t>(pool.size()), 0);
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  pool.run([&](int t) {
+    uint64_t multiplies = 0;
+    do {
+      multiplies += loop(kChunk);
+    } while (Clock::now() < deadline);
+    work[static_cast<size_t>(t)] = multiplies;
+  });
+  const double dt = seconds_since(t0);
+  uint64_t total = 0;
+  for (uint64_t w : work) total += w;
+  probe_kernels::keep(total);
+  return dt > 0 ? 2.0 * static_cast<double>(total) / dt : 0.0;
+}
+
+// The first part of a run can be slow (clock ramp-up, wide-vector licence), so the better of two halves counts.
+double best_loop_rate(ThreadPool& pool, LoopFn loop, double seconds) {
+  return std::max(loop_rate(pool, loop, seconds / 2), loop_rate(pool, loop, seconds / 2));
+}
+
+void check_options(int threads, double seconds) {
+  if (threads < 0) fail("the thread count must be positive, got {}", threads);
+  if (!(seconds > 0) || seconds > 3600) fail("the probe time must be in (0, 3600] seconds, got {}", seconds);
+}
+
+}  // namespace
+
+int available_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.starts_with("model name")) continue;
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const auto begin = line.find_first_not_of(" \t", colon + 1);
+    return begin == std::string::npos ? std::string("unknown") : line.substr(begin);
+  }
+  return "unknown";
+}
+
+MemInfo read_meminfo() {
+  MemInfo m;
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);  // " kB"
+    if (key == "MemTotal:") m.total_bytes = kib * 1024;
+    if (key == "MemAvailable:") m.available_bytes = kib * 1024;
+  }
+  return m;
+}
+
+double measure_read_gbps(int threads, double seconds, uint64_t buffer_bytes) {
+  check_options(threads, seconds);
+  if (threads == 0) threads = available_cores();
+  const Loops loops = loops_for(select_isa(), detect_cpu_features());
+  ThreadPool pool(threads);
+  const ReadBuffer buf(buffer_bytes > 0 ? buffer_bytes : default_buffer_bytes(), pool);
+  return best_read_gbps(buf, pool, threads, loops.read, seconds);
+}
+
+ProbeResult probe_node(const ProbeOptions& options) {
+  check_options(options.threads, options.seconds);
+  ProbeResult r;
+  const Isa isa = select_isa();
+  const Loops loops = loops_for(isa, detect_cpu_features());
+  r.isa = std::string(isa_name(isa));
+  r.cores = available_cores();
+  r.threads = options.threads > 0 ? options.threads : r.cores;
+  r.cpu = cpu_model_name();
+  const MemInfo mem = read_meminfo();
+  r.mem_total_bytes = mem.total_bytes;
+  r.mem_available_bytes = mem.available_bytes;
+
+  const double s = options.seconds;
+  ThreadPool pool(r.threads);
+  {
+    const ReadBuffer buf(options.buffer_bytes > 0 ? options.buffer_bytes : default_buffer_bytes(), pool);
+    if (r.threads == 1) {
+      r.mem_read_gbps = r.mem_read_gbps_1t = best_read_gbps(buf, pool, 1, loops.read, 0.6 * s);
+    } else {
+      r.mem_read_gbps = best_read_gbps(buf, pool, r.threads, loops.read, 0.35 * s);
+      r.mem_read_gbps_1t = best_read_gbps(buf, pool, 1, loops.read, 0.25 * s);
+    }
+  }
+  r.int8_gops = best_loop_rate(pool, loops.int8, 0.2 * s) / 1e9;
+  r.f32_gflops = best_loop_rate(pool, loops.f32, 0.2 * s) / 1e9;
+  return r;
+}
+
+namespace probe_kernels {
+
+uint64_t xor_words_scalar(const uint64_t* p, size_t n) {
+  uint64_t a[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < n; i += 4) {
+    a[0] ^= p[i];
+    a[1] ^= p[i + 1];
+    a[2] ^= p[i + 2];
+    a[3] ^= p[i + 3];
+  }
+  return a[0] ^ a[1] ^ a[2] ^ a[3];
+}
+
+uint64_t int8_dot_scalar(uint64_t iters) {
+  // 8 lanes of 4 u8 x s8 products each, the shape of one 256-bit vpdpbusd, in plain integer arithmetic.
+  uint32_t ua = 1;
+  int32_t sb = 1;
+  uint32_t acc[8] = {};
+  for (uint64_t i = 0; i < iters; ++i) {
+    asm volatile("" : "+r"(ua), "+r"(sb));
+    for (auto& a : acc) {
+      for (int j = 0; j < 4; ++j) a += static_cast<uint32_t>(static_cast<int32_t>(ua & 0xff) * static_cast<int8_t>(sb));
+    }
+  }
+  uint64_t s = 0;
+  for (uint32_t a : acc) s += a;
+  return s;
+}
+
+uint64_t f32_fma_scalar(uint64_t iters) {
+  float one = 1.0f;
+  float acc[8] = {};
+  for (uint64_t i = 0; i < iters; ++i) {
+    asm volatile("" : "+x"(one));
+    for (auto& a : acc) a = a * one + one;
+  }
+  double s = 0;
+  for (float a : acc) s += static_cast<double>(a);
+  return static_cast<uint64_t>(s);
+}
+
+}  // namespace probe_kernels
+
+}  // namespace tessera
