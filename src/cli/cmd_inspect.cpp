@@ -30,7 +30,8 @@ std::string shape_text(const json& shape) {
 std::string metadata_text(const json& v) {
   if (v.is_object()) {
     std::string first;
-    for (const auto& item : v["first"]) first += (first.empty() ? "" : ", ") + item.dump(-1, ' ', false, json::error_handler_t::replace);
+    for (const auto& item : v["first"])
+      first += (first.empty() ? "" : ", ") + item.dump(-1, ' ', false, json::error_handler_t::replace);
     const size_t length = v["length"].get<size_t>();
     return fmt::format("[{} x {}] [{}{}]", v["element_type"].get<std::string>(), length, first,
                        length > v["first"].size() ? ", ..." : "");
@@ -65,7 +66,8 @@ void print_text(const json& r, bool all_metadata) {
     }
     out += fmt::format("  output head {}\n", m["tied_output"].get<bool>() ? "tied to token_embd" : "separate");
   } else {
-    out += fmt::format("\nmodel:      {} ({})\n", r["architecture"].get<std::string>().empty() ? "none" : r["architecture"].get<std::string>(),
+    out += fmt::format("\nmodel:      {} ({})\n",
+                       r["architecture"].get<std::string>().empty() ? "none" : r["architecture"].get<std::string>(),
                        r["model_note"].get<std::string>());
   }
   if (const auto& t = r["tokenizer"]; !t.is_null()) {
@@ -123,7 +125,8 @@ Command add_inspect_command(CLI::App& root) {
   app->add_option("file", args->path, "GGUF file")->required();
   app->add_flag("--json", args->json, "Print the report as JSON");
   app->add_flag("--metadata", args->all_metadata, "List every metadata key");
-  app->add_option("-c,--ctx-size", args->n_ctx, "Context length for the memory estimate (default: the model's, <= 4096)")
+  app->add_option("-c,--ctx-size", args->n_ctx,
+                  "Context length for the memory estimate (default: the model's, <= 4096)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app->add_option("--kv-type", args->kv_type, "KV cache type for the memory estimate")
       ->check(CLI::IsMember({"f16", "f32"}));

@@ -64,7 +64,8 @@ Command add_perplexity_command(CLI::App& root) {
               for (int64_t i = 0; i < n_ctx; i += a->model.n_batch) {
                 Batch b;
                 const int64_t end = std::min(n_ctx, i + a->model.n_batch);
-                for (int64_t j = i; j < end; ++j) b.add(window[static_cast<size_t>(j)], 0, static_cast<int32_t>(j), true);
+                for (int64_t j = i; j < end; ++j)
+                  b.add(window[static_cast<size_t>(j)], 0, static_cast<int32_t>(j), true);
                 m.executor->decode(b, logits);
                 all.insert(all.end(), logits.begin(), logits.end());
               }
@@ -74,14 +75,17 @@ Command add_perplexity_command(CLI::App& root) {
                 sum2 += v * v;
                 ++count;
               }
-              std::fprintf(stderr, "[%lld]%.4f,", static_cast<long long>(c + 1), std::exp(sum / static_cast<double>(count)));
+              std::fprintf(stderr, "[%lld]%.4f,", static_cast<long long>(c + 1),
+                           std::exp(sum / static_cast<double>(count)));
               std::fflush(stderr);
             }
             std::fputc('\n', stderr);
             const double mean = sum / static_cast<double>(count);
             const double ppl = std::exp(mean);
-            const double var = count > 1 ? (sum2 / static_cast<double>(count) - mean * mean) / static_cast<double>(count - 1) : 0.0;
-            std::cout << fmt::format("Final estimate: PPL = {:.4f} +/- {:.5f}\n", ppl, ppl * std::sqrt(std::max(var, 0.0)));
+            const double var =
+                count > 1 ? (sum2 / static_cast<double>(count) - mean * mean) / static_cast<double>(count - 1) : 0.0;
+            std::cout << fmt::format("Final estimate: PPL = {:.4f} +/- {:.5f}\n", ppl,
+                                     ppl * std::sqrt(std::max(var, 0.0)));
             return 0;
           }};
 }

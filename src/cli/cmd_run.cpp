@@ -81,8 +81,7 @@ int run_once(const RunArgs& a) {
     prompt.push_back(m.tokenizer->bos());
   }
   log_info("model: {} ({} layers, {} threads, context {}), prompt {} tokens, seed {}", a.model.model,
-           m.executor->config().n_layer, m.executor->threads(),
-           m.executor->n_ctx(), prompt.size(), sampler.seed());
+           m.executor->config().n_layer, m.executor->threads(), m.executor->n_ctx(), prompt.size(), sampler.seed());
 
   if (static_cast<int64_t>(prompt.size()) > m.executor->n_ctx()) {
     fail("the prompt of {} tokens does not fit the context of {} tokens (raise -c)", prompt.size(),
@@ -119,9 +118,9 @@ int run_chat(const RunArgs& a) {
   LoadedModel m = load_model(a.model);
   const auto& md = m.weights->file().metadata();
   const auto jinja = md.opt_string("tokenizer.chat_template");
-  const ChatTemplateKind kind = resolve_chat_template(
-      a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template),
-      jinja ? std::optional<std::string_view>(*jinja) : std::nullopt);
+  const ChatTemplateKind kind =
+      resolve_chat_template(a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template),
+                            jinja ? std::optional<std::string_view>(*jinja) : std::nullopt);
   const auto& tok = *m.tokenizer;
   const std::string bos_text = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
   const std::string eos_text = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";

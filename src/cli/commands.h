@@ -17,5 +17,7 @@ Command add_gen_model_command(CLI::App& root);
 Command add_run_command(CLI::App& root);
 Command add_tokenize_command(CLI::App& root);
 Command add_perplexity_command(CLI::App& root);
+Command add_probe_command(CLI::App& root);
+Command add_bench_command(CLI::App& root);
 
 }  // namespace tessera

@@ -30,9 +30,8 @@ json value_json(const gguf::Value& v) {
   const auto& items = v.to_array("value");
   json first = json::array();
   for (size_t i = 0; i < items.size() && i < 8; ++i) first.push_back(value_json(items[i]));
-  return json{{"element_type", std::string(gguf::value_type_name(v.array_type()))},
-              {"length", items.size()},
-              {"first", first}};
+  return json{
+      {"element_type", std::string(gguf::value_type_name(v.array_type()))}, {"length", items.size()}, {"first", first}};
 }
 
 json tokenizer_json(const gguf::Metadata& md) {
@@ -128,13 +127,11 @@ nlohmann::json inspect_report(const gguf::GgufFile& file, const InspectOptions& 
     const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(config.n_ctx_train, 4096);
     const MemoryEstimate mem = estimate_memory(profile, config, n_ctx, options.kv_type);
     r["model"] = config_json(config);
-    r["totals"] = {{"weight_bytes", profile.weight_bytes},
-                   {"n_params", profile.n_params},
-                   {"embd_bytes", profile.embd_bytes},
-                   {"output_bytes", profile.output_bytes},
-                   {"other_bytes", profile.other_bytes},
-                   {"decode_bytes_per_token", profile.decode_bytes_per_token},
-                   {"flops_per_token", profile.flops_per_token}};
+    r["totals"] = {
+        {"weight_bytes", profile.weight_bytes},      {"n_params", profile.n_params},
+        {"embd_bytes", profile.embd_bytes},          {"output_bytes", profile.output_bytes},
+        {"other_bytes", profile.other_bytes},        {"decode_bytes_per_token", profile.decode_bytes_per_token},
+        {"flops_per_token", profile.flops_per_token}};
     r["bytes_per_layer"] = profile.layer_bytes;
     r["memory"] = {{"n_ctx", n_ctx},
                    {"kv_type", std::string(type_name(options.kv_type))},

@@ -1,7 +1,7 @@
 // The `tessera` binary: parses the command line and turns errors into messages and exit codes (1: error, 2: usage).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
 #include <vector>
@@ -14,11 +14,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "tessera 0.1.0");
   std::vector<tessera::Command> commands = {
-      tessera::add_inspect_command(app),
-      tessera::add_gen_model_command(app),
-      tessera::add_run_command(app),
-      tessera::add_tokenize_command(app),
-      tessera::add_perplexity_command(app),
+      tessera::add_inspect_command(app),  tessera::add_gen_model_command(app),  tessera::add_run_command(app),
+      tessera::add_tokenize_command(app), tessera::add_perplexity_command(app), tessera::add_probe_command(app),
+      tessera::add_bench_command(app),
   };
   try {
     app.parse(argc, argv);

@@ -41,9 +41,8 @@ void Generator::evaluate(std::span<const TokenId> tokens, bool all_logits, const
   last_logits_.assign(logits_.end() - n_vocab, logits_.end());
 }
 
-GenerationResult Generator::generate(std::span<const TokenId> prompt, Sampler& sampler,
-                                     const GenerationParams& params, const GenerationCallbacks& callbacks,
-                                     bool strip_leading_space) {
+GenerationResult Generator::generate(std::span<const TokenId> prompt, Sampler& sampler, const GenerationParams& params,
+                                     const GenerationCallbacks& callbacks, bool strip_leading_space) {
   using Clock = std::chrono::steady_clock;
   if (prompt.empty()) fail("the prompt is empty: nothing to continue from (a BOS token at least is needed)");
   if (params.n_batch <= 0) fail("the batch size must be positive, got {}", params.n_batch);

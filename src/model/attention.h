@@ -5,6 +5,7 @@
 
 #include "model/batch.h"
 #include "model/kv_cache.h"
+#include "tensor/vec_ops.h"
 #include "util/thread_pool.h"
 
 namespace tessera {
@@ -19,6 +20,6 @@ struct AttentionShape {
 // q: [n_tokens][n_head * head_dim] (already rotated); out: [n_tokens][n_head * head_dim_v].
 // Token t attends to positions [0, batch.pos[t]] of its sequence; the cache must already hold them.
 void attention(const AttentionShape& shape, const KvCache& cache, int64_t layer, const Batch& batch, const float* q,
-               float* out, ThreadPool& pool);
+               float* out, ThreadPool& pool, const VecOps& ops);
 
 }  // namespace tessera

@@ -13,7 +13,8 @@
 namespace tessera {
 
 void write_builtin_vocab(gguf::Metadata& md, int64_t n_vocab) {
-  if (n_vocab < 259) fail("the built-in vocabulary needs n_vocab >= 259 (3 special + 256 byte tokens), got {}", n_vocab);
+  if (n_vocab < 259)
+    fail("the built-in vocabulary needs n_vocab >= 259 (3 special + 256 byte tokens), got {}", n_vocab);
   std::vector<gguf::Value> tokens;
   std::vector<gguf::Value> scores;
   std::vector<gguf::Value> types;

@@ -37,9 +37,8 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* 
     float* p = router_.data() + t * n_exp;
     softmax(p, n_exp);
     std::iota(order.begin(), order.end(), 0);
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), [p](int64_t a, int64_t b) {
-      return p[a] > p[b] || (p[a] == p[b] && a < b);
-    });
+    std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                      [p](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
     float sum = 0.0f;
     for (int64_t i = 0; i < k; ++i) sum += p[order[static_cast<size_t>(i)]];
     sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's floor against division by ~0

@@ -42,9 +42,10 @@ class Loader {
       fail("{}: tensor '{}' has shape {}, expected {}", file_.name(), name, shape(t->ne), shape(spec->second.ne));
     }
     if (!type_traits(t->type).can_dequantize) {
-      fail("{}: tensor '{}' has type {}, which Tessera cannot compute with (supported: f32, f16, bf16, q4_0, q4_1, "
-           "q5_0, q5_1, q8_0, q2_K..q6_K, iq4_nl, iq4_xs)",
-           file_.name(), name, type_name(t->type));
+      fail(
+          "{}: tensor '{}' has type {}, which Tessera cannot compute with (supported: f32, f16, bf16, q4_0, q4_1, "
+          "q5_0, q5_1, q8_0, q2_K..q6_K, iq4_nl, iq4_xs)",
+          file_.name(), name, type_name(t->type));
     }
     return *t;
   }

@@ -77,8 +77,8 @@ GgmlType tensor_type_for(const QuantMix& mix, const TensorSpec& spec, int64_t n_
   const bool quantized = type_traits(mix.base).quantized;
   const bool k_mix = mix.name.ends_with("_m");
   if (spec.role == TensorRole::Output && quantized && mix.base != GgmlType::Q8_0) type = GgmlType::Q6_K;
-  const bool sensitive = spec.role == TensorRole::AttnV || spec.role == TensorRole::FfnDown ||
-                         spec.role == TensorRole::FfnDownExps;
+  const bool sensitive =
+      spec.role == TensorRole::AttnV || spec.role == TensorRole::FfnDown || spec.role == TensorRole::FfnDownExps;
   if (k_mix && sensitive) {
     if (mix.base == GgmlType::Q3_K) {
       type = GgmlType::Q4_K;

@@ -36,7 +36,10 @@ void add_bias(float* x, const std::vector<float>& bias, int64_t n_tokens) {
 }  // namespace
 
 Stage::Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, ThreadPool& pool)
-    : weights_(std::move(weights)), pool_(pool), cache_(cache_config(*weights_, options)) {}
+    : weights_(std::move(weights)),
+      pool_(pool),
+      vec_(VecOps::get(select_isa())),
+      cache_(cache_config(*weights_, options)) {}
 
 void Stage::truncate_sequence(int64_t seq, int64_t n) {
   if (n > cache_.length(seq)) fail("cannot truncate sequence {} to {} tokens: it holds {}", seq, n, cache_.length(seq));
@@ -63,7 +66,8 @@ void Stage::check_batch(const Batch& batch) const {
     ++next[static_cast<size_t>(s)];
     if (is_first()) {
       const int32_t tok = batch.tokens[static_cast<size_t>(t)];
-      if (tok < 0 || tok >= config().n_vocab) fail("token id {} is outside the vocabulary of {}", tok, config().n_vocab);
+      if (tok < 0 || tok >= config().n_vocab)
+        fail("token id {} is outside the vocabulary of {}", tok, config().n_vocab);
     }
   }
 }
@@ -140,8 +144,10 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
     float* qt = q_.data() + t * c.n_embd_q();
     float* kt = k_.data() + t * c.n_embd_k();
     if (!w.q_norm.empty()) {
-      for (int64_t h = 0; h < c.n_head; ++h) rms_norm(qt + h * c.head_dim, w.q_norm.data(), c.head_dim, c.rms_eps, qt + h * c.head_dim);
-      for (int64_t h = 0; h < c.n_head_kv; ++h) rms_norm(kt + h * c.head_dim, w.k_norm.data(), c.head_dim, c.rms_eps, kt + h * c.head_dim);
+      for (int64_t h = 0; h < c.n_head; ++h)
+        rms_norm(qt + h * c.head_dim, w.q_norm.data(), c.head_dim, c.rms_eps, qt + h * c.head_dim);
+      for (int64_t h = 0; h < c.n_head_kv; ++h)
+        rms_norm(kt + h * c.head_dim, w.k_norm.data(), c.head_dim, c.rms_eps, kt + h * c.head_dim);
     }
     const int64_t pos = batch.pos[sz(t)];
     rope(qt, c.n_head, c.head_dim, c.n_rot, pos, c.rope_freq_base, c.rope_freq_scale, factors, mode);
@@ -151,7 +157,7 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
 
   attn_.resize(sz(n_tokens * c.n_head * c.head_dim_v));
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v};
-  attention(shape, cache_, local, batch, q_.data(), attn_.data(), pool_);
+  attention(shape, cache_, local, batch, q_.data(), attn_.data(), pool_, vec_);
   proj_.resize(sz(n_tokens * n_embd));
   matmul(w.wo, attn_.data(), n_tokens, proj_.data(), pool_, scratch_);
   for (size_t i = 0; i < proj_.size(); ++i) x_[i] += proj_[i];

@@ -54,6 +54,7 @@ class Stage {
 
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool& pool_;
+  const VecOps& vec_;
   KvCache cache_;
   FeedForward ffn_;
   MatmulScratch scratch_;

@@ -1,0 +1,269 @@
+// `tessera bench -m MODEL [-p 512] [-n 128] [-t N,...] [-r 5] [-o md|csv|json]`: llama-bench's prompt-processing and
+// generation tests on Tessera, with the decode roofline. Results to standard output, progress to standard error.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "engine/benchmark.h"
+#include "engine/probe.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct BenchArgs {
+  ModelOptions model;
+  std::vector<std::string> prompts = {"512"};
+  std::vector<std::string> gens = {"128"};
+  std::vector<std::string> threads;
+  int repetitions = 5;
+  std::string output = "md";
+  bool no_probe = false;
+  bool no_warmup = false;
+  double probe_seconds = 1.0;
+};
+
+std::vector<int64_t> parse_lists(const std::vector<std::string>& texts, std::string_view flag, int64_t min_value) {
+  std::vector<int64_t> out;
+  for (const auto& text : texts) {
+    const auto values = parse_int_list(text, flag, min_value);
+    out.insert(out.end(), values.begin(), values.end());
+  }
+  return out;
+}
+
+Json optional_number(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
+
+// One result under llama-bench's field names (same meanings), then Tessera's extras. CSV and JSON both use it.
+Json result_json(const BenchResult& r, const std::string& cpu) {
+  const BenchTiming& t = r.timing;
+  return {{"cpu_info", cpu},
+          {"backends", "CPU"},
+          {"model_filename", r.model.filename},
+          {"model_type", r.model.type},
+          {"model_size", r.model.size},
+          {"model_n_params", r.model.n_params},
+          {"n_batch", r.n_batch},
+          {"n_threads", r.n_threads},
+          {"type_k", r.type_k},
+          {"type_v", r.type_k},  // one cache type for keys and values
+          {"n_prompt", t.test.n_prompt},
+          {"n_gen", t.test.n_gen},
+          {"test_time", r.test_time},
+          {"avg_ns", t.avg_ns},
+          {"stddev_ns", t.stddev_ns},
+          {"avg_ts", t.avg_ts},
+          {"stddev_ts", t.stddev_ts},
+          {"samples_ns", t.samples_ns},
+          {"samples_ts", t.samples_ts},
+          {"roofline_ts", optional_number(r.roofline_ts)},
+          {"roofline_fraction", optional_number(r.roofline_fraction)},
+          {"mem_read_gbps", optional_number(r.mem_read_gbps)},
+          {"isa", r.isa}};
+}
+
+class Printer {
+ public:
+  virtual ~Printer() = default;
+  virtual void header() {}
+  virtual void row(const BenchResult& r) = 0;
+  virtual void footer() {}
+};
+
+// Every value quoted, as llama-bench writes it; the per-repeat samples stay in the JSON output.
+class CsvPrinter : public Printer {
+ public:
+  explicit CsvPrinter(std::string cpu) : cpu_(std::move(cpu)) {}
+  void row(const BenchResult& r) override {
+    const Json j = result_json(r, cpu_);
+    std::string names, values;
+    for (const auto& [key, value] : j.items()) {
+      if (value.is_array()) continue;
+      const std::string text = value.is_string() ? value.get<std::string>() : value.is_null() ? "" : value.dump();
+      std::string quoted = "\"";
+      for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+      quoted += '"';
+      names += (names.empty() ? "" : ",") + key;
+      values += (values.empty() ? "" : ",") + quoted;
+    }
+    if (first_) fmt::print("{}\n", names);
+    first_ = false;
+    fmt::print("{}\n", values);
+    std::fflush(stdout);
+  }
+
+ private:
+  std::string cpu_;
+  bool first_ = true;
+};
+
+// A JSON array, one object per test, printed as each test completes.
+class JsonPrinter : public Printer {
+ public:
+  explicit JsonPrinter(std::string cpu) : cpu_(std::move(cpu)) {}
+  void header() override { fmt::print("["); }
+  void row(const BenchResult& r) override {
+    std::string text = result_json(r, cpu_).dump(2);
+    std::string indented = "  ";
+    for (char c : text) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
+    fmt::print("{}\n{}", first_ ? "" : ",", indented);
+    first_ = false;
+    std::fflush(stdout);
+  }
+  void footer() override { fmt::print("\n]\n"); }
+
+ private:
+  std::string cpu_;
+  bool first_ = true;
+};
+
+// llama-bench's markdown table with the roofline columns (when probed).
+class MarkdownPrinter : public Printer {
+ public:
+  MarkdownPrinter(const BenchModel& model, bool roofline) : roofline_(roofline) {
+    cols_ = {{"model", -static_cast<int>(std::max<size_t>(30, model.type.size()))},
+             {"size", 10},
+             {"params", 10},
+             {"threads", 7},
+             {"test", 8},
+             {"t/s", 16}};
+    if (roofline) {
+      cols_.push_back({"roofline t/s", 12});
+      cols_.push_back({"% roofline", 10});
+    }
+  }
+  void header() override {
+    std::vector<std::string> names, rules;
+    for (const auto& c : cols_) {
+      names.push_back(c.name);
+      rules.push_back(std::string(static_cast<size_t>(std::abs(c.width) - 1), '-') + (c.width > 0 ? ":" : "-"));
+    }
+    print_line(names);
+    std::string line = "|";
+    for (const auto& r : rules) line += " " + r + " |";
+    fmt::print("{}\n", line);
+  }
+  void row(const BenchResult& r) override {
+    const double size = static_cast<double>(r.model.size);
+    const double params = static_cast<double>(r.model.n_params);
+    std::vector<std::string> cells = {
+        r.model.type,
+        r.model.size < (uint64_t{1} << 30) ? fmt::format("{:.2f} MiB", size / (1 << 20))
+                                           : fmt::format("{:.2f} GiB", size / (1 << 30)),
+        r.model.n_params < 1000000000 ? fmt::format("{:.2f} M", params / 1e6) : fmt::format("{:.2f} B", params / 1e9),
+        fmt::format("{}", r.n_threads),
+        r.timing.test.name(),
+        fmt::format("{:.2f} ± {:.2f}", r.timing.avg_ts, r.timing.stddev_ts)};
+    if (roofline_) {
+      cells.push_back(r.roofline_ts ? fmt::format("{:.2f}", *r.roofline_ts) : "");
+      cells.push_back(r.roofline_fraction ? fmt::format("{:.1f}%", 100 * *r.roofline_fraction) : "");
+    }
+    print_line(cells);
+    std::fflush(stdout);
+  }
+
+ private:
+  struct Column {
+    std::string name;
+    int width;  // negative: left-aligned
+  };
+  void print_line(const std::vector<std::string>& cells) const {
+    std::string line = "|";
+    for (size_t i = 0; i < cols_.size(); ++i) {
+      const int w = std::abs(cols_[i].width);
+      line += cols_[i].width < 0 ? fmt::format(" {:<{}} |", cells[i], w) : fmt::format(" {:>{}} |", cells[i], w);
+    }
+    fmt::print("{}\n", line);
+  }
+  bool roofline_;
+  std::vector<Column> cols_;
+};
+
+int run_bench(const BenchArgs& a) {
+  BenchConfig config;
+  config.n_prompt = parse_lists(a.prompts, "-p", 0);
+  config.n_gen = parse_lists(a.gens, "-n", 0);
+  for (int64_t t : parse_lists(a.threads, "-t", 1)) {
+    if (t > 1024) fail("-t: {} threads is more than 1024", t);
+    config.threads.push_back(static_cast<int>(t));
+  }
+  if (config.threads.empty()) config.threads.push_back(available_cores());
+  config.run.repetitions = a.repetitions;
+  config.run.n_batch = a.model.n_batch;
+  config.run.warmup = !a.no_warmup;
+  config.type_k = a.model.kv_type;
+  config.probe = !a.no_probe;
+  config.probe_seconds = a.probe_seconds;
+  if (bench_tests(config.n_prompt, config.n_gen).empty()) {
+    fail("nothing to run: every prompt (-p) and generation (-n) length is 0");
+  }
+
+  ModelOptions mo = a.model;
+  mo.n_ctx = bench_context(config);
+  mo.threads = config.threads.front();
+  LoadedModel first = load_model(mo);
+  const BenchModel model = describe_bench_model(mo.model, *first.weights);
+  log_info("bench: {} ({}, {:.2f} MB read per decoded token), context {}", mo.model, model.type,
+           static_cast<double>(model.decode_bytes_per_token) / 1e6, mo.n_ctx);
+  // The first thread count reuses the executor loaded above; each other gets its own (a pool's size is fixed).
+  const ExecutorFactory make_executor = [&](int threads) -> std::unique_ptr<Executor> {
+    if (first.executor && first.executor->threads() == threads) return std::move(first.executor);
+    ModelOptions o = mo;
+    o.threads = threads;
+    return load_model(o).executor;
+  };
+
+  const std::string cpu = cpu_model_name();
+  std::unique_ptr<Printer> printer;
+  if (a.output == "csv") {
+    printer = std::make_unique<CsvPrinter>(cpu);
+  } else if (a.output == "json") {
+    printer = std::make_unique<JsonPrinter>(cpu);
+  } else {
+    printer = std::make_unique<MarkdownPrinter>(model, config.probe);
+  }
+  printer->header();
+  std::fflush(stdout);
+  run_benchmarks(config, model, make_executor, [&](const BenchResult& r) { printer->row(r); });
+  printer->footer();
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& root) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* app = root.add_subcommand("bench", "Measure prompt processing and generation speed (like llama-bench)");
+  add_model_options(*app, a->model, false);
+  const std::string list_help = " (comma-separated list or range first-last[+step|*mult]; repeatable)";
+  app->add_option("-p,--n-prompt", a->prompts, "Prompt lengths to test" + list_help)->capture_default_str();
+  app->add_option("-n,--n-gen", a->gens, "Generation lengths to test" + list_help)->capture_default_str();
+  app->add_option("-t,--threads", a->threads, "Thread counts to test (default: all cores)" + list_help);
+  app->add_option("-r,--repetitions", a->repetitions, "Timed runs per test")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app->add_option("-o,--output", a->output, "Output format")
+      ->check(CLI::IsMember({"md", "csv", "json"}))
+      ->capture_default_str();
+  app->add_option("-b,--batch-size", a->model.n_batch, "Prompt tokens per forward pass")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app->add_option("--kv-type,--cache-type-k", a->model.kv_type, "KV cache type: f16 or f32")
+      ->check(CLI::IsMember({"f16", "f32"}))
+      ->capture_default_str();
+  app->add_flag("--no-probe", a->no_probe, "Skip the bandwidth measurement and the roofline columns");
+  app->add_flag("--no-warmup", a->no_warmup, "Skip the untimed warm-up run of each test");
+  app->add_option("--probe-seconds", a->probe_seconds, "Bandwidth measurement time per thread count")
+      ->check(CLI::Range(0.01, 600.0))
+      ->capture_default_str();
+  return {app, [a] { return run_bench(*a); }};
+}
+
+}  // namespace tessera

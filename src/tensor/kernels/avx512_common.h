@@ -1,0 +1,88 @@
+// Helpers shared by the AVX-512 kernel files (only those include it: everything here is compiled with the
+// AVX-512 target flags, and the namespace keeps these inline functions apart from the other paths' copies).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+
+#include "tensor/kernels.h"
+
+namespace tessera::kernels::avx512 {
+
+// The families each file provides; nullptr for types it does not handle.
+VecDotFn legacy_vec_dot(GgmlType weight);
+VecDotFn kquant_vec_dot(GgmlType weight);
+GemmFn quant_gemm(GgmlType weight);
+
+inline uint16_t load_u16(const void* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline uint32_t load_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline uint64_t load_u64(const void* p) {
+  uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+inline float load_f32(const void* p) {
+  float v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// fp16 at p as f32 (F16C is exact for every half, subnormals included).
+inline float half_at(const void* p) { return _cvtsh_ss(load_u16(p)); }
+
+inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+inline __m512i load512(const void* p) { return _mm512_loadu_si512(p); }
+
+// [a | b] from two 32-byte loads.
+inline __m512i load2x256(const void* a, const void* b) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(a)), load256(b), 1);
+}
+
+// The 32 nibbles of a 16-byte run as bytes, low nibbles first (the legacy/IQ4 element order).
+inline __m256i nibbles32(const void* p) {
+  const __m256i v = _mm256_broadcastsi128_si256(load128(p));
+  return _mm256_and_si256(_mm256_srlv_epi64(v, _mm256_set_epi64x(4, 4, 0, 0)), _mm256_set1_epi8(0x0f));
+}
+
+// nibbles32(p0) and nibbles32(p1) in one register.
+inline __m512i nibbles64(const void* p0, const void* p1) {
+  const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_broadcastsi128_si256(load128(p0))),
+                                       _mm256_broadcastsi128_si256(load128(p1)), 1);
+  return _mm512_and_si512(_mm512_srlv_epi64(v, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), _mm512_set1_epi8(0x0f));
+}
+
+inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+inline float hsum(__m256 v) {
+  const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+inline float hsum(__m128 v) {
+  const __m128 t = _mm_add_ps(v, _mm_movehl_ps(v, v));
+  return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+}
+
+// The signed IQ4_NL levels (quant_blocks.h's kIQ4NLValues) in every 128-bit lane, for vpshufb.
+inline __m512i iq4nl_table_s8() {
+  return _mm512_broadcast_i32x4(_mm_setr_epi8(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113));
+}
+// The same levels plus 128, so they are unsigned.
+inline __m512i iq4nl_table_u8() { return _mm512_xor_si512(iq4nl_table_s8(), _mm512_set1_epi8(-128)); }
+
+}  // namespace tessera::kernels::avx512

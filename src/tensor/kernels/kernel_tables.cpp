@@ -1,0 +1,84 @@
+// Kernels::get and the accessors: per-ISA tables built once from the lookups in kernels_internal.h, each entry
+// falling back to the next slower path (avx512 -> avx2 -> scalar) where a path has no kernel of its own.
+#include <cstring>
+
+#include "tensor/kernels.h"
+#include "tensor/kernels/kernels_internal.h"
+#include "tensor/quant.h"
+
+namespace tessera {
+
+struct KernelTables {
+  static Kernels build(Isa isa) {
+    Kernels k;
+    k.isa_ = isa;
+    for (uint32_t id = 0; id < 64; ++id) {
+      const auto traits = find_type_traits(id);
+      if (!traits) continue;
+      const GgmlType t = traits->type;
+      ActQuantFn q = nullptr;
+      VecDotFn d = nullptr;
+      GemmFn g = nullptr;
+      // A gemm always comes from the same path as the vec_dot (each path's generic gemm loops over its own
+      // vec_dot). Only the requested path and the ones below it are consulted: an avx2 table never holds an
+      // avx512 kernel.
+      auto offer = [&](ActQuantFn q2, VecDotFn d2, GemmFn g2) {
+        if (!q) q = q2;
+        if (!d && d2) {
+          d = d2;
+          g = g2;
+        }
+      };
+      if (isa == Isa::Avx512) offer(kernels::avx512_quantize_act(t), kernels::avx512_vec_dot(t), kernels::avx512_gemm(t));
+      if (isa != Isa::Scalar) offer(kernels::avx2_quantize_act(t), kernels::avx2_vec_dot(t), kernels::avx2_gemm(t));
+      offer(kernels::scalar_quantize_act(t), kernels::scalar_vec_dot(t), kernels::scalar_gemm(t));
+      k.quantize_[id] = q;
+      k.dot_[id] = d;
+      k.gemm_[id] = g;
+    }
+    return k;
+  }
+};
+
+GgmlType Kernels::act_type(GgmlType weight) {
+  switch (weight) {
+    case GgmlType::F32:
+    case GgmlType::F16:
+    case GgmlType::BF16:
+      return GgmlType::F32;
+    default:
+      return vec_dot_type(weight);
+  }
+}
+
+ActQuantFn Kernels::quantize_act(GgmlType act) const {
+  const auto id = static_cast<uint32_t>(act);
+  return id < 64 ? quantize_[id] : nullptr;
+}
+
+VecDotFn Kernels::vec_dot(GgmlType weight) const {
+  const auto id = static_cast<uint32_t>(weight);
+  return id < 64 ? dot_[id] : nullptr;
+}
+
+GemmFn Kernels::gemm(GgmlType weight) const {
+  const auto id = static_cast<uint32_t>(weight);
+  return id < 64 ? gemm_[id] : nullptr;
+}
+
+const Kernels& Kernels::get(Isa isa) {
+  static const Kernels scalar = KernelTables::build(Isa::Scalar);
+  static const Kernels avx2 = KernelTables::build(Isa::Avx2);
+  static const Kernels avx512 = KernelTables::build(Isa::Avx512);
+  switch (isa) {
+    case Isa::Avx2:
+      return avx2;
+    case Isa::Avx512:
+      return avx512;
+    case Isa::Scalar:
+      break;
+  }
+  return scalar;
+}
+
+}  // namespace tessera
