@@ -14,7 +14,7 @@ cmake --build build -j"$jobs"
 # libFuzzer targets with ASan/UBSan, in their own clang build tree.
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DTESSERA_FUZZ=ON \
   -DTESSERA_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
-cmake --build build-fuzz -j"$jobs"
+cmake --build build-fuzz -j"$jobs" --target fuzz_targets
 ctest --test-dir build-fuzz -L fuzz --output-on-failure
 
 ctest --test-dir build --output-on-failure -j"$jobs"
