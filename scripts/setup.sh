@@ -7,7 +7,13 @@ packages=(
   clang libclang-rt-14-dev          # libFuzzer + sanitizers for the fuzz targets
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev libpcre2-dev
+  libssl-dev                        # TLS 1.3 with a pre-shared key for links between nodes
+  libcpp-httplib-dev                # tessera serve's HTTP server (and the tests' client)
+  chromium nodejs                   # the server's web page and openai-client tests (headless; npm packages go under build/)
 )
+
+# A Node.js that bundles npm (nodesource's) conflicts with Debian's npm package: ask for it only when absent.
+if ! command -v npm >/dev/null 2>&1; then packages+=(npm); fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -27,6 +27,7 @@ struct BenchArgs {
   bool no_probe = false;
   bool no_warmup = false;
   double probe_seconds = 1.0;
+  uint64_t probe_buffer_mib = 0;
 };
 
 std::vector<int64_t> parse_lists(const std::vector<std::string>& texts, std::string_view flag, int64_t min_value) {
@@ -131,8 +132,8 @@ class MarkdownPrinter : public Printer {
              {"size", 10},
              {"params", 10},
              {"threads", 7},
-             {"test", 8},
-             {"t/s", 16}};
+             {"test", 13},
+             {"t/s", 20}};
     if (roofline) {
       cols_.push_back({"roofline t/s", 12});
       cols_.push_back({"% roofline", 10});
@@ -200,6 +201,7 @@ int run_bench(const BenchArgs& a) {
   config.type_k = a.model.kv_type;
   config.probe = !a.no_probe;
   config.probe_seconds = a.probe_seconds;
+  config.probe_buffer_bytes = a.probe_buffer_mib << 20;
   if (bench_tests(config.n_prompt, config.n_gen).empty()) {
     fail("nothing to run: every prompt (-p) and generation (-n) length is 0");
   }
@@ -263,6 +265,9 @@ Command add_bench_command(CLI::App& root) {
   app->add_option("--probe-seconds", a->probe_seconds, "Bandwidth measurement time per thread count")
       ->check(CLI::Range(0.01, 600.0))
       ->capture_default_str();
+  app->add_option("--probe-buffer-mib", a->probe_buffer_mib,
+                  "Bandwidth test buffer in MiB (default: 1024 or 4x the last-level cache, whichever is larger)")
+      ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 20));
   return {app, [a] { return run_bench(*a); }};
 }
 

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/cluster_options.h"
 #include "cli/model_options.h"
 #include "engine/generator.h"
 #include "tokenizer/chat_template.h"
@@ -19,6 +20,7 @@ namespace {
 
 struct RunArgs {
   ModelOptions model;
+  ClusterOptions cluster;
   SamplerParams sampler;
   std::optional<std::string> prompt;
   std::string prompt_file;
@@ -73,19 +75,24 @@ class LogitsWriter {
 int run_once(const RunArgs& a) {
   std::string text = a.prompt_file.empty() ? a.prompt.value_or("") : read_text_file(a.prompt_file);
   if (!a.no_escape && a.prompt_file.empty()) text = process_escapes(text);
-  LoadedModel m = load_model(a.model);
+  LoadedModel m = load_model(a.model, 1, !a.cluster.enabled());
+  std::unique_ptr<Executor> distributed;
+  if (a.cluster.enabled()) distributed = build_pipeline(m, a.model, a.cluster, 1);
+  Executor& executor = distributed ? *distributed : static_cast<Executor&>(*m.executor);
   Sampler sampler(a.sampler, m.tokenizer->n_vocab());
   auto prompt = m.tokenizer->encode(text, true, true);
   if (prompt.empty()) {
     if (m.tokenizer->bos() < 0) fail("the prompt is empty and the vocabulary has no BOS token to start from");
     prompt.push_back(m.tokenizer->bos());
   }
-  log_info("model: {} ({} layers, {} threads, context {}), prompt {} tokens, seed {}", a.model.model,
-           m.executor->config().n_layer, m.executor->threads(), m.executor->n_ctx(), prompt.size(), sampler.seed());
+  log_info("model: {} ({} layers, {}, context {}), prompt {} tokens, seed {}", a.model.model,
+           executor.config().n_layer,
+           distributed ? "distributed" : fmt::format("{} threads", m.executor->threads()), executor.n_ctx(),
+           prompt.size(), sampler.seed());
 
-  if (static_cast<int64_t>(prompt.size()) > m.executor->n_ctx()) {
+  if (static_cast<int64_t>(prompt.size()) > executor.n_ctx()) {
     fail("the prompt of {} tokens does not fit the context of {} tokens (raise -c)", prompt.size(),
-         m.executor->n_ctx());
+         executor.n_ctx());
   }
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);
@@ -102,7 +109,7 @@ int run_once(const RunArgs& a) {
     std::fflush(stdout);
   };
   cb.on_logits = [&](std::span<const float> row) { logits.write(row); };
-  Generator gen(*m.executor, *m.tokenizer);
+  Generator gen(executor, *m.tokenizer);
   const bool strip = text.empty() && m.tokenizer->vocab().add_space_prefix();
   const GenerationResult r = gen.generate(prompt, sampler, gp, cb, strip);
   std::fputc('\n', stdout);
@@ -115,7 +122,10 @@ int run_once(const RunArgs& a) {
 }
 
 int run_chat(const RunArgs& a) {
-  LoadedModel m = load_model(a.model);
+  LoadedModel m = load_model(a.model, 1, !a.cluster.enabled());
+  std::unique_ptr<Executor> distributed;
+  if (a.cluster.enabled()) distributed = build_pipeline(m, a.model, a.cluster, 1);
+  Executor& executor = distributed ? *distributed : static_cast<Executor&>(*m.executor);
   const auto& md = m.weights->file().metadata();
   const auto jinja = md.opt_string("tokenizer.chat_template");
   const ChatTemplateKind kind =
@@ -125,7 +135,7 @@ int run_chat(const RunArgs& a) {
   const std::string bos_text = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
   const std::string eos_text = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
   Sampler sampler(a.sampler, tok.n_vocab());
-  Generator gen(*m.executor, tok);
+  Generator gen(executor, tok);
   GenerationParams gp;
   gp.n_predict = a.n_predict;
   gp.n_batch = a.model.n_batch;
@@ -157,7 +167,7 @@ int run_chat(const RunArgs& a) {
     size_t common = 0;
     while (common < cached.size() && common < tokens.size() && cached[common] == tokens[common]) ++common;
     if (common == tokens.size()) --common;  // at least one token must be evaluated to get logits
-    m.executor->truncate_sequence(0, static_cast<int64_t>(common));
+    executor.truncate_sequence(0, static_cast<int64_t>(common));
     const std::span<const TokenId> fresh(tokens.data() + common, tokens.size() - common);
     const GenerationResult r = gen.generate(fresh, sampler, gp, cb);
     std::fputc('\n', stdout);
@@ -165,9 +175,9 @@ int run_chat(const RunArgs& a) {
     messages.push_back({"assistant", r.text});
     cached.assign(tokens.begin(), tokens.end());
     cached.insert(cached.end(), r.tokens.begin(), r.tokens.end());
-    cached.resize(static_cast<size_t>(m.executor->sequence_length(0)));
+    cached.resize(static_cast<size_t>(executor.sequence_length(0)));
     if (r.reason == StopReason::ContextFull) {
-      log_warn("the context of {} tokens is full; start again with a larger -c", m.executor->n_ctx());
+      log_warn("the context of {} tokens is full; start again with a larger -c", executor.n_ctx());
       break;
     }
   }
@@ -181,6 +191,7 @@ Command add_run_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand("run", "Generate text from a prompt, or chat (--chat)");
   add_model_options(*app, a->model);
   add_sampler_options(*app, a->sampler);
+  add_cluster_options(*app, a->cluster);
   auto* p = app->add_option("-p,--prompt", a->prompt, "Prompt text (\"\" starts from BOS alone)");
   auto* f = app->add_option("-f,--file", a->prompt_file, "Read the prompt from a file");
   p->excludes(f);

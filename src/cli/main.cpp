@@ -16,7 +16,8 @@ int main(int argc, char** argv) {
   std::vector<tessera::Command> commands = {
       tessera::add_inspect_command(app),  tessera::add_gen_model_command(app),  tessera::add_run_command(app),
       tessera::add_tokenize_command(app), tessera::add_perplexity_command(app), tessera::add_probe_command(app),
-      tessera::add_bench_command(app),
+      tessera::add_serve_command(app),    tessera::add_bench_command(app),      tessera::add_keygen_command(app),
+      tessera::add_plan_command(app),     tessera::add_worker_command(app),
   };
   try {
     app.parse(argc, argv);

@@ -49,7 +49,15 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   }
 }
 
-LoadedModel load_model(const ModelOptions& o, int64_t n_slots) {
+StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots) {
+  StageOptions so;
+  so.n_slots = n_slots;
+  so.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
+  so.kv_type = o.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
+  return so;
+}
+
+LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executor) {
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel m;
   m.weights = ModelWeights::load(o.model);
@@ -63,12 +71,9 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots) {
     fail("{}: the tokenizer has {} tokens but the model's vocabulary is {}", o.model, m.tokenizer->n_vocab(),
          c.n_vocab);
   }
-  StageOptions so;
-  so.n_slots = n_slots;
-  so.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
-  so.kv_type = o.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
+  const StageOptions so = stage_options(o, c, n_slots);
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads);
+  if (with_executor) m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads);
   m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }

@@ -35,7 +35,9 @@ struct LoadedModel {
 };
 
 // Loads weights, tokenizer and a local executor with n_slots sequences.
-LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1);
+// with_executor false: weights and tokenizer only (the caller builds a distributed executor).
+LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1, bool with_executor = true);
+StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots);
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
 // Turns \n, \t, \r, \\, \", \' and \xNN into their characters (llama.cpp's default for -p).

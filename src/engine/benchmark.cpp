@@ -26,9 +26,14 @@ using Clock = std::chrono::steady_clock;
 constexpr size_t kMaxListValues = 4096;
 
 [[noreturn]] void bad_list(std::string_view flag, std::string_view text, std::string_view why) {
-  fail("{}: bad list '{}': {} (expected numbers separated by commas, e.g. 128,512, or a range first-last, "
-       "first-last+step or first-last*mult)",
-       flag, text, why);
+  fail(
+      "{}: bad list '{}': {} (expected numbers separated by commas, e.g. 128,512, or a range first-last, "
+      "first-last+step or first-last*mult)",
+      flag, text, why);
+}
+
+[[noreturn]] void bad_value(std::string_view flag, std::string_view text, int64_t v, int64_t min_value) {
+  fail("{}: bad list '{}': {} is below the minimum of {}", flag, text, v, min_value);
 }
 
 // Parses a whole unsigned decimal number, or returns nullopt.
@@ -79,11 +84,15 @@ std::string file_type_label(const gguf::GgufFile& file) {
   return label.empty() ? "?" : label;
 }
 
+// Two or three significant digits, as model names give sizes: 293K, 3.8M, 1.1B, 30B.
 std::string params_label(uint64_t n) {
   const auto x = static_cast<double>(n);
-  if (n >= 1000000000) return fmt::format("{:.1f}B", x / 1e9);
-  if (n >= 1000000) return fmt::format("{:.0f}M", x / 1e6);
-  return fmt::format("{:.0f}K", x / 1e3);
+  const auto scaled = [](double v, const char* unit) {
+    return v < 10 ? fmt::format("{:.1f}{}", v, unit) : fmt::format("{:.0f}{}", v, unit);
+  };
+  if (n >= 1000000000) return scaled(x / 1e9, "B");
+  if (n >= 1000000) return scaled(x / 1e6, "M");
+  return scaled(x / 1e3, "K");
 }
 
 }  // namespace
@@ -122,7 +131,7 @@ std::vector<int64_t> parse_int_list(std::string_view text, std::string_view flag
     if (dash == std::string_view::npos) {
       const auto v = parse_number(item);
       if (!v) bad_list(flag, text, fmt::format("'{}' is not a number", item));
-      if (*v < min_value) bad_list(flag, text, fmt::format("{} is below the minimum of {}", *v, min_value));
+      if (*v < min_value) bad_value(flag, text, *v, min_value);
       out.push_back(*v);
       continue;
     }
@@ -146,11 +155,14 @@ std::vector<int64_t> parse_int_list(std::string_view text, std::string_view flag
     if ((op == '+' && by < 1) || (op == '*' && by < 2)) {
       bad_list(flag, text, fmt::format("the range '{}' never advances", item));
     }
-    if (*first < min_value) bad_list(flag, text, fmt::format("{} is below the minimum of {}", *first, min_value));
+    if (*first < min_value) bad_value(flag, text, *first, min_value);
     if (op == '*' && *first == 0) bad_list(flag, text, fmt::format("the range '{}' starts at 0 and never grows", item));
-    for (int64_t v = *first; v <= *last; v = op == '+' ? v + by : v * by) {
+    for (int64_t v = *first;;) {
       if (out.size() >= kMaxListValues) bad_list(flag, text, fmt::format("more than {} values", kMaxListValues));
       out.push_back(v);
+      // Stop before stepping past `last`, which also keeps v from overflowing.
+      if (op == '+' ? v > *last - by : v > *last / by) break;
+      v = op == '+' ? v + by : v * by;
     }
   }
   return out;
@@ -282,9 +294,8 @@ std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchMo
     std::optional<double> gbps;
     if (config.probe) {
       gbps = measure_read_gbps(t, config.probe_seconds, config.probe_buffer_bytes);
-      log_info("bench: {} thread(s): memory read {:.2f} GB/s, decode roofline {:.2f} tokens/s ({:.1f} MB per token)",
-               t, *gbps, decode_roofline_ts(*gbps, model.decode_bytes_per_token),
-               static_cast<double>(model.decode_bytes_per_token) / 1e6);
+      log_info("bench: {} thread(s): memory read {:.2f} GB/s, decode roofline {:.2f} tokens/s", t, *gbps,
+               decode_roofline_ts(*gbps, model.decode_bytes_per_token));
     }
     for (const BenchTest& test : tests) {
       log_info("bench: {} with {} thread(s): {}{} timed run(s)", test.name(), t,

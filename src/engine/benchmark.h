@@ -18,8 +18,8 @@ namespace tessera {
 
 // One test: exactly one of n_prompt and n_gen is positive, as in llama-bench.
 struct BenchTest {
-  int64_t n_prompt = 0;  // evaluate this many random tokens from an empty cache, in batches of n_batch
-  int64_t n_gen = 0;     // then this many single-token steps after a context of one token
+  int64_t n_prompt = 0;      // evaluate this many random tokens from an empty cache, in batches of n_batch
+  int64_t n_gen = 0;         // then this many single-token steps after a context of one token
   std::string name() const;  // "pp512", "tg128"
   int64_t n_tokens() const { return n_prompt + n_gen; }
 };
@@ -27,7 +27,7 @@ struct BenchTest {
 struct BenchRunOptions {
   int repetitions = 5;
   int64_t n_batch = 512;
-  bool warmup = true;  // one untimed run first: the first batch of a pp test, a few steps of a tg test
+  bool warmup = true;    // one untimed run first: the first batch of a pp test, a few steps of a tg test
   uint64_t seed = 1234;  // the random tokens
 };
 
@@ -64,7 +64,7 @@ std::vector<BenchTest> bench_tests(std::span<const int64_t> prompts, std::span<c
 // What a report says about the model.
 struct BenchModel {
   std::string filename;
-  std::string type;  // "llama 1.1B Q4_K_M": architecture, parameters, file type
+  std::string type;   // "llama 1.1B Q4_K_M": architecture, parameters, file type
   uint64_t size = 0;  // bytes of all tensors
   uint64_t n_params = 0;
   uint64_t decode_bytes_per_token = 0;  // see model_profile.h (k of n experts for MoE)
@@ -77,8 +77,8 @@ struct BenchConfig {
   std::vector<int> threads;  // empty: all cores
   BenchRunOptions run;
   std::string type_k = "f16";
-  bool probe = true;            // measure bandwidth per thread count for the roofline
-  double probe_seconds = 1.0;   // per thread count
+  bool probe = true;                // measure bandwidth per thread count for the roofline
+  double probe_seconds = 1.0;       // per thread count
   uint64_t probe_buffer_bytes = 0;  // 0: the probe's default
 };
 

@@ -15,16 +15,16 @@ struct ProbeOptions {
 };
 
 struct ProbeResult {
-  int threads = 0;                // threads of the multi-threaded figures
-  double mem_read_gbps = 0;       // streaming read bandwidth, 1e9 bytes/s, all `threads`
-  double mem_read_gbps_1t = 0;    // the same from one thread
-  double int8_gops = 0;           // int8 dot products (u8 x s8 -> s32), multiply and add counted as 2 ops
-  double f32_gflops = 0;          // f32 fused multiply-add, counted as 2 flops
-  int cores = 0;                  // logical CPUs this process may run on
-  uint64_t mem_total_bytes = 0;   // /proc/meminfo MemTotal
+  int threads = 0;                   // threads of the multi-threaded figures
+  double mem_read_gbps = 0;          // streaming read bandwidth, 1e9 bytes/s, all `threads`
+  double mem_read_gbps_1t = 0;       // the same from one thread
+  double int8_gops = 0;              // int8 dot products (u8 x s8 -> s32), multiply and add counted as 2 ops
+  double f32_gflops = 0;             // f32 fused multiply-add, counted as 2 flops
+  int cores = 0;                     // logical CPUs this process may run on
+  uint64_t mem_total_bytes = 0;      // /proc/meminfo MemTotal
   uint64_t mem_available_bytes = 0;  // /proc/meminfo MemAvailable
-  std::string cpu;                // model name
-  std::string isa;                // the path Tessera's kernels take (select_isa)
+  std::string cpu;                   // model name
+  std::string isa;                   // the path Tessera's kernels take (select_isa)
 };
 
 ProbeResult probe_node(const ProbeOptions& options);
@@ -57,9 +57,9 @@ uint64_t xor_words_avx512(const uint64_t* p, size_t n);
 // the caller's op count comes from the computation itself: ops = 2 * result.
 inline constexpr uint64_t kMaxIters = 1 << 16;
 uint64_t int8_dot_scalar(uint64_t iters);
-uint64_t int8_dot_avx2(uint64_t iters);        // vpmaddubsw + vpmaddwd
-uint64_t int8_dot_avx_vnni(uint64_t iters);    // 256-bit vpdpbusd (AVX-VNNI)
-uint64_t int8_dot_avx512(uint64_t iters);      // 512-bit vpdpbusd (AVX-512 VNNI)
+uint64_t int8_dot_avx2(uint64_t iters);      // vpmaddubsw + vpmaddwd
+uint64_t int8_dot_avx_vnni(uint64_t iters);  // 256-bit vpdpbusd (AVX-VNNI)
+uint64_t int8_dot_avx512(uint64_t iters);    // 512-bit vpdpbusd (AVX-512 VNNI)
 uint64_t f32_fma_scalar(uint64_t iters);
 uint64_t f32_fma_avx2(uint64_t iters);
 uint64_t f32_fma_avx512(uint64_t iters);

@@ -38,7 +38,18 @@ struct TensorInfo {
   int64_t rows() const;  // product of ne[1..]
 };
 
-class GgufFile {
+// Named tensors with GGUF metadata: a GGUF file, or (on a worker) tensors assembled from a cache or a stream.
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  virtual const std::string& name() const = 0;  // stands for the source in error messages
+  virtual const Metadata& metadata() const = 0;
+  virtual const std::vector<TensorInfo>& tensors() const = 0;
+  virtual const TensorInfo* find_tensor(std::string_view name) const = 0;
+  virtual std::span<const uint8_t> tensor_data(const TensorInfo& info) const = 0;
+};
+
+class GgufFile : public TensorSource {
  public:
   // Maps the file and validates it completely. Errors name the file, the byte offset and the problem.
   // A file without tensors may end before its aligned data offset (llama.cpp's vocab-only files do).
@@ -46,17 +57,17 @@ class GgufFile {
   // Parses bytes the caller keeps alive (tests, fuzzing); `name` stands for the file in errors.
   static GgufFile parse(std::span<const uint8_t> bytes, std::string name);
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const override { return name_; }
   uint32_t version() const { return version_; }
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }  // aligned start of the tensor data section
   uint64_t file_size() const { return bytes_.size(); }
-  const Metadata& metadata() const { return metadata_; }
-  const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  const Metadata& metadata() const override { return metadata_; }
+  const std::vector<TensorInfo>& tensors() const override { return tensors_; }
 
-  const TensorInfo* find_tensor(std::string_view name) const;
+  const TensorInfo* find_tensor(std::string_view name) const override;
   const TensorInfo& tensor(std::string_view name) const;  // throws Error naming the file and tensor
-  std::span<const uint8_t> tensor_data(const TensorInfo& info) const;
+  std::span<const uint8_t> tensor_data(const TensorInfo& info) const override;
 
  private:
   GgufFile() = default;

@@ -14,7 +14,7 @@ constexpr int64_t kMaxExperts = 4096;
 
 class KeyReader {
  public:
-  KeyReader(const gguf::GgufFile& file, std::string prefix) : file_(file), prefix_(std::move(prefix)) {}
+  KeyReader(const gguf::TensorSource& file, std::string prefix) : file_(file), prefix_(std::move(prefix)) {}
 
   int64_t required(const std::string& key) const {
     const std::string full = prefix_ + key;
@@ -58,7 +58,7 @@ class KeyReader {
     return static_cast<int64_t>(u);
   }
 
-  const gguf::GgufFile& file_;
+  const gguf::TensorSource& file_;
   std::string prefix_;
 };
 
@@ -76,7 +76,7 @@ std::string_view rope_scaling_name(RopeScaling s) {
   return "none";
 }
 
-ModelConfig ModelConfig::from_gguf(const gguf::GgufFile& file) {
+ModelConfig ModelConfig::from_gguf(const gguf::TensorSource& file) {
   const auto& md = file.metadata();
   std::string arch_name;
   try {

@@ -44,7 +44,7 @@ struct ModelConfig {
 
   // Reads `<arch>.*` keys; tensors give the vocab size and the tied-output flag when metadata does not.
   // Throws Error naming the file and the key for a missing, mistyped or out-of-range value.
-  static ModelConfig from_gguf(const gguf::GgufFile& file);
+  static ModelConfig from_gguf(const gguf::TensorSource& file);
   // Writes the keys from_gguf reads (used by gen-model).
   void to_metadata(gguf::Metadata& md) const;
   // Checks internal consistency (head counts divide, sizes positive and sane); throws Error.

@@ -7,7 +7,7 @@
 
 namespace tessera {
 
-ModelProfile profile_model(const gguf::GgufFile& file, const ModelConfig& config) {
+ModelProfile profile_model(const gguf::TensorSource& file, const ModelConfig& config) {
   ModelProfile p;
   p.layer_bytes.assign(static_cast<size_t>(config.n_layer), 0);
   uint64_t expert_bytes = 0;

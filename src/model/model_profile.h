@@ -25,7 +25,7 @@ struct ModelProfile {
   uint64_t flops_per_token = 0;
 };
 
-ModelProfile profile_model(const gguf::GgufFile& file, const ModelConfig& config);
+ModelProfile profile_model(const gguf::TensorSource& file, const ModelConfig& config);
 
 struct MemoryEstimate {
   uint64_t weights = 0;

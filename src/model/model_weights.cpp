@@ -10,7 +10,7 @@ namespace {
 
 class Loader {
  public:
-  Loader(const gguf::GgufFile& file, const ModelConfig& config) : file_(file) {
+  Loader(const gguf::TensorSource& file, const ModelConfig& config) : file_(file) {
     for (auto& spec : expected_tensors(config)) specs_.emplace(spec.name, std::move(spec));
   }
 
@@ -56,7 +56,7 @@ class Loader {
     return s + "]";
   }
 
-  const gguf::GgufFile& file_;
+  const gguf::TensorSource& file_;
   std::unordered_map<std::string, TensorSpec> specs_;
 };
 
@@ -66,21 +66,33 @@ std::shared_ptr<const ModelWeights> ModelWeights::load(const std::filesystem::pa
   return load(path, LayerRange{0, -1}, true, true);
 }
 
+const gguf::GgufFile& ModelWeights::file() const {
+  const auto* file = dynamic_cast<const gguf::GgufFile*>(source_.get());
+  if (file == nullptr) fail("{}: the weights were not loaded from a GGUF file", source_->name());
+  return *file;
+}
+
 std::shared_ptr<const ModelWeights> ModelWeights::load(const std::filesystem::path& path, LayerRange layers,
                                                        bool with_embedding, bool with_head) {
-  auto w = std::shared_ptr<ModelWeights>(new ModelWeights(gguf::GgufFile::open(path)));
-  w->config_ = ModelConfig::from_gguf(w->file_);
+  return load(std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path)), layers, with_embedding, with_head);
+}
+
+std::shared_ptr<const ModelWeights> ModelWeights::load(std::shared_ptr<const gguf::TensorSource> source,
+                                                       LayerRange layers, bool with_embedding, bool with_head) {
+  const std::string path = source->name();
+  auto w = std::shared_ptr<ModelWeights>(new ModelWeights(std::move(source)));
+  w->config_ = ModelConfig::from_gguf(*w->source_);
   const ModelConfig& c = w->config_;
   if (layers.end < 0) layers.end = c.n_layer;
   if (layers.begin < 0 || layers.begin > layers.end || layers.end > c.n_layer) {
-    fail("{}: layer range {}-{} is outside the model's {} layers", path.string(), layers.begin, layers.end - 1,
+    fail("{}: layer range {}-{} is outside the model's {} layers", path, layers.begin, layers.end - 1,
          c.n_layer);
   }
   if (c.rope_scaling == RopeScaling::Yarn) {
-    fail("{}: YaRN rope scaling is not supported yet (rope.scaling.type = yarn)", path.string());
+    fail("{}: YaRN rope scaling is not supported yet (rope.scaling.type = yarn)", path);
   }
   w->layers_ = layers;
-  Loader ld(w->file_, c);
+  Loader ld(*w->source_, c);
   const ArchInfo& info = arch_info(c.arch);
   for (int64_t l = layers.begin; l < layers.end; ++l) {
     auto n = [l](const char* suffix) { return layer_tensor_name(l, suffix); };

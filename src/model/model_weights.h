@@ -36,9 +36,14 @@ class ModelWeights {
   static std::shared_ptr<const ModelWeights> load(const std::filesystem::path& path);
   static std::shared_ptr<const ModelWeights> load(const std::filesystem::path& path, LayerRange layers,
                                                   bool with_embedding, bool with_head);
+  // The same from any tensor source (a worker's cache or streamed tensors).
+  static std::shared_ptr<const ModelWeights> load(std::shared_ptr<const gguf::TensorSource> source, LayerRange layers,
+                                                  bool with_embedding, bool with_head);
 
   const ModelConfig& config() const { return config_; }
-  const gguf::GgufFile& file() const { return file_; }
+  const gguf::TensorSource& source() const { return *source_; }
+  // The GGUF file the weights were mapped from; throws Error for weights assembled from another source.
+  const gguf::GgufFile& file() const;
   LayerRange layers() const { return layers_; }
   const LayerWeights& layer(int64_t l) const { return layer_weights_.at(static_cast<size_t>(l - layers_.begin)); }
   const TensorView& token_embd() const { return token_embd_; }
@@ -49,9 +54,9 @@ class ModelWeights {
   bool has_head() const { return !output_norm_.empty(); }
 
  private:
-  explicit ModelWeights(gguf::GgufFile file) : file_(std::move(file)) {}
+  explicit ModelWeights(std::shared_ptr<const gguf::TensorSource> source) : source_(std::move(source)) {}
 
-  gguf::GgufFile file_;
+  std::shared_ptr<const gguf::TensorSource> source_;
   ModelConfig config_;
   LayerRange layers_;
   std::vector<LayerWeights> layer_weights_;

@@ -29,7 +29,8 @@ struct KernelTables {
           g = g2;
         }
       };
-      if (isa == Isa::Avx512) offer(kernels::avx512_quantize_act(t), kernels::avx512_vec_dot(t), kernels::avx512_gemm(t));
+      if (isa == Isa::Avx512)
+        offer(kernels::avx512_quantize_act(t), kernels::avx512_vec_dot(t), kernels::avx512_gemm(t));
       if (isa != Isa::Scalar) offer(kernels::avx2_quantize_act(t), kernels::avx2_vec_dot(t), kernels::avx2_gemm(t));
       offer(kernels::scalar_quantize_act(t), kernels::scalar_vec_dot(t), kernels::scalar_gemm(t));
       k.quantize_[id] = q;

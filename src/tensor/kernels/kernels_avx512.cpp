@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "tensor/kernels/avx512_common.h"
-#include "tensor/kernels/kernels_generic.h"
 #include "tensor/kernels/kernels_internal.h"
 #include "tensor/quant_blocks.h"
 
@@ -18,6 +17,10 @@ using quant::BlockQ8_K;
 // Explicit round-to-nearest-even: the reference uses nearbyint in the default rounding mode.
 constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 
+// Wraps to int8 like the reference's static_cast (vpmovdb truncates too, but the sums must see the same values).
+// That only matters when a block's amax is so small that 127 / amax overflows to inf: conversion gives INT_MIN.
+inline __m512i wrap_i8(__m512i q) { return _mm512_srai_epi32(_mm512_slli_epi32(q, 24), 24); }
+
 // Shared by Q8_0 and Q8_1: id = 127/amax and round half to even. Returns amax / 127 and sets *sum to the sum of
 // the quantized values.
 inline float quantize_block32(const float* x, int8_t* qs, int* sum) {
@@ -25,8 +28,8 @@ inline float quantize_block32(const float* x, int8_t* qs, int* sum) {
   const __m512 v1 = _mm512_loadu_ps(x + 16);
   const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
   const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-  const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, id), kRne);
-  const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, id), kRne);
+  const __m512i q0 = wrap_i8(_mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, id), kRne));
+  const __m512i q1 = wrap_i8(_mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, id), kRne));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtepi32_epi8(q0));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtepi32_epi8(q1));
   *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
@@ -38,7 +41,7 @@ void quantize_q8_0(const float* x, void* vy, int64_t n) {
   for (int64_t i = 0; i < n / 32; ++i, x += 32) {
     int sum;
     const float d = quantize_block32(x, y[i].qs, &sum);
-    y[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    y[i].d = to_half(d);
   }
 }
 
@@ -47,8 +50,8 @@ void quantize_q8_1(const float* x, void* vy, int64_t n) {
   for (int64_t i = 0; i < n / 32; ++i, x += 32) {
     int sum;
     const float d = quantize_block32(x, y[i].qs, &sum);
-    y[i].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-    y[i].s = _cvtss_sh(d * static_cast<float>(sum), _MM_FROUND_TO_NEAREST_INT);
+    y[i].d = to_half(d);
+    y[i].s = to_half(d * static_cast<float>(sum));
   }
 }
 
@@ -79,7 +82,8 @@ void quantize_q8_k(const float* x, void* vy, int64_t n) {
     const float iscale = -127.0f / x[first];
     const __m512 s = _mm512_set1_ps(iscale);
     for (int j = 0; j < 16; ++j) {
-      const __m512i q = _mm512_min_epi32(_mm512_cvt_roundps_epi32(_mm512_mul_ps(v[j], s), kRne), _mm512_set1_epi32(127));
+      const __m512i q =
+          wrap_i8(_mm512_min_epi32(_mm512_cvt_roundps_epi32(_mm512_mul_ps(v[j], s), kRne), _mm512_set1_epi32(127)));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs + 16 * j), _mm512_cvtepi32_epi8(q));
       y[i].bsums[j] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
     }
@@ -93,12 +97,12 @@ void copy_f32(const float* x, void* y, int64_t n) {
 
 // Weight loaders for the float formats: 16 weights from element i of a row as f32, or the first `m` of them.
 struct F32W {
-  static constexpr size_t kBytes = 4;
+  static constexpr int kBytes = 4;
   static __m512 load(const uint8_t* p, int64_t i) { return _mm512_loadu_ps(p + i * 4); }
   static __m512 load(const uint8_t* p, int64_t i, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p + i * 4); }
 };
 struct F16W {
-  static constexpr size_t kBytes = 2;
+  static constexpr int kBytes = 2;
   static __m512 load(const uint8_t* p, int64_t i) { return _mm512_cvtph_ps(load256(p + i * 2)); }
   static __m512 load(const uint8_t* p, int64_t i, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p + i * 2));
@@ -106,7 +110,7 @@ struct F16W {
 };
 // bf16 is the high half of an f32: widening is a shift.
 struct BF16W {
-  static constexpr size_t kBytes = 2;
+  static constexpr int kBytes = 2;
   static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
   static __m512 load(const uint8_t* p, int64_t i) { return widen(load256(p + i * 2)); }
   static __m512 load(const uint8_t* p, int64_t i, __mmask16 m) { return widen(_mm256_maskz_loadu_epi16(m, p + i * 2)); }
@@ -121,6 +125,7 @@ float dot_float(const void* vw, const void* vx, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
+    prefetch_ahead<64 * W::kBytes>(w + i * W::kBytes);
     a0 = _mm512_fmadd_ps(W::load(w, i), _mm512_loadu_ps(x + i), a0);
     a1 = _mm512_fmadd_ps(W::load(w, i + 16), _mm512_loadu_ps(x + i + 16), a1);
     a2 = _mm512_fmadd_ps(W::load(w, i + 32), _mm512_loadu_ps(x + i + 32), a2);

@@ -3,7 +3,6 @@
 #include <cstring>
 
 #include "tensor/fp16.h"
-#include "tensor/kernels/kernels_generic.h"
 #include "tensor/kernels/kernels_internal.h"
 #include "tensor/quant.h"
 
@@ -40,6 +39,16 @@ float dot_bf16_f32(const void* w, const void* x, int64_t n) {
 
 template <GgmlType Weight>
 constexpr VecDotFn kRefDot = &dot_ref<Weight>;
+
+// One vec_dot per (row, token); rows outer so a weight row stays in L1 while it meets every token.
+template <VecDotFn Dot>
+void gemm_by_dot(const uint8_t* w, size_t w_stride, int64_t n_rows, const uint8_t* x, size_t x_stride, int64_t n_tok,
+                 int64_t k, float* y, int64_t ldy) {
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const uint8_t* wr = w + static_cast<size_t>(r) * w_stride;
+    for (int64_t t = 0; t < n_tok; ++t) y[t * ldy + r] = Dot(wr, x + static_cast<size_t>(t) * x_stride, k);
+  }
+}
 
 }  // namespace
 

@@ -1,0 +1,169 @@
+// libFuzzer target for the wire protocol decoder: any bytes must decode or throw tessera::Error, and a decoded
+// message must re-encode to a frame that decodes to the same message and the same bytes. Built a second time with
+// TESSERA_WIRE_FUZZ_SEEDS as `wire_fuzz_seeds`, which writes one seed per message type.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dist/messages.h"
+#include "util/error.h"
+
+using namespace tessera::dist;
+
+#ifndef TESSERA_WIRE_FUZZ_SEEDS
+
+namespace {
+
+// The first byte picks how the rest is read: even, a whole frame (header included); odd, a u16 type and a body,
+// so the fuzzer explores bodies without having to keep the header's length in step.
+std::vector<uint8_t> as_frame(const uint8_t* data, size_t size) {
+  if (size == 0) return {};
+  if ((data[0] & 1) == 0) return {data + 1, data + size};
+  if (size < 3) return {data + 1, data + size};
+  uint16_t type;
+  std::memcpy(&type, data + 1, 2);
+  const size_t body = size - 3;
+  std::vector<uint8_t> frame(kFrameHeaderBytes + body);
+  const auto length = static_cast<uint32_t>(body);
+  std::memcpy(frame.data(), &length, 4);
+  std::memcpy(frame.data() + 4, &type, 2);
+  if (body > 0) std::memcpy(frame.data() + kFrameHeaderBytes, data + 3, body);
+  return frame;
+}
+
+[[noreturn]] void violated(const char* what) {
+  std::fprintf(stderr, "wire_fuzz: %s\n", what);
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::vector<uint8_t> frame = as_frame(data, size);
+  Message message;
+  try {
+    message = decode_frame(frame);
+  } catch (const tessera::Error&) {
+    return 0;  // refused with a message: the expected outcome for most inputs
+  }
+  std::vector<uint8_t> again;
+  try {
+    again = encode_frame(message);
+  } catch (const tessera::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    violated("a decoded message failed to encode");
+  }
+  Message back;
+  try {
+    back = decode_frame(again);
+  } catch (const tessera::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    violated("a re-encoded message failed to decode");
+  }
+  if (!(back == message)) violated("decode(encode(m)) != m");
+  if (encode_frame(back) != again) violated("encoding is not deterministic");
+  // Only Hello and HelloAck may carry bytes the encoding drops (fields of later versions).
+  const MsgType type = type_of(message);
+  if (type != MsgType::Hello && type != MsgType::HelloAck && again != frame)
+    violated("decoding accepted a non-canonical frame");
+  return 0;
+}
+
+#else
+
+namespace {
+
+Hash128 hash_of(uint8_t seed) {
+  Hash128 h;
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint8_t>(seed + i);
+  return h;
+}
+
+std::vector<Message> seeds() {
+  std::vector<Message> out;
+  out.push_back(Hello{kProtocolVersion, Role::Head, "h1", "0.1.0"});
+  out.push_back(HelloAck{HelloStatus::Busy, kProtocolVersion, "w1", "0.1.0", "busy: serving head h0"});
+  out.push_back(Heartbeat{});
+  out.push_back(Ping{1, 16, {1, 2, 3, 4}});
+  out.push_back(Pong{1, {5, 6}});
+  out.push_back(ErrorMsg{ErrorCode::BadRequest, "sequence 9 is outside the cache"});
+  out.push_back(Bye{"bye"});
+  LoadStage load;
+  load.file_name = "m.gguf";
+  load.file_size = 1 << 20;
+  load.model_name = "tiny";
+  load.model_metadata = {'G', 'G', 'U', 'F'};
+  load.tensors.push_back({"blk.0.attn_q.weight", hash_of(1), 64 * 64 / 32 * 34, tessera::GgmlType::Q8_0, {64, 64}});
+  load.tensors.push_back({"output_norm.weight", hash_of(2), 256, tessera::GgmlType::F32, {64}});
+  load.layer_begin = 0;
+  load.layer_end = 2;
+  load.has_embedding = true;
+  load.has_head = true;
+  load.n_slots = 2;
+  load.n_ctx = 128;
+  out.push_back(load);
+  out.push_back(LoadReply{{hash_of(1)}, {hash_of(2)}});
+  out.push_back(WeightChunk{hash_of(3), 64, {1, 2, 3}});
+  out.push_back(LoadProgress{1, 2});
+  out.push_back(LoadDone{1, 2, 3});
+  Forward f;
+  f.request_id = 5;
+  f.seq = {0, 1};
+  f.pos = {3, 0};
+  f.want_output = {1, 1};
+  f.tokens = {10, 20};
+  f.activations = encode_activations(std::vector<float>(2 * 4, 0.5f), 2, 4, WireType::F16);
+  SamplingParams s;
+  s.seq = 1;
+  s.n_logprobs = 2;
+  f.sampling.push_back(s);
+  out.push_back(f);
+  ForwardResult r;
+  r.request_id = 5;
+  r.logits = encode_activations(std::vector<float>(3, -1.0f), 1, 3, WireType::BF16);
+  r.sampled.push_back({1, 7, true, -0.1f, {{7, -0.1f}, {3, -std::numeric_limits<float>::infinity()}}});
+  out.push_back(r);
+  ForwardResult hidden;
+  hidden.hidden = encode_activations(std::vector<float>(8, 2.0f), 2, 4, WireType::F32);
+  out.push_back(hidden);
+  out.push_back(ClearSequence{1});
+  out.push_back(TruncateSequence{1, 2});
+  return out;
+}
+
+}  // namespace
+
+// Writes seeds into the directory given: each message as a whole frame (mode byte 0) and as type + body (1).
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: wire_fuzz_seeds DIR\n");
+    return 2;
+  }
+  int n = 0;
+  for (const Message& m : seeds()) {
+    const auto frame = encode_frame(m);
+    std::vector<uint8_t> whole = {0};
+    whole.insert(whole.end(), frame.begin(), frame.end());
+    std::vector<uint8_t> body = {1, frame[4], frame[5]};
+    body.insert(body.end(), frame.begin() + kFrameHeaderBytes, frame.end());
+    for (const auto* bytes : {&whole, &body}) {
+      const std::string path = std::string(argv[1]) + "/seed_" + std::to_string(n++);
+      std::ofstream out(path, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(bytes->data()), static_cast<std::streamsize>(bytes->size()));
+      if (!out) {
+        std::fprintf(stderr, "cannot write %s\n", path.c_str());
+        return 1;
+      }
+    }
+  }
+  return 0;
+}
+
+#endif

@@ -1,0 +1,122 @@
+// Building a pipeline from the command line: parse the worker list and the split, then create the stages in
+// layer order (the head's own part, `local`, runs on the head).
+#include "cli/cluster_options.h"
+
+#include <set>
+#include <thread>
+
+#include "cli/table.h"
+#include "dist/local_stage_endpoint.h"
+#include "dist/pipeline_executor.h"
+#include "dist/remote_stage_endpoint.h"
+#include "model/model_profile.h"
+#include "plan/split_spec.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera {
+
+void add_cluster_options(CLI::App& app, ClusterOptions& o) {
+  app.add_option("--workers", o.workers, "Worker daemons: name=host:port,... (the head itself is 'local')");
+  app.add_option("--split", o.split, "Layers per node: 0-10@local,11-21@b or proportions a:1,b:2 (default: even)");
+  app.add_option("--key-file", o.key_file, "The cluster key (tessera keygen); required off loopback");
+  app.add_option("--wire-type", o.wire_type, "Activations on the wire: f32, f16 or bf16")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
+  app.add_option("--micro-batch", o.micro_batch, "Prompt tokens per pipeline micro-batch (0: automatic)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+}
+
+std::vector<WorkerAddress> parse_workers(const std::string& text) {
+  std::vector<WorkerAddress> out;
+  std::set<std::string> names;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? text.size() + 1 : comma + 1;
+    if (item.empty()) fail("--workers: empty entry in '{}'", text);
+    WorkerAddress w;
+    const size_t eq = item.find('=');
+    w.address = eq == std::string::npos ? item : item.substr(eq + 1);
+    w.name = eq == std::string::npos ? item : item.substr(0, eq);
+    const size_t colon = w.address.rfind(':');
+    if (w.name.empty() || colon == std::string::npos || colon == 0 || colon + 1 == w.address.size()) {
+      fail("--workers: '{}' is not name=host:port or host:port", item);
+    }
+    if (w.name == "local") fail("--workers: 'local' is the head's own name; give the worker another");
+    if (!names.insert(w.name).second) fail("--workers: the name '{}' is used twice", w.name);
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOptions& mo, const ClusterOptions& co,
+                                         int64_t n_slots) {
+  const auto workers = parse_workers(co.workers);
+  const ModelConfig& c = model.weights->config();
+  const ModelProfile profile = profile_model(model.weights->source(), c);
+  std::vector<std::string> names = {"local"};
+  for (const auto& w : workers) names.push_back(w.name);
+
+  std::vector<plan::LayerRange> ranges;
+  if (!co.split.empty()) {
+    ranges = plan::resolve_split(plan::parse_split(co.split), names, profile.layer_bytes);
+  } else {
+    const std::vector<double> even(workers.size(), 1.0);
+    const auto counts = plan::proportional_counts(profile.layer_bytes, even);
+    int64_t first = 0;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (counts[i] <= 0) {
+        fail("an even split of {} layers over {} workers leaves worker {} without layers; name fewer workers or "
+             "use --split",
+             c.n_layer, workers.size(), workers[i].name);
+      }
+      ranges.push_back({workers[i].name, first, first + counts[i] - 1});
+      first += counts[i];
+    }
+  }
+
+  std::optional<dist::ClusterKey> key;
+  if (!co.key_file.empty()) key = dist::load_cluster_key(co.key_file);
+  const auto wire = dist::wire_type_from_name(co.wire_type);
+  const StageOptions so = stage_options(mo, c, n_slots);
+  auto pipeline = std::make_unique<PipelineExecutor>(c, so.n_ctx, so.n_slots, PipelineOptions{co.micro_batch});
+  const int threads = mo.threads > 0 ? mo.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
+  TextTable table({"node", "layers", "weights", "KV cache", "sent"});
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const auto& r = ranges[i];
+    const LayerRange layers{r.first, r.last + 1};
+    const bool first = i == 0;
+    const bool last = i + 1 == ranges.size();
+    if (r.node == "local") {
+      auto w = ModelWeights::load(model.weights->file().name(), layers, first, last);
+      auto ep = std::make_unique<LocalStageEndpoint>("local", static_cast<int>(i), w, so, threads,
+                                                     pipeline->completions());
+      table.add_row({"local", fmt::format("{}-{}", r.first, r.last), "mapped", "", "0"});
+      pipeline->add_stage(std::move(ep));
+      continue;
+    }
+    const auto& addr = std::find_if(workers.begin(), workers.end(), [&](const auto& w) { return w.name == r.node; });
+    dist::RemoteStageOptions ro;
+    ro.stage = so;
+    ro.wire = *wire;
+    ro.progress = [&](uint64_t done, uint64_t total) {
+      std::fprintf(stderr, "\rloading %s: %s of %s", r.node.c_str(), human_bytes(done).c_str(), human_bytes(total).c_str());
+      if (done == total) std::fputc('\n', stderr);
+    };
+    auto ep = std::make_unique<dist::RemoteStageEndpoint>(r.node, addr->address, key ? &*key : nullptr,
+                                                          static_cast<int>(i), *model.weights, layers, first, last, ro,
+                                                          pipeline->completions());
+    const auto& rep = ep->load_report();
+    table.add_row({r.node, fmt::format("{}-{}", r.first, r.last), human_bytes(rep.weights_bytes),
+                   human_bytes(rep.kv_bytes), human_bytes(rep.weight_bytes_sent)});
+    pipeline->add_stage(std::move(ep));
+  }
+  pipeline->check_complete();
+  log_info("pipeline: {}\n{}", plan::format_ranges(ranges), table.render("  "));
+  return pipeline;
+}
+
+}  // namespace tessera

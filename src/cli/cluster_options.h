@@ -1,0 +1,38 @@
+// Flags that split a model over worker daemons (`--workers`, `--split`, `--key-file`, `--wire-type`) and building
+// the pipeline executor from them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/model_options.h"
+#include "engine/executor.h"
+
+namespace tessera {
+
+struct ClusterOptions {
+  std::string workers;  // "a=host:port,b=host:port" or "host:port,..."
+  std::string split;    // "0-10@local,11-21@b" or "a:1,b:2"; default: even over the workers
+  std::string key_file;
+  std::string wire_type = "f16";
+  int64_t micro_batch = 0;
+  bool enabled() const { return !workers.empty(); }
+};
+
+void add_cluster_options(CLI::App& app, ClusterOptions& o);
+
+struct WorkerAddress {
+  std::string name;
+  std::string address;
+};
+// Throws Error for an empty entry, a missing port, a duplicate name, or the reserved name "local".
+std::vector<WorkerAddress> parse_workers(const std::string& text);
+
+// Connects to the workers, loads each stage (sending only weights a worker lacks) and prints the memory table.
+std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOptions& mo, const ClusterOptions& co,
+                                         int64_t n_slots);
+
+}  // namespace tessera

@@ -1,0 +1,196 @@
+// `tessera serve`: the OpenAI-compatible HTTP server. Binds first (health says "loading"), builds the replicas,
+// then serves until SIGINT or SIGTERM, which stop it cleanly (running requests are cancelled).
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/model_options.h"
+#include "server/http_server.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera {
+namespace {
+
+struct ServeArgs {
+  ModelOptions model;
+  SamplerParams sampler;
+  server::ServerOptions server;
+  std::string alias;
+  std::string chat_template;
+  std::string api_key_file;
+  int64_t parallel = 4;
+  int replicas = 1;
+  int64_t queue = 64;
+  int64_t prefill_chunk = 128;
+  int http_threads = 0;
+};
+
+// Signals are taken synchronously by the main thread (sigwait): they are blocked before any thread starts, so
+// every thread inherits the mask. A write to a client that left must be an error, not a process-ending SIGPIPE.
+class SignalWaiter {
+ public:
+  SignalWaiter() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, &old_);
+    signal(SIGPIPE, SIG_IGN);
+  }
+  ~SignalWaiter() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  int wait() {
+    int sig = 0;
+    sigwait(&set_, &sig);
+    return sig;
+  }
+
+ private:
+  sigset_t set_{};
+  sigset_t old_{};
+};
+
+std::string read_key_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("{}: cannot read the API key file", path);
+  std::string key;
+  std::getline(in, key);
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty()) fail("{}: the API key file is empty", path);
+  return key;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+server::ServedModel describe_model(const ServeArgs& a) {
+  const auto file = gguf::GgufFile::open(a.model.model);
+  server::ServedModel m;
+  m.config = ModelConfig::from_gguf(file);
+  try {
+    m.tokenizer = Tokenizer::from_metadata(file.metadata());
+  } catch (const Error& e) {
+    fail("{}: {}", a.model.model, e.what());
+  }
+  m.id = a.alias.empty() ? std::filesystem::path(a.model.model).stem().string() : a.alias;
+  m.n_ctx = a.model.n_ctx > 0 ? a.model.n_ctx : std::min<int64_t>(m.config.n_ctx_train, 4096);
+  const auto jinja = file.metadata().opt_string("tokenizer.chat_template");
+  if (!a.chat_template.empty()) {
+    m.chat_template = resolve_chat_template(a.chat_template, std::nullopt);
+  } else if (auto kind = jinja ? detect_chat_template(*jinja) : std::nullopt) {
+    m.chat_template = *kind;
+  } else {
+    // Chat requests still need some format; llama.cpp's server falls back to ChatML as well.
+    log_warn("{} chat template; chat requests use chatml (choose one with --chat-template)",
+             jinja ? "the model's chat template is not one Tessera knows:" : "the model has no");
+    m.chat_template = ChatTemplateKind::ChatML;
+  }
+  const Tokenizer& tok = *m.tokenizer;
+  m.bos_text = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
+  m.eos_text = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
+  struct stat st {};
+  if (stat(a.model.model.c_str(), &st) == 0) m.created = static_cast<int64_t>(st.st_mtime);
+  return m;
+}
+
+// One complete copy of the model in this process. A pipeline over workers would build its ReplicaSpec here from
+// a remote executor and the nodes it placed layers on.
+server::ReplicaSpec local_replica(const ModelOptions& o, int64_t parallel) {
+  LoadedModel m = load_model(o, parallel);
+  server::ReplicaSpec spec;
+  spec.nodes.push_back(server::local_node_info(*m.weights, *m.executor));
+  spec.executor = std::move(m.executor);
+  return spec;
+}
+
+int run_serve(ServeArgs a) {
+  a.sampler.validate();
+  if (!a.api_key_file.empty()) a.server.api_key = read_key_file(a.api_key_file);
+  if (!is_loopback(a.server.host) && a.server.api_key.empty()) {
+    log_warn("listening on {} without --api-key: anyone who can reach this address can use the model", a.server.host);
+  }
+  a.server.sampler = a.sampler;
+  // A connection per running or queued stream, plus room for health checks, metrics and the page.
+  a.server.http_threads =
+      a.http_threads > 0 ? a.http_threads : static_cast<int>(a.replicas * (a.parallel + a.queue) + 16);
+
+  SignalWaiter signals;
+  server::Server srv(a.server, describe_model(a));
+  const int port = srv.start();
+  log_info("tessera serve: listening on http://{}:{} (model {}, {} replica(s) x {} parallel)", a.server.host, port,
+           srv.model().id, a.replicas, a.parallel);
+
+  SchedulerOptions so;
+  so.n_parallel = a.parallel;
+  so.max_queue = a.queue;
+  so.max_batch_tokens = a.model.n_batch;
+  so.prefill_chunk = a.prefill_chunk;
+  ModelOptions per_replica = a.model;
+  if (per_replica.threads <= 0)
+    per_replica.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Replicas share the machine's cores instead of each taking them all.
+  per_replica.threads = std::max(1, per_replica.threads / a.replicas);
+  per_replica.n_ctx = srv.model().n_ctx;
+  for (int r = 0; r < a.replicas; ++r) {
+    try {
+      srv.add_replica(local_replica(per_replica, a.parallel), so);
+    } catch (const Error& e) {
+      srv.set_failed(e.what());
+      throw;
+    }
+  }
+  srv.set_ready();
+  log_info("tessera serve: ready ({} threads per replica, context {} per sequence, chat template {})",
+           per_replica.threads, srv.model().n_ctx, chat_template_name(srv.model().chat_template));
+  const int sig = signals.wait();
+  log_info("tessera serve: {} received, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  srv.stop();
+  return 0;
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& root) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* app = root.add_subcommand("serve", "OpenAI-compatible HTTP server with streaming, metrics and a web page");
+  add_model_options(*app, a->model);
+  add_sampler_options(*app, a->sampler);
+  app->add_option("--host", a->server.host, "Address to listen on")->capture_default_str();
+  app->add_option("--port", a->server.port, "Port to listen on (0: any free port)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  auto* key = app->add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+  app->add_option("--api-key-file", a->api_key_file, "Read the API key from the first line of this file")
+      ->excludes(key);
+  app->add_option("--parallel", a->parallel, "Sequences decoded together per replica (continuous batching)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1024}))
+      ->capture_default_str();
+  app->add_option("--replicas", a->replicas, "Complete copies of the model behind the one endpoint")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  app->add_option("--queue", a->queue, "Requests waiting per replica before 503 (with Retry-After)")
+      ->check(CLI::Range(int64_t{0}, int64_t{100000}))
+      ->capture_default_str();
+  app->add_option("--prefill-chunk", a->prefill_chunk, "Prompt tokens per step while other sequences decode")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
+      ->capture_default_str();
+  app->add_option("-n,--n-predict", a->server.max_tokens,
+                  "Default max_tokens (-1: until end of text or a full context)")
+      ->capture_default_str();
+  app->add_option("--alias,-a", a->alias, "Model id in the API (default: the file name without .gguf)");
+  app->add_option("--chat-template", a->chat_template, "Chat template name (overrides the model's)");
+  app->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes (413 above)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
+      ->capture_default_str();
+  app->add_option("--http-threads", a->http_threads,
+                  "Connections served at once (default: enough for every slot and "
+                  "queue place, plus 16)")
+      ->check(CLI::Range(0, 100000));
+  return {app, [a] { return run_serve(*a); }};
+}
+
+}  // namespace tessera

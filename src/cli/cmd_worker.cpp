@@ -1,0 +1,65 @@
+// `tessera worker`: a daemon that holds one pipeline stage for a head; stops on SIGINT/SIGTERM.
+#include <csignal>
+
+#include "cli/commands.h"
+#include "dist/worker.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera {
+namespace {
+
+struct WorkerArgs {
+  std::string listen = "127.0.0.1:50052";
+  std::string name;
+  std::string key_file;
+  std::string models;
+  std::string cache;
+  uint64_t mem_limit = 0;
+  int threads = 0;
+};
+
+// The stop flag a signal handler may touch must be a lock-free atomic with static storage.
+std::atomic<bool>& stop_flag() {
+  static std::atomic<bool> flag{false};
+  return flag;
+}
+
+extern "C" void on_stop_signal(int) { stop_flag().store(true); }
+
+}  // namespace
+
+Command add_worker_command(CLI::App& root) {
+  auto a = std::make_shared<WorkerArgs>();
+  CLI::App* app = root.add_subcommand("worker", "Serve pipeline stages to a head (one head at a time)");
+  app->add_option("--listen", a->listen, "host:port to listen on (loopback unless a key is given)")
+      ->capture_default_str();
+  app->add_option("--name", a->name, "This node's name in messages (default: the listen address)");
+  app->add_option("--key-file", a->key_file, "The cluster key (tessera keygen); required off loopback");
+  app->add_option("--models", a->models, "Folder of GGUF files: weights found here are mapped, not sent");
+  app->add_option("--cache", a->cache, "Folder where received weights are kept, so the next start sends nothing");
+  app->add_option("--mem-limit", a->mem_limit, "Refuse stages needing more bytes than this (0: no limit)");
+  app->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
+  return {app, [a] {
+            dist::WorkerOptions o;
+            o.listen = a->listen;
+            o.name = a->name;
+            if (!a->key_file.empty()) o.key = dist::load_cluster_key(a->key_file);
+            if (!a->models.empty()) o.weights.models_dir = a->models;
+            if (!a->cache.empty()) o.weights.cache_dir = a->cache;
+            o.mem_limit = a->mem_limit;
+            o.threads = a->threads;
+            dist::Worker worker(o);
+            std::signal(SIGINT, on_stop_signal);
+            std::signal(SIGTERM, on_stop_signal);
+            // The line tests and scripts wait for: the real endpoint (port 0 picks a free one).
+            std::fprintf(stdout, "listening on %s\n", worker.endpoint().c_str());
+            std::fflush(stdout);
+            log_info("worker {}: listening on {} ({})", worker.name(), worker.endpoint(),
+                     o.key ? "TLS with the cluster key" : "plain TCP, loopback only");
+            worker.serve(stop_flag());
+            return 0;
+          }};
+}
+
+}  // namespace tessera

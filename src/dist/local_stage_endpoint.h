@@ -1,0 +1,42 @@
+// A pipeline stage computed on the head itself, on a thread this object owns, so the head's layers overlap
+// with the remote stages' work.
+#pragma once
+
+#include <memory>
+#include <thread>
+
+#include "dist/stage_endpoint.h"
+#include "model/stage.h"
+#include "util/thread_pool.h"
+
+namespace tessera {
+
+class LocalStageEndpoint : public StageEndpoint {
+ public:
+  LocalStageEndpoint(std::string node, int stage_index, std::shared_ptr<const ModelWeights> weights,
+                     const StageOptions& options, int threads, CompletionQueue& done);
+  ~LocalStageEndpoint() override;
+
+  const std::string& node() const override { return node_; }
+  LayerRange layers() const override { return stage_.layers(); }
+  void submit(StageJob job) override;
+  void clear_sequence(int64_t seq) override;
+  void truncate_sequence(int64_t seq, int64_t n) override;
+
+ private:
+  void run();
+
+  std::string node_;
+  int index_;
+  ThreadPool pool_;
+  Stage stage_;
+  CompletionQueue& done_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<StageJob> jobs_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tessera

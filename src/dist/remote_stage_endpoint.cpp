@@ -1,0 +1,245 @@
+// RemoteStageEndpoint: loading is synchronous (LoadStage, LoadReply, weight chunks, LoadDone); afterwards a
+// receiver thread owned by this object matches ForwardResults to jobs in submission order.
+#include "dist/remote_stage_endpoint.h"
+
+#include <filesystem>
+#include <unordered_map>
+
+#include "dist/handshake.h"
+#include "gguf/gguf_writer.h"
+#include "model/tensor_layout.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera::dist {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr size_t kChunkBytes = 16u << 20;
+
+// The model's metadata as a tensor-less GGUF, without the tokenizer (workers never tokenize), plus the vocab size
+// that the tokenizer's list would otherwise give.
+std::vector<uint8_t> stage_metadata(const ModelWeights& model) {
+  gguf::GgufWriter w;
+  for (const auto& [key, value] : model.source().metadata().entries()) {
+    if (key.rfind("tokenizer.", 0) == 0) continue;
+    w.set(key, value);
+  }
+  const auto& c = model.config();
+  w.set(c.arch_name + ".vocab_size", gguf::Value(static_cast<uint32_t>(c.n_vocab)));
+  return w.to_bytes();
+}
+
+bool stage_needs(const TensorSpec& spec, LayerRange layers, bool has_embedding, bool has_head, bool tied) {
+  if (spec.layer >= 0) return layers.contains(spec.layer);
+  switch (spec.role) {
+    case TensorRole::TokenEmbd:
+      return has_embedding || (has_head && tied);
+    case TensorRole::Output:
+    case TensorRole::OutputNorm:
+      return has_head;
+    case TensorRole::RopeFreqs:
+      return true;
+    default:
+      return false;
+  }
+}
+
+template <typename T>
+T expect(Connection& conn, std::chrono::milliseconds timeout, const std::string& node, const char* what) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left <= 0ms) fail("worker {}: no {} within {} s", node, what, timeout.count() / 1000);
+    auto msg = conn.recv(std::min(left, std::chrono::milliseconds(500)));
+    if (!msg) continue;
+    if (auto* t = std::get_if<T>(&*msg)) return std::move(*t);
+    if (auto* e = std::get_if<ErrorMsg>(&*msg)) fail("{}", e->message);
+    if (std::holds_alternative<LoadProgress>(*msg)) continue;
+    fail("worker {}: expected {}, got {}", node, what, msg_type_name(type_of(*msg)));
+  }
+}
+
+}  // namespace
+
+RemoteStageEndpoint::RemoteStageEndpoint(std::string node, const std::string& address, const ClusterKey* key,
+                                         int stage_index, const ModelWeights& model, LayerRange layers,
+                                         bool has_embedding, bool has_head, const RemoteStageOptions& options,
+                                         CompletionQueue& done)
+    : node_(std::move(node)),
+      index_(stage_index),
+      layers_(layers),
+      first_(has_embedding),
+      wire_(options.wire),
+      n_embd_(model.config().n_embd),
+      n_vocab_(model.config().n_vocab),
+      done_(done) {
+  try {
+    conn_ = connect(address, key, options.connect_timeout, options.transport);
+    client_handshake(*conn_, make_hello(Role::Head, "head"), options.connect_timeout);
+  } catch (const Error& e) {
+    fail("worker {} ({}): {}", node_, address, e.what());
+  }
+  load(model, has_embedding, has_head, options);
+  receiver_ = std::thread([this] { receive_loop(); });
+}
+
+RemoteStageEndpoint::~RemoteStageEndpoint() {
+  stop_ = true;
+  if (receiver_.joinable()) receiver_.join();
+  try {
+    conn_->close("head finished");
+  } catch (const Error&) {
+    // The worker may already be gone; nothing is left to tell it.
+  }
+}
+
+void RemoteStageEndpoint::load(const ModelWeights& model, bool has_embedding, bool has_head,
+                               const RemoteStageOptions& options) {
+  const auto& file = model.source();
+  const auto& c = model.config();
+  LoadStage req;
+  req.file_name = std::filesystem::path(file.name()).filename().string();
+  req.file_size = model.file().file_size();
+  req.model_name = c.name;
+  req.model_metadata = stage_metadata(model);
+  std::unordered_map<std::string, std::span<const uint8_t>> data_of;
+  for (const auto& spec : expected_tensors(c)) {
+    if (!stage_needs(spec, layers_, has_embedding, has_head, c.tied_output)) continue;
+    const gguf::TensorInfo* t = file.find_tensor(spec.name);
+    if (t == nullptr) continue;  // optional tensors the file does not have
+    TensorInfo info;
+    info.name = t->name;
+    info.type = t->type;
+    info.n_bytes = t->n_bytes;
+    for (auto d : t->ne) info.shape.push_back(static_cast<uint64_t>(d));
+    const auto data = file.tensor_data(*t);
+    info.hash = content_hash(data);
+    data_of[hash_hex(info.hash)] = data;
+    req.tensors.push_back(std::move(info));
+  }
+  req.layer_begin = static_cast<uint32_t>(layers_.begin);
+  req.layer_end = static_cast<uint32_t>(layers_.end);
+  req.has_embedding = has_embedding;
+  req.has_head = has_head;
+  req.n_slots = static_cast<uint32_t>(options.stage.n_slots);
+  req.n_ctx = static_cast<uint32_t>(options.stage.n_ctx);
+  req.kv_type = options.stage.kv_type;
+  req.wire_type = options.wire;
+  req.threads = static_cast<uint16_t>(options.threads);
+  conn_->send(req);
+
+  const LoadReply reply = expect<LoadReply>(*conn_, 120s, node_, "answer to the stage request");
+  uint64_t total = 0;
+  for (const auto& h : reply.need) {
+    auto it = data_of.find(hash_hex(h));
+    if (it == data_of.end()) fail("worker {} asked for tensor {} that the stage does not use", node_, hash_hex(h));
+    total += it->second.size();
+  }
+  uint64_t sent = 0;
+  for (const auto& h : reply.need) {
+    const auto data = data_of.at(hash_hex(h));
+    for (size_t off = 0; off < data.size(); off += kChunkBytes) {
+      WeightChunk chunk;
+      chunk.hash = h;
+      chunk.offset = off;
+      const size_t n = std::min(kChunkBytes, data.size() - off);
+      chunk.data.assign(data.begin() + static_cast<std::ptrdiff_t>(off), data.begin() + static_cast<std::ptrdiff_t>(off + n));
+      conn_->send(chunk);
+      sent += n;
+      if (options.progress) options.progress(sent, total);
+    }
+  }
+  const LoadDone done = expect<LoadDone>(*conn_, 600s, node_, "confirmation that the stage is loaded");
+  report_ = {sent, done.weights_bytes, done.kv_bytes, done.buffer_bytes};
+}
+
+void RemoteStageEndpoint::fail_pending(const std::string& why) {
+  std::deque<uint64_t> jobs;
+  {
+    std::lock_guard lock(mutex_);
+    if (broken_.empty()) broken_ = why;
+    jobs.swap(in_flight_);
+  }
+  for (uint64_t id : jobs) done_.push({index_, id, {}, {}, why});
+}
+
+void RemoteStageEndpoint::receive_loop() {
+  while (!stop_.load()) {
+    std::optional<Message> msg;
+    try {
+      msg = conn_->recv(200ms);
+    } catch (const Error& e) {
+      fail_pending(fmt::format("worker {} lost: {}", node_, e.what()));
+      return;
+    }
+    if (!msg) continue;
+    uint64_t id = 0;
+    {
+      std::lock_guard lock(mutex_);
+      if (in_flight_.empty()) {
+        if (auto* e = std::get_if<ErrorMsg>(&*msg)) log_warn("{}", e->message);
+        continue;
+      }
+      id = in_flight_.front();
+      in_flight_.pop_front();
+    }
+    StageDone d;
+    d.stage = index_;
+    d.id = id;
+    if (auto* r = std::get_if<ForwardResult>(&*msg)) {
+      try {
+        if (r->request_id != id) fail("worker {} answered job {} out of order (expected {})", node_, r->request_id, id);
+        if (r->hidden) d.hidden = decode_activations(*r->hidden);
+        if (r->logits) d.logits = decode_activations(*r->logits);
+      } catch (const Error& e) {
+        d.error = e.what();
+      }
+    } else if (auto* e = std::get_if<ErrorMsg>(&*msg)) {
+      d.error = e->message;
+    } else {
+      d.error = fmt::format("worker {}: unexpected {} message", node_, msg_type_name(type_of(*msg)));
+    }
+    done_.push(std::move(d));
+  }
+}
+
+void RemoteStageEndpoint::submit(StageJob job) {
+  Forward f;
+  f.request_id = job.id;
+  f.seq = job.batch.seq;
+  f.pos = job.batch.pos;
+  f.want_output = job.batch.want_logits;
+  if (first_) {
+    f.tokens = job.batch.tokens;
+  } else {
+    f.activations = encode_activations(job.hidden, static_cast<uint32_t>(job.batch.size()),
+                                       static_cast<uint32_t>(n_embd_), wire_);
+  }
+  {
+    std::lock_guard lock(mutex_);
+    if (!broken_.empty()) {
+      done_.push({index_, job.id, {}, {}, broken_});
+      return;
+    }
+    in_flight_.push_back(job.id);
+  }
+  try {
+    conn_->send(f);
+  } catch (const Error& e) {
+    fail_pending(fmt::format("worker {} lost: {}", node_, e.what()));
+  }
+}
+
+void RemoteStageEndpoint::clear_sequence(int64_t seq) {
+  if (!broken_.empty()) fail("{}", broken_);
+  conn_->send(ClearSequence{static_cast<int32_t>(seq)});
+}
+
+void RemoteStageEndpoint::truncate_sequence(int64_t seq, int64_t n) {
+  if (!broken_.empty()) fail("{}", broken_);
+  conn_->send(TruncateSequence{static_cast<int32_t>(seq), static_cast<int32_t>(n)});
+}
+
+}  // namespace tessera::dist

@@ -1,0 +1,77 @@
+// A pipeline stage on a worker daemon, as the head sees it: loads the stage (sending only the tensors the worker
+// lacks), then sends micro-batches and turns the worker's answers into completions. A lost worker fails every
+// job in flight with a message naming it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "dist/keys.h"
+#include "dist/stage_endpoint.h"
+#include "dist/transport.h"
+#include "model/stage.h"
+
+namespace tessera::dist {
+
+struct RemoteStageOptions {
+  StageOptions stage;
+  WireType wire = WireType::F16;
+  int threads = 0;
+  std::chrono::milliseconds connect_timeout{5000};
+  TransportOptions transport;
+  // Called while weights stream: (bytes sent, bytes to send).
+  std::function<void(uint64_t, uint64_t)> progress;
+};
+
+struct LoadReport {
+  uint64_t weight_bytes_sent = 0;  // tensor bytes streamed to the worker (0 with a warm cache or local file)
+  uint64_t weights_bytes = 0;      // the worker's memory table
+  uint64_t kv_bytes = 0;
+  uint64_t buffer_bytes = 0;
+};
+
+class RemoteStageEndpoint : public StageEndpoint {
+ public:
+  // Connects, handshakes and loads `layers` of the model. Throws Error naming the node on any failure.
+  RemoteStageEndpoint(std::string node, const std::string& address, const ClusterKey* key, int stage_index,
+                      const ModelWeights& model, LayerRange layers, bool has_embedding, bool has_head,
+                      const RemoteStageOptions& options, CompletionQueue& done);
+  ~RemoteStageEndpoint() override;
+
+  const std::string& node() const override { return node_; }
+  LayerRange layers() const override { return layers_; }
+  void submit(StageJob job) override;
+  void clear_sequence(int64_t seq) override;
+  void truncate_sequence(int64_t seq, int64_t n) override;
+
+  const LoadReport& load_report() const { return report_; }
+  LinkStats link_stats() const { return conn_->stats(); }
+  Connection& connection() { return *conn_; }
+
+ private:
+  void load(const ModelWeights& model, bool has_embedding, bool has_head, const RemoteStageOptions& options);
+  void receive_loop();
+  void fail_pending(const std::string& why);
+
+  std::string node_;
+  int index_;
+  LayerRange layers_;
+  bool first_;
+  WireType wire_;
+  int64_t n_embd_ = 0;
+  int64_t n_vocab_ = 0;
+  CompletionQueue& done_;
+  std::unique_ptr<Connection> conn_;
+  LoadReport report_;
+  std::mutex mutex_;
+  std::deque<uint64_t> in_flight_;
+  std::atomic<bool> stop_{false};
+  std::string broken_;  // set once the link failed
+  std::thread receiver_;
+};
+
+}  // namespace tessera::dist

@@ -1,0 +1,209 @@
+// Worker: the accept loop runs on the caller's thread; the one active head is served on a session thread the
+// Worker owns. Every request the head sends is validated by the codec and again by the Stage.
+#include "dist/worker.h"
+
+#include <chrono>
+#include <thread>
+
+#include "dist/handshake.h"
+#include "model/stage.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera::dist {
+namespace {
+
+using namespace std::chrono_literals;
+
+ForwardResult run_forward(Stage& stage, const Forward& f, WireType wire, StageOutput& out) {
+  Batch b;
+  b.seq = f.seq;
+  b.pos = f.pos;
+  b.want_logits = f.want_output;
+  b.tokens = f.tokens;
+  std::vector<float> hidden;
+  if (f.activations) hidden = decode_activations(*f.activations);
+  if (!stage.is_first()) {
+    const auto need = static_cast<size_t>(b.size() * stage.config().n_embd);
+    if (hidden.size() != need) fail("activations of {} values, expected {}", hidden.size(), need);
+    if (b.tokens.empty()) b.tokens.assign(b.seq.size(), 0);
+  }
+  stage.forward(b, hidden.empty() ? nullptr : hidden.data(), out);
+  ForwardResult r;
+  r.request_id = f.request_id;
+  if (stage.is_last()) {
+    const auto rows = static_cast<uint32_t>(b.n_outputs());
+    // Logits travel as f32: they decide sampling, and the last stage's output is small next to the weights.
+    r.logits = encode_activations(out.logits, rows, static_cast<uint32_t>(stage.config().n_vocab), WireType::F32);
+  } else {
+    r.hidden = encode_activations(out.hidden, static_cast<uint32_t>(b.size()),
+                                  static_cast<uint32_t>(stage.config().n_embd), wire);
+  }
+  return r;
+}
+
+}  // namespace
+
+Worker::Worker(WorkerOptions options)
+    : options_(std::move(options)),
+      listener_(options_.listen, options_.key ? &*options_.key : nullptr, options_.transport) {
+  if (options_.name.empty()) {
+    // Node names are letters, digits, '.', '_' and '-': the address with its colon replaced.
+    options_.name = listener_.endpoint();
+    for (auto& ch : options_.name) {
+      if (ch == ':') ch = '_';
+    }
+  }
+}
+
+Worker::~Worker() {
+  stopping_ = true;
+  if (session_thread_.joinable()) session_thread_.join();
+}
+
+void Worker::serve(const std::atomic<bool>& stop) {
+  const Hello self = make_hello(Role::Worker, options_.name);
+  while (!stop.load() && !stopping_.load()) {
+    std::unique_ptr<Connection> conn;
+    try {
+      conn = listener_.accept(200ms);
+    } catch (const Error& e) {
+      log_warn("worker {}: {}", options_.name, e.what());
+      continue;
+    }
+    if (!conn) continue;
+    try {
+      const Hello peer = receive_hello(*conn, 5s);
+      if (auto refusal = check_hello(peer, self)) {
+        conn->send(*refusal);
+        conn->close("refused");
+        continue;
+      }
+      std::lock_guard lock(mutex_);
+      if (!active_head_.empty()) {
+        conn->send(refuse_hello(self, HelloStatus::Busy, fmt::format("busy: serving head {}", active_head_)));
+        conn->close("busy");
+        log_info("worker {}: refused head {}: busy with head {}", options_.name, peer.node_name, active_head_);
+        continue;
+      }
+      if (session_thread_.joinable()) session_thread_.join();
+      conn->send(accept_hello(self));
+      active_head_ = peer.node_name;
+      log_info("worker {}: serving head {} ({})", options_.name, peer.node_name, conn->address());
+      session_thread_ = std::thread([this, c = std::move(conn), head = peer.node_name]() mutable {
+        session(std::move(c), head);
+      });
+    } catch (const Error& e) {
+      log_warn("worker {}: {}", options_.name, e.what());
+    }
+  }
+  stopping_ = true;
+  if (session_thread_.joinable()) session_thread_.join();
+}
+
+void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
+  std::unique_ptr<StageAssembler> assembler;
+  LoadStage request;
+  std::unique_ptr<ThreadPool> pool;
+  std::unique_ptr<Stage> stage;
+  StageOutput out;
+  auto reply_error = [&](ErrorCode code, const std::string& message) {
+    conn->send(ErrorMsg{code, fmt::format("worker {}: {}", options_.name, message)});
+  };
+  auto finish_load = [&] {
+    auto source = assembler->finish();
+    auto weights = ModelWeights::load(source, {request.layer_begin, request.layer_end}, request.has_embedding,
+                                      request.has_head);
+    StageOptions so;
+    so.n_slots = request.n_slots;
+    so.n_ctx = request.n_ctx;
+    so.kv_type = request.kv_type;
+    KvCacheConfig probe{weights->layers().size(), so.n_slots, so.n_ctx, weights->config().n_embd_k(),
+                        weights->config().n_embd_v(), so.kv_type};
+    const uint64_t kv_bytes = static_cast<uint64_t>(probe.n_layers * probe.n_slots * probe.n_ctx) *
+                              static_cast<uint64_t>(probe.n_embd_k + probe.n_embd_v) *
+                              type_traits(so.kv_type).type_size;
+    uint64_t weight_bytes = 0;
+    for (const auto& t : request.tensors) weight_bytes += t.n_bytes;
+    if (options_.mem_limit > 0 && weight_bytes + kv_bytes > options_.mem_limit) {
+      fail("not enough memory: the stage needs {:.2f} GiB (weights {:.2f} + KV cache {:.2f}), --mem-limit is {:.2f} GiB",
+           static_cast<double>(weight_bytes + kv_bytes) / (1 << 30), static_cast<double>(weight_bytes) / (1 << 30),
+           static_cast<double>(kv_bytes) / (1 << 30), static_cast<double>(options_.mem_limit) / (1 << 30));
+    }
+    const int threads = request.threads > 0 ? request.threads : options_.threads;
+    pool = std::make_unique<ThreadPool>(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
+    stage = std::make_unique<Stage>(weights, so, *pool);
+    conn->send(LoadDone{weight_bytes, stage->cache().bytes(), 0});
+    log_info("worker {}: holding layers {}-{} of {} ({} bytes received, {} found locally)", options_.name,
+             request.layer_begin, request.layer_end - 1, request.file_name, assembler->bytes_received(),
+             assembler->found_in().empty() ? "none" : assembler->found_in());
+    assembler.reset();
+  };
+
+  try {
+    while (!stopping_.load()) {
+      auto msg = conn->recv(200ms);
+      if (!msg) continue;
+      if (auto* load = std::get_if<LoadStage>(&*msg)) {
+        stage.reset();
+        request = std::move(*load);
+        try {
+          assembler = std::make_unique<StageAssembler>(request, options_.weights);
+          conn->send(assembler->reply());
+          if (assembler->complete()) finish_load();
+        } catch (const Error& e) {
+          assembler.reset();
+          const bool oom = std::string(e.what()).find("not enough memory") != std::string::npos;
+          reply_error(oom ? ErrorCode::OutOfMemory : ErrorCode::LoadFailed, e.what());
+        }
+      } else if (auto* chunk = std::get_if<WeightChunk>(&*msg)) {
+        if (!assembler) {
+          reply_error(ErrorCode::Protocol, "weight chunk without a LoadStage");
+          continue;
+        }
+        try {
+          assembler->receive(*chunk);
+          if (assembler->complete()) finish_load();
+        } catch (const Error& e) {
+          assembler.reset();
+          const bool oom = std::string(e.what()).find("not enough memory") != std::string::npos;
+          reply_error(oom ? ErrorCode::OutOfMemory : ErrorCode::LoadFailed, e.what());
+        }
+      } else if (auto* fwd = std::get_if<Forward>(&*msg)) {
+        if (!stage) {
+          reply_error(ErrorCode::Protocol, "forward before the stage was loaded");
+          continue;
+        }
+        try {
+          conn->send(run_forward(*stage, *fwd, request.wire_type, out));
+        } catch (const Error& e) {
+          reply_error(ErrorCode::BadRequest, e.what());
+        }
+      } else if (auto* clear = std::get_if<ClearSequence>(&*msg)) {
+        try {
+          if (stage) stage->clear_sequence(clear->seq);
+        } catch (const Error& e) {
+          reply_error(ErrorCode::BadRequest, e.what());
+        }
+      } else if (auto* trunc = std::get_if<TruncateSequence>(&*msg)) {
+        try {
+          if (stage) stage->truncate_sequence(trunc->seq, trunc->n);
+        } catch (const Error& e) {
+          reply_error(ErrorCode::BadRequest, e.what());
+        }
+      } else if (std::holds_alternative<Bye>(*msg)) {
+        break;
+      } else {
+        reply_error(ErrorCode::Protocol, fmt::format("unexpected {} message", msg_type_name(type_of(*msg))));
+      }
+    }
+  } catch (const Error& e) {
+    log_info("worker {}: head {} gone: {}", options_.name, head_name, e.what());
+  }
+  conn->close("session over");
+  std::lock_guard lock(mutex_);
+  active_head_.clear();
+  log_info("worker {}: ready for a new head", options_.name);
+}
+
+}  // namespace tessera::dist

@@ -1,0 +1,53 @@
+// The worker daemon (`tessera worker`): holds one stage for one head at a time, tells a second head it is busy,
+// and is ready for the next head when the current one goes away.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "dist/keys.h"
+#include "dist/stage_assembler.h"
+#include "dist/transport.h"
+
+namespace tessera::dist {
+
+struct WorkerOptions {
+  std::string listen = "127.0.0.1:50052";
+  std::string name;  // default: the listen address
+  std::optional<ClusterKey> key;
+  AssemblerOptions weights;
+  uint64_t mem_limit = 0;  // bytes; 0: no limit
+  int threads = 0;         // 0: all cores
+  TransportOptions transport;
+};
+
+class Worker {
+ public:
+  explicit Worker(WorkerOptions options);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  std::string endpoint() const { return listener_.endpoint(); }
+  const std::string& name() const { return options_.name; }
+
+  // Accepts heads until `stop` becomes true (checked several times a second).
+  void serve(const std::atomic<bool>& stop);
+
+ private:
+  void session(std::unique_ptr<Connection> connection, std::string head_name);
+
+  WorkerOptions options_;
+  Listener listener_;
+  std::mutex mutex_;
+  std::string active_head_;  // empty when idle
+  std::thread session_thread_;
+  std::atomic<bool> stopping_{false};
+};
+
+}  // namespace tessera::dist

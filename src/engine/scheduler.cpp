@@ -1,0 +1,400 @@
+// Scheduler: each step is one Batch with the pending token of every decoding sequence plus prompt chunks of newly
+// admitted ones; sampling, stop strings and streaming follow Generator exactly, so a request's output does not
+// depend on what else shares its batches.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "engine/stop_strings.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera {
+
+std::string_view finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::EndOfGeneration:
+      return "end of generation";
+    case FinishReason::StopString:
+      return "stop string";
+    case FinishReason::Length:
+      return "token limit";
+    case FinishReason::ContextFull:
+      return "context full";
+    case FinishReason::Cancelled:
+      return "cancelled";
+    case FinishReason::Error:
+      return "error";
+  }
+  return "";
+}
+
+struct Scheduler::Sequence {
+  Sequence(SequenceRequest r, SequenceCallbacks cb, const Tokenizer& tok, int32_t n_vocab)
+      : request(std::move(r)),
+        callbacks(std::move(cb)),
+        sampler(request.sampler, n_vocab),
+        decoder(tok),
+        filter(request.stop),
+        strip(request.strip_leading_space) {}
+
+  std::shared_ptr<SequenceHandle> handle = std::make_shared<SequenceHandle>();
+  SequenceRequest request;
+  SequenceCallbacks callbacks;
+  Sampler sampler;
+  StreamDecoder decoder;
+  StopStringFilter filter;
+  bool strip;
+  SequenceResult result;
+  Clock::time_point submitted = Clock::now();
+  int64_t slot = -1;
+  int64_t n_past = 0;      // positions in the cache
+  size_t n_prefilled = 0;  // prompt tokens evaluated
+  TokenId pending = -1;    // sampled and streamed, to be evaluated at the next step
+  bool done = false;
+};
+
+Scheduler::Scheduler(Executor& executor, const Tokenizer& tokenizer, SchedulerOptions options)
+    : executor_(executor), tokenizer_(tokenizer), options_(options) {
+  if (options_.n_parallel <= 0) options_.n_parallel = executor_.n_slots();
+  if (options_.n_parallel > executor_.n_slots()) {
+    fail("{} parallel sequences need as many cache slots, but the executor has {}", options_.n_parallel,
+         executor_.n_slots());
+  }
+  if (options_.max_queue < 0) fail("the queue limit must be >= 0, got {}", options_.max_queue);
+  if (options_.prefill_chunk <= 0) fail("the prefill chunk must be positive, got {}", options_.prefill_chunk);
+  // Every decoding sequence needs its token in each batch.
+  options_.max_batch_tokens = std::max(options_.max_batch_tokens, options_.n_parallel);
+  if (tokenizer_.n_vocab() != executor_.config().n_vocab) {
+    fail("the tokenizer has {} tokens but the model's vocabulary is {}", tokenizer_.n_vocab(),
+         executor_.config().n_vocab);
+  }
+  for (int64_t s = options_.n_parallel - 1; s >= 0; --s) {
+    executor_.clear_sequence(s);
+    free_slots_.push_back(s);
+  }
+  totals_.n_parallel = options_.n_parallel;
+  totals_.max_queue = options_.max_queue;
+  thread_ = std::thread([this] { loop(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<SequenceHandle> Scheduler::submit(SequenceRequest request, SequenceCallbacks callbacks) {
+  const int64_t n_ctx = executor_.n_ctx();
+  if (request.prompt.empty()) fail("the prompt is empty: nothing to continue from (a BOS token at least is needed)");
+  if (static_cast<int64_t>(request.prompt.size()) > n_ctx) {
+    fail("the prompt of {} tokens does not fit the context of {} tokens", request.prompt.size(), n_ctx);
+  }
+  const auto n_vocab = static_cast<TokenId>(executor_.config().n_vocab);
+  for (TokenId t : request.prompt) {
+    if (t < 0 || t >= n_vocab) fail("token id {} is outside the vocabulary of {} tokens", t, n_vocab);
+  }
+  if (request.logprobs > n_vocab) request.logprobs = n_vocab;
+  auto s = std::make_unique<Sequence>(std::move(request), std::move(callbacks), tokenizer_, n_vocab);
+  for (TokenId t : s->request.prompt) s->sampler.accept(t);
+  s->result.n_prompt = static_cast<int64_t>(s->request.prompt.size());
+  auto handle = s->handle;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) fail("the server is shutting down");
+    const int64_t free = options_.n_parallel - n_active_;
+    if (static_cast<int64_t>(queue_.size()) >= options_.max_queue + std::max<int64_t>(free, 0)) {
+      std::lock_guard stats_lock(stats_mutex_);
+      ++totals_.rejected;
+      return nullptr;
+    }
+    queue_.push_back(std::move(s));
+    std::lock_guard stats_lock(stats_mutex_);
+    ++totals_.accepted;
+  }
+  wake_.notify_one();
+  return handle;
+}
+
+double Scheduler::load() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<double>(n_active_ + static_cast<int64_t>(queue_.size())) /
+         static_cast<double>(options_.n_parallel);
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats out;
+  {
+    std::lock_guard lock(mutex_);
+    out.active = n_active_;
+    out.queued = static_cast<int64_t>(queue_.size());
+  }
+  std::lock_guard lock(stats_mutex_);
+  const int64_t active = out.active;
+  const int64_t queued = out.queued;
+  out = totals_;
+  out.active = active;
+  out.queued = queued;
+  const auto now = Clock::now();
+  const double span = std::min(options_.stats_window_seconds, std::chrono::duration<double>(now - started_).count());
+  int64_t prompt = 0;
+  int64_t decode = 0;
+  double seconds = 0;
+  int64_t n = 0;
+  for (const auto& r : window_) {
+    if (std::chrono::duration<double>(now - r.end).count() > options_.stats_window_seconds) continue;
+    prompt += r.prompt_tokens;
+    decode += r.sampled_tokens;
+    seconds += r.seconds;
+    ++n;
+  }
+  if (span > 0) {
+    out.prompt_tokens_per_second = static_cast<double>(prompt) / span;
+    out.decode_tokens_per_second = static_cast<double>(decode) / span;
+  }
+  out.mean_step_seconds = n > 0 ? seconds / static_cast<double>(n) : 0.0;
+  return out;
+}
+
+void Scheduler::loop() {
+  for (;;) {
+    std::vector<std::unique_ptr<Sequence>> dropped;
+    std::vector<std::unique_ptr<Sequence>> admitted;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+      if (stopping_) break;
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        if ((*it)->handle->cancelled()) {
+          dropped.push_back(std::move(*it));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      while (!queue_.empty() && static_cast<int64_t>(active_.size() + admitted.size()) < options_.n_parallel) {
+        admitted.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+      }
+      n_active_ = static_cast<int64_t>(active_.size() + admitted.size());
+    }
+    for (auto& s : dropped) finish(*s, FinishReason::Cancelled);
+    for (auto& s : admitted) admit(std::move(s));
+    try {
+      step();
+    } catch (const std::exception& e) {
+      // Nothing a request does may take the scheduler down: end what is running, keep serving.
+      log_warn("scheduler: step failed: {}", e.what());
+      for (auto& s : active_) finish(*s, FinishReason::Error, e.what());
+      retire();
+    }
+  }
+  // Shutting down: nothing may be left without its on_done.
+  std::deque<std::unique_ptr<Sequence>> queued;
+  {
+    std::lock_guard lock(mutex_);
+    queued.swap(queue_);
+  }
+  for (auto& s : queued) finish(*s, FinishReason::Cancelled);
+  for (auto& s : active_) {
+    if (!s->done) finish(*s, FinishReason::Cancelled);
+  }
+  active_.clear();
+}
+
+void Scheduler::admit(std::unique_ptr<Sequence> s) {
+  s->slot = free_slots_.back();
+  free_slots_.pop_back();
+  s->result.queue_seconds = std::chrono::duration<double>(Clock::now() - s->submitted).count();
+  active_.push_back(std::move(s));
+  Sequence& seq = *active_.back();
+  if (seq.request.max_tokens == 0) finish(seq, FinishReason::Length);
+}
+
+void Scheduler::step() {
+  for (auto& s : active_) {
+    if (!s->done && s->handle->cancelled()) finish(*s, FinishReason::Cancelled);
+  }
+  retire();
+  if (active_.empty()) return;
+
+  const auto start = Clock::now();
+  batch_.clear();
+  std::vector<Sequence*> wants;                      // the sequences whose logits come back, in batch order
+  std::vector<std::pair<Sequence*, size_t>> chunks;  // prompt tokens each prefilling sequence put in the batch
+  int64_t n_decode = 0;
+  for (auto& s : active_) {
+    if (s->pending < 0) continue;
+    batch_.add(s->pending, static_cast<int32_t>(s->slot), static_cast<int32_t>(s->n_past), true);
+    wants.push_back(s.get());
+    ++n_decode;
+  }
+  int64_t budget = options_.max_batch_tokens - n_decode;
+  if (n_decode > 0) budget = std::min(budget, options_.prefill_chunk);
+  int64_t n_prompt = 0;
+  for (auto& s : active_) {
+    const auto& prompt = s->request.prompt;
+    if (budget <= 0) break;
+    if (s->n_prefilled >= prompt.size()) continue;
+    const auto n = std::min<size_t>(prompt.size() - s->n_prefilled, static_cast<size_t>(budget));
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = s->n_prefilled + i;
+      const bool last = k + 1 == prompt.size();
+      batch_.add(prompt[k], static_cast<int32_t>(s->slot), static_cast<int32_t>(s->n_past + static_cast<int64_t>(i)),
+                 last);
+      if (last) wants.push_back(s.get());
+    }
+    chunks.emplace_back(s.get(), n);
+    budget -= static_cast<int64_t>(n);
+    n_prompt += static_cast<int64_t>(n);
+  }
+  if (batch_.empty()) return;
+
+  try {
+    executor_.decode(batch_, logits_);
+  } catch (const std::exception& e) {
+    // The stage checks a batch before changing anything, but a remote executor may have lost state: the
+    // sequences of this batch end with the error and their slots start clean.
+    log_warn("scheduler: forward pass failed: {}", e.what());
+    record_step(start, 0, 0, false, e.what());
+    for (Sequence* s : wants) finish(*s, FinishReason::Error, e.what());
+    for (auto& [s, n] : chunks) finish(*s, FinishReason::Error, e.what());
+    retire();
+    return;
+  }
+  // Every token of the batch is now in its sequence's cache.
+  for (auto& s : active_) {
+    if (s->pending >= 0) {
+      ++s->n_past;
+      s->pending = -1;
+    }
+  }
+  for (auto& [s, n] : chunks) {
+    s->n_past += static_cast<int64_t>(n);
+    s->n_prefilled += n;
+  }
+  const auto n_vocab = static_cast<size_t>(executor_.config().n_vocab);
+  int64_t n_sampled = 0;
+  for (size_t row = 0; row < wants.size(); ++row) {
+    Sequence& s = *wants[row];
+    if (s.done || s.handle->cancelled()) continue;
+    sample(s, std::span<const float>(logits_.data() + row * n_vocab, n_vocab));
+    ++n_sampled;
+  }
+  record_step(start, n_prompt, n_sampled, true, {});
+  retire();
+}
+
+void Scheduler::retire() {
+  std::erase_if(active_, [](const std::unique_ptr<Sequence>& s) { return s->done; });
+  std::lock_guard lock(mutex_);
+  n_active_ = static_cast<int64_t>(active_.size());
+}
+
+void Scheduler::sample(Sequence& s, std::span<const float> logits) {
+  SequenceDelta delta;
+  if (s.request.logprobs >= 0) {
+    delta.logprobs = s.sampler.sample_with_logprobs(logits, s.request.logprobs);
+    delta.token = delta.logprobs->token;
+  } else {
+    delta.token = s.sampler.sample(logits);
+  }
+  const TokenId token = delta.token;
+  s.sampler.accept(token);
+  s.result.tokens.push_back(token);
+  if (s.result.tokens.size() == 1) {
+    s.result.first_token_seconds = std::chrono::duration<double>(Clock::now() - s.submitted).count();
+  }
+  if (!s.request.ignore_eos && tokenizer_.is_eog(token)) {
+    finish(s, FinishReason::EndOfGeneration);
+    return;
+  }
+  delta.text = s.filter.push(s.decoder.push(token));
+  emit(s, delta);
+  if (s.done) return;  // the callback failed
+  const auto n_generated = static_cast<int64_t>(s.result.tokens.size());
+  if (s.filter.stopped()) {
+    finish(s, FinishReason::StopString);
+  } else if (s.request.max_tokens >= 0 && n_generated >= s.request.max_tokens) {
+    finish(s, FinishReason::Length);
+  } else if (s.n_past >= executor_.n_ctx()) {
+    finish(s, FinishReason::ContextFull);
+  } else {
+    s.pending = token;
+  }
+}
+
+void Scheduler::emit(Sequence& s, SequenceDelta& delta) {
+  if (s.strip && !delta.text.empty()) {
+    if (delta.text.front() == ' ') delta.text.erase(0, 1);
+    s.strip = false;
+  }
+  if (delta.text.empty() && delta.token < 0) return;
+  s.result.text += delta.text;
+  if (!s.callbacks.on_delta) return;
+  try {
+    s.callbacks.on_delta(delta);
+  } catch (const std::exception& e) {
+    finish(s, FinishReason::Error, fmt::format("streaming the output failed: {}", e.what()));
+  }
+}
+
+void Scheduler::finish(Sequence& s, FinishReason reason, std::string error) {
+  if (s.done) return;
+  if (reason != FinishReason::Cancelled && reason != FinishReason::Error && !s.filter.stopped()) {
+    SequenceDelta tail;
+    tail.text = s.filter.push(s.decoder.flush()) + s.filter.flush();
+    emit(s, tail);
+    if (s.done) return;
+  }
+  s.done = true;
+  s.result.reason = reason;
+  s.result.error = std::move(error);
+  s.result.total_seconds = std::chrono::duration<double>(Clock::now() - s.submitted).count();
+  if (s.slot >= 0) {
+    executor_.clear_sequence(s.slot);
+    free_slots_.push_back(s.slot);
+    s.slot = -1;
+  }
+  {
+    std::lock_guard lock(stats_mutex_);
+    ++totals_.finished[static_cast<size_t>(reason)];
+  }
+  if (s.callbacks.on_done) {
+    try {
+      s.callbacks.on_done(s.result);
+    } catch (const std::exception& e) {
+      log_warn("scheduler: a request's completion callback failed: {}", e.what());
+    }
+  }
+}
+
+void Scheduler::record_step(Clock::time_point start, int64_t prompt_tokens, int64_t sampled_tokens, bool ok,
+                            const std::string& error) {
+  const auto end = Clock::now();
+  const double seconds = std::chrono::duration<double>(end - start).count();
+  std::lock_guard lock(stats_mutex_);
+  ++totals_.steps;
+  totals_.busy_seconds += seconds;
+  totals_.last_step_seconds = seconds;
+  if (!ok) {
+    ++totals_.failed_steps;
+    ++totals_.consecutive_failures;
+    totals_.last_error = error;
+    return;
+  }
+  totals_.consecutive_failures = 0;
+  totals_.prompt_tokens += static_cast<uint64_t>(prompt_tokens);
+  totals_.generated_tokens += static_cast<uint64_t>(sampled_tokens);
+  window_.push_back({end, prompt_tokens, sampled_tokens, seconds});
+  while (!window_.empty() &&
+         std::chrono::duration<double>(end - window_.front().end).count() > options_.stats_window_seconds) {
+    window_.pop_front();
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,45 @@
+// The machines a plan may use: nodes by name (one of them the head, where requests arrive) and the links between
+// them, with a default link for pairs not listed.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "plan/link_profile.h"
+#include "plan/node_profile.h"
+
+namespace tessera::plan {
+
+class Cluster {
+ public:
+  // Validates every node and link: unique names, links between known nodes, the head among the nodes.
+  Cluster(std::vector<NodeProfile> nodes, std::string head, std::vector<LinkProfile> links = {},
+          std::optional<LinkProfile> default_link = std::nullopt);
+
+  const std::vector<NodeProfile>& nodes() const { return nodes_; }
+  size_t size() const { return nodes_.size(); }
+  const NodeProfile& head() const { return nodes_[head_]; }
+  size_t head_index() const { return head_; }
+  std::optional<size_t> find(std::string_view name) const;
+  // Throws Error "unknown node 'x' (valid: local, b, c)".
+  const NodeProfile& node(std::string_view name) const;
+  // "local, vm2, vm3"
+  std::string node_names() const;
+  std::vector<std::string> node_name_list() const;
+  // The link between two nodes: none (zero cost) for a node and itself, the listed pair, else the default link.
+  // Throws Error when neither exists.
+  LinkProfile link(std::string_view a, std::string_view b) const;
+  const std::vector<LinkProfile>& links() const { return links_; }
+  const std::optional<LinkProfile>& default_link() const { return default_link_; }
+
+ private:
+  std::vector<NodeProfile> nodes_;
+  size_t head_ = 0;
+  std::vector<LinkProfile> links_;
+  std::optional<LinkProfile> default_link_;
+};
+
+}  // namespace tessera::plan

@@ -1,0 +1,77 @@
+// A model as the cost model sees it: per-layer weight bytes, bytes read and FLOPs per token (MoE: attention, router
+// and k of n experts), KV bytes per token. Built from a GGUF file's tensors, or without a file from hyperparameters
+// and a quant mix (presets of popular models for planning clusters and downloads that do not exist yet).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "model/model_config.h"
+#include "model/quant_mix.h"
+#include "tensor/ggml_type.h"
+
+namespace tessera::plan {
+
+struct LayerCost {
+  uint64_t weight_bytes = 0;  // every tensor of the block, all experts included
+  uint64_t dense_bytes = 0;   // what every token reads: attention, norms, router, dense FFN
+  uint64_t expert_bytes = 0;  // all experts of the layer (0 for dense layers)
+  // FLOPs per token (2 per multiply-add) of the matrices every token uses, by the kernel path their weights take:
+  // quantized weights go through int8 dot products, F32/F16/BF16 weights through f32 FMA.
+  double dense_flops_q = 0;
+  double dense_flops_f = 0;
+  // The same for one expert; a token runs n_expert_used of them.
+  double expert_flops_q = 0;
+  double expert_flops_f = 0;
+  uint64_t kv_bytes_per_token = 0;  // K and V of one position in this layer
+  double attn_flops_per_pos = 0;    // QK and AV FLOPs per query token per cached position
+};
+
+struct ModelCost {
+  std::string label;  // "Qwen2.5-7B q4_k_m (estimated from its shape)" or the file name
+  std::string type;   // weight type summary: the mix name, or the file's most common matrix type
+  std::string matmul_type;  // ggml name of the most common matrix type ("q4_K"): the key of measured matmul rates
+  bool from_file = false;
+  ModelConfig config;
+  GgmlType kv_type = GgmlType::F16;
+  std::vector<LayerCost> layers;
+  uint64_t embd_bytes = 0;      // token_embd, held by the first stage
+  uint64_t embd_row_bytes = 0;  // what one token's lookup reads
+  uint64_t output_bytes = 0;    // output.weight + output_norm, held by the last stage (tied: the norm only)
+  double output_flops_q = 0;    // the head per token (a tied head reads token_embd)
+  double output_flops_f = 0;
+  uint64_t other_bytes = 0;  // tensors outside the blocks not counted above (rope factors), held by every stage
+  uint64_t n_params = 0;
+
+  int64_t n_layer() const { return static_cast<int64_t>(layers.size()); }
+  uint64_t total_bytes() const;
+  // Bytes the last stage's head reads per token: output.weight, or token_embd when tied.
+  uint64_t head_read_bytes() const;
+  // Bytes a single decoded token reads through every layer (k of n experts) plus the head.
+  uint64_t decode_bytes_per_token() const;
+  double flops_per_token() const;
+  double bits_per_weight() const;
+  std::vector<uint64_t> layer_weight_bytes() const;
+};
+
+// From a file's tensor table. kv_type is the cache type (F16 or F32).
+ModelCost model_cost_from_file(const gguf::GgufFile& file, const ModelConfig& config, GgmlType kv_type,
+                               std::string label);
+// From hyperparameters and a quant mix, with each tensor's type chosen exactly as gen-model would write it.
+ModelCost model_cost_from_shape(const ModelConfig& config, const QuantMix& mix, GgmlType kv_type, std::string label);
+
+struct ShapePreset {
+  std::string_view name;     // "qwen2.5-7b"
+  std::string_view display;  // "Qwen2.5-7B"
+  ModelConfig config;
+};
+// Popular models' hyperparameters (Llama 3, Qwen2.5, Qwen3, Qwen3 MoE, Mixtral). Names are case-insensitive.
+// Throws Error listing the valid names.
+ShapePreset shape_preset(std::string_view name);
+std::vector<ShapePreset> shape_presets();
+std::string shape_preset_names();
+
+}  // namespace tessera::plan

@@ -1,0 +1,353 @@
+// Explanations: one sentence per strategy built from the numbers behind its prediction, and the plan's decision.
+#include "plan/plan_explain.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+
+#include "util/error.h"
+
+namespace tessera::plan {
+namespace {
+
+std::string capitalized(std::string s) {
+  if (!s.empty()) s[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(s[0])));
+  return s;
+}
+
+std::string list_text(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out.append(out.empty() ? "" : ", ").append(i);
+  return out;
+}
+
+// The range of effective read bandwidths over the strategy's nodes, "24 GB/s" or "19-24 GB/s".
+std::string bandwidth_text(const Strategy& s, const Cluster& c, const CostModel& cm) {
+  double lo = INFINITY, hi = 0;
+  for (const auto& n : s.nodes) {
+    const double r = cm.read_rate(*c.find(n)) / 1e9;
+    lo = std::min(lo, r);
+    hi = std::max(hi, r);
+  }
+  return std::abs(hi - lo) < 0.05 * hi ? fmt::format("{:.0f} GB/s", hi) : fmt::format("{:.0f}-{:.0f} GB/s", lo, hi);
+}
+
+// Network hops one decoded token makes round the ring (head -> first stage -> ... -> last stage -> head).
+int ring_hops(const Strategy& s, const Cluster& c) {
+  if (s.stages.empty()) return 0;
+  int hops = 0;
+  std::string at = c.head().name;
+  for (const auto& st : s.stages) {
+    hops += st.node != at;
+    at = st.node;
+  }
+  return hops + (at != c.head().name);
+}
+
+double hop_ms(const Strategy& s, const Cluster& c) {
+  double worst = 0;
+  for (size_t i = 0; i < s.nodes.size(); ++i) {
+    for (size_t j = 0; j < s.nodes.size(); ++j) {
+      if (i != j) worst = std::max(worst, c.link(s.nodes[i], s.nodes[j]).rtt_s);
+    }
+    if (s.nodes[i] != c.head().name) worst = std::max(worst, c.link(s.nodes[i], c.head().name).rtt_s);
+  }
+  return worst / 2.0 * 1e3;
+}
+
+double min_link_gbit(const Strategy& s, const Cluster& c) {
+  double lo = INFINITY;
+  for (size_t i = 0; i + 1 < s.nodes.size(); ++i) lo = std::min(lo, c.link(s.nodes[i], s.nodes[i + 1]).gbit_per_s);
+  for (const auto& n : s.nodes) {
+    if (n != c.head().name) lo = std::min(lo, c.link(n, c.head().name).gbit_per_s);
+  }
+  return std::isfinite(lo) ? lo : 0.0;
+}
+
+std::string cause_text(const Strategy& s, const ModelCost& m, const Cluster& c, const CostModel& cm,
+                       const Workload& w) {
+  const Prediction& p = s.pred;
+  const bool prefill = p.prefill_dominates;
+  switch (p.bottleneck) {
+    case Bottleneck::MemoryBandwidth:
+      if (prefill) {
+        return fmt::format("prefill re-reads the weights for every {}-token micro-batch at ~{}", p.micro_batch,
+                           bandwidth_text(s, c, cm));
+      }
+      return fmt::format("each decode step streams {} of weights at ~{}", gib_text(m.decode_bytes_per_token()),
+                         bandwidth_text(s, c, cm));
+    case Bottleneck::Compute:
+      if (prefill) {
+        return fmt::format("a {}-token prompt is {:.1f} TFLOP of matmuls, compute-bound at ~{:.1f} TFLOPS effective",
+                           w.prompt_tokens, m.flops_per_token() * static_cast<double>(w.prompt_tokens) / 1e12,
+                           m.flops_per_token() * static_cast<double>(w.prompt_tokens) / p.prefill_s / 1e12);
+      }
+      return w.concurrency > 1 ? fmt::format("decoding {} sequences at once makes each step compute-bound",
+                                             w.concurrency)
+                               : std::string("per-layer overheads and dequantization outweigh the memory reads");
+    case Bottleneck::LinkLatency:
+      if (s.kind == StrategyKind::TensorParallel) {
+        return fmt::format("{} all-reduce messages per token at ~{:.2f} ms each dominate",
+                           4 * (static_cast<int64_t>(s.nodes.size()) - 1) * m.n_layer(), hop_ms(s, c));
+      }
+      if (s.kind == StrategyKind::ExpertParallel) {
+        return fmt::format("a round trip to the expert nodes in each of {} layers (~{:.2f} ms each way) dominates",
+                           m.n_layer(), hop_ms(s, c));
+      }
+      return fmt::format("{} network hop{} per token at ~{:.2f} ms each outweigh the compute", ring_hops(s, c),
+                         ring_hops(s, c) == 1 ? "" : "s", hop_ms(s, c));
+    case Bottleneck::LinkBandwidth:
+      return fmt::format("{} of activations per token saturate the {:.0f} Gbit/s links",
+                         gib_text(static_cast<uint64_t>(cm.activation_bytes())), min_link_gbit(s, c));
+  }
+  return "";
+}
+
+std::string shape_text(const Strategy& s, const ModelCost& m, const Workload& w) {
+  switch (s.kind) {
+    case StrategyKind::Local:
+      return "; nothing crosses the network";
+    case StrategyKind::Single:
+      return fmt::format("; token ids also travel from the head to {} and back every step", s.nodes[0]);
+    case StrategyKind::Pipeline:
+    case StrategyKind::UserSplit: {
+      std::string t = fmt::format("; {} {} ({}), the stages take turns on one stream",
+                                  s.kind == StrategyKind::UserSplit ? "your layers" : "layers by speed and memory",
+                                  format_ranges(s.stages), s.pred.micro_batch > 0
+                                                               ? fmt::format("prompt in {}-token micro-batches",
+                                                                             s.pred.micro_batch)
+                                                               : "");
+      if (s.pred.decode_groups > 1) {
+        t += fmt::format(" while {} groups of the {} sequences keep them busy together", s.pred.decode_groups,
+                         w.concurrency);
+      }
+      return t;
+    }
+    case StrategyKind::Replicas:
+      return fmt::format("; {} full copies each decode their share of the {} sequences, so throughput adds up "
+                         "while one stream runs at one node's speed",
+                         s.nodes.size(), w.concurrency);
+    case StrategyKind::TensorParallel:
+      return fmt::format("; every layer is split {} ways, dividing the bytes each node reads but adding two "
+                         "all-reduces per layer (no tensor parallel runtime yet)",
+                         s.nodes.size());
+    case StrategyKind::ExpertParallel:
+      return fmt::format("; experts spread {} ways with attention on {} (no expert parallel runtime yet)",
+                         s.nodes.size(), s.nodes[0]);
+    case StrategyKind::Requant:
+      return fmt::format("; needs a {} file, estimated at {} from the parameter count ({:.2f} bits per weight; "
+                         "fewer bits cost some quality)",
+                         m.type, gib_text(s.model_bytes), 8.0 * static_cast<double>(s.model_bytes) /
+                                                               static_cast<double>(std::max<uint64_t>(m.n_params, 1)));
+  }
+  return "";
+}
+
+std::string tps_text(double tps) {
+  return tps >= 100 ? fmt::format("{:.0f}", tps) : tps >= 10 ? fmt::format("{:.1f}", tps) : fmt::format("{:.2f}", tps);
+}
+
+// "local: needs 41.2 GiB, has 29.8 GiB" for the node that falls shortest.
+std::string shortfall_text(const Strategy& s) {
+  const NodeMemory* worst = nullptr;
+  for (const auto& mem : s.memory) {
+    if (!mem.fits() && (!worst || mem.needs - mem.has > worst->needs - worst->has)) worst = &mem;
+  }
+  if (!worst) return "";
+  return fmt::format("needs {} on {}, has {}", gib_text(worst->needs), worst->node, gib_text(worst->has));
+}
+
+std::string speeds_text(const Strategy& s, const Workload& w) {
+  std::string t = fmt::format("{} tok/s decode", tps_text(s.pred.decode_tps_1));
+  if (w.concurrency > 1) t += fmt::format(" ({} at {} sequences)", tps_text(s.pred.decode_tps_c), w.concurrency);
+  return t;
+}
+
+}  // namespace
+
+std::string gib_text(uint64_t bytes) {
+  const double g = static_cast<double>(bytes) / 1073741824.0;
+  if (g >= 0.1) return fmt::format("{:.1f} GiB", g);
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / 1048576.0);
+}
+
+void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, const CostModel& cm,
+                      const Workload& w) {
+  s.bottleneck = fmt::format("{} ({})", bottleneck_name(s.pred.bottleneck),
+                             s.pred.prefill_dominates ? "prefill" : "decode");
+  if (!s.feasible) {
+    const NodeMemory* worst = nullptr;
+    int short_nodes = 0;
+    for (const auto& mem : s.memory) {
+      if (mem.fits()) continue;
+      ++short_nodes;
+      if (!worst || mem.needs - mem.has > worst->needs - worst->has) worst = &mem;
+    }
+    s.why = fmt::format("Needs {} on {}, has {} ({} weights + {} KV cache + {} buffers){}.", gib_text(worst->needs),
+                        worst->node, gib_text(worst->has), gib_text(worst->weights), gib_text(worst->kv_cache),
+                        gib_text(worst->buffers),
+                        short_nodes > 1 ? fmt::format("; {} nodes fall short", short_nodes) : "");
+    return;
+  }
+  s.why = capitalized(cause_text(s, model, c, cm, w) + shape_text(s, model, w)) + ".";
+}
+
+void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOptions& o,
+                  std::optional<size_t> user, double min_gain) {
+  const Workload& w = o.workload;
+  const auto& all = plan.strategies;
+  const Strategy& local = all.front();
+  const std::string model = m.label;
+
+  for (const auto& s : all) {
+    if (s.kind == StrategyKind::Requant && s.feasible) {
+      // Compared with the fastest split of the file the user has, for the same requests.
+      const Strategy* split = nullptr;
+      for (const auto& t : all) {
+        if (t.feasible && t.runnable && t.nodes.size() > 1 && (!split || t.pred.score_s < split->pred.score_s)) {
+          split = &t;
+        }
+      }
+      std::string compare;
+      if (split) {
+        compare = s.pred.score_s < split->pred.score_s
+                      ? fmt::format(", faster than any split ({} predicts {})", split->name, speeds_text(*split, w))
+                      : fmt::format(", though {} predicts {}", split->name, speeds_text(*split, w));
+      }
+      plan.advice.push_back(fmt::format("Before splitting, consider {}: estimated {}, it fits {} alone at {}{}.",
+                                        s.name.substr(s.name.rfind(' ') + 1), gib_text(s.model_bytes), s.nodes[0],
+                                        speeds_text(s, w), compare));
+      break;
+    }
+  }
+  for (const auto& sk : plan.skipped) {
+    if (sk.reason.find("would hold no layer") != std::string::npos) {
+      plan.advice.push_back(fmt::format("Pipelines over more than {} nodes are not considered: the model has {} "
+                                        "layers and every stage needs one.",
+                                        m.n_layer(), m.n_layer()));
+      break;
+    }
+  }
+  if (w.n_ctx > m.config.n_ctx_train) {
+    plan.advice.push_back(fmt::format("The context {} is longer than the model's training context {}.", w.n_ctx,
+                                      m.config.n_ctx_train));
+  }
+
+  if (user) {
+    const Strategy& u = all[*user];
+    if (!u.feasible) {
+      plan.decision = fmt::format("Your split does not fit: it {}.", shortfall_text(u));
+      if (plan.best) plan.decision += fmt::format(" The planner would choose {}.", all[*plan.best].name);
+      return;
+    }
+    if (plan.best) {
+      const Strategy& b = all[*plan.best];
+      const double ratio = b.pred.score_s / u.pred.score_s;
+      plan.decision = fmt::format(
+          "Your split predicts {} against {} for the planner's choice ({} on {}); for {} request{} of {}+{} tokens "
+          "it is {:.0f}% {}.",
+          speeds_text(u, w), speeds_text(b, w), b.name, list_text(b.nodes), w.concurrency,
+          w.concurrency == 1 ? "" : "s", w.prompt_tokens, w.n_gen, std::abs(1.0 - ratio) * 100.0,
+          ratio < 1.0 ? "slower" : "faster");
+    } else {
+      plan.decision = fmt::format("Your split predicts {}; nothing else fits.", speeds_text(u, w));
+    }
+    return;
+  }
+
+  if (!plan.chosen) {
+    const Strategy* closest = nullptr;
+    for (const auto& s : all) {
+      if (s.runnable && s.nodes.size() > (o.distribute ? 1u : 0u)) {
+        auto short_by = [](const Strategy& x) {
+          double worst = 0;
+          for (const auto& mem : x.memory) worst = std::max(worst, double(mem.needs) - double(mem.has));
+          return worst;
+        };
+        if (!closest || short_by(s) < short_by(*closest)) closest = &s;
+      }
+    }
+    plan.decision = fmt::format("Nothing fits{}: {} weighs {}", o.distribute ? " with --distribute" : "", model,
+                                gib_text(m.total_bytes()));
+    if (closest && !closest->feasible) {
+      plan.decision += fmt::format(", and the closest plan ({}) {}", closest->name, shortfall_text(*closest));
+    } else if (closest && o.distribute) {
+      plan.decision += ", and no split over two or more nodes fits";
+    }
+    plan.decision += ".";
+    if (!plan.advice.empty()) plan.decision += " " + plan.advice.front();
+    return;
+  }
+
+  const Strategy& ch = all[*plan.chosen];
+  const double local_ratio = local.pred.score_s / ch.pred.score_s;
+  if (ch.kind == StrategyKind::Local) {
+    plan.decision = fmt::format("Local wins: {} fits here ({} of {}) at {}", model, gib_text(ch.memory[0].needs),
+                                gib_text(ch.memory[0].has), speeds_text(ch, w));
+    const Strategy* split = nullptr;
+    for (const auto& s : all) {
+      if (s.runnable && s.nodes.size() > 1 && s.kind != StrategyKind::UserSplit &&
+          (!split || (s.feasible && !split->feasible) ||
+           (s.feasible == split->feasible && s.pred.score_s < split->pred.score_s))) {
+        split = &s;
+      }
+    }
+    if (c.size() == 1) {
+      plan.decision += "; the cluster has no other node.";
+    } else if (!split || !split->feasible) {
+      plan.decision += "; no split over several nodes fits.";
+    } else if (split->pred.score_s < ch.pred.score_s) {
+      plan.decision += fmt::format("; {} would be only {:.0f}% faster, less than the {:.0f}% it takes to add "
+                                   "machines.",
+                                   split->name, (ch.pred.score_s / split->pred.score_s - 1.0) * 100.0,
+                                   100.0 * min_gain);
+    } else if (split->kind == StrategyKind::Replicas) {
+      plan.decision += fmt::format("; {} predict {} in total, no gain at this load.", split->name,
+                                   speeds_text(*split, w));
+    } else {
+      plan.decision += fmt::format("; the best split ({} over {}) predicts {}, because every token still reads "
+                                   "every weight once and adds {} network hop{}.",
+                                   split->name, list_text(split->nodes), speeds_text(*split, w),
+                                   ring_hops(*split, c), ring_hops(*split, c) == 1 ? "" : "s");
+    }
+    return;
+  }
+
+  std::string reason;
+  if (!local.feasible) {
+    const std::string where = ch.kind == StrategyKind::Single ? fmt::format("{} alone holds it", ch.nodes[0])
+                                                              : fmt::format("{} over {} fits", ch.name,
+                                                                            list_text(ch.nodes));
+    reason = fmt::format("{} does not fit local (needs {}, has {}); {} at {}", model, gib_text(local.memory[0].needs),
+                         gib_text(local.memory[0].has), where, speeds_text(ch, w));
+  } else {
+    std::string how;
+    if (ch.kind == StrategyKind::Replicas) {
+      how = "each copy decodes its own sequences";
+    } else if (ch.kind == StrategyKind::Single) {
+      how = fmt::format("{} is faster than this machine", ch.nodes[0]);
+    } else {
+      // Which phase the gain comes from: the prompts' prefill or the decode steps.
+      const double seqs = static_cast<double>(w.concurrency), n = static_cast<double>(w.n_gen);
+      const double decode_gain = n * seqs / local.pred.decode_tps_c - n * seqs / ch.pred.decode_tps_c;
+      const double prefill_gain = (local.pred.score_s - ch.pred.score_s) - decode_gain;
+      if (prefill_gain >= decode_gain) {
+        how = fmt::format("prompt micro-batches flow through the stages at the same time (prefill {} against {} "
+                          "tok/s), while decode gains little",
+                          tps_text(ch.pred.prefill_tps), tps_text(local.pred.prefill_tps));
+      } else if (ch.pred.decode_groups > 1) {
+        how = "groups of sequences keep every stage busy at once";
+      } else {
+        how = "its nodes read the weights faster together";
+      }
+    }
+    reason = fmt::format("{} over {} predicts {}, {:.0f}% {} than local for {} request{} of {}+{} tokens: {}",
+                         ch.name, list_text(ch.nodes), speeds_text(ch, w), std::abs(local_ratio - 1.0) * 100.0,
+                         local_ratio >= 1.0 ? "faster" : "slower", w.concurrency, w.concurrency == 1 ? "" : "s",
+                         w.prompt_tokens, w.n_gen, how);
+  }
+  plan.decision = (o.distribute ? "--distribute: " : "") + capitalized(reason) + ".";
+  if (!plan.advice.empty() && !local.feasible) plan.decision += " " + plan.advice.front();
+}
+
+}  // namespace tessera::plan

@@ -1,0 +1,226 @@
+// Renders a plan as a terminal table with numbered reasons, or as JSON. Predictions of plans that do not fit are
+// left out (shown as "-" and null): only their memory numbers mean something.
+#include "plan/plan_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "plan/plan_explain.h"
+
+namespace tessera::plan {
+namespace {
+
+using nlohmann::ordered_json;
+
+double gib(uint64_t b) { return static_cast<double>(b) / 1073741824.0; }
+
+std::string tps(double v) {
+  return v >= 100 ? fmt::format("{:.0f}", v) : v >= 10 ? fmt::format("{:.1f}", v) : fmt::format("{:.2f}", v);
+}
+
+// Columns whose cells all start like numbers (or are "-") are right-aligned.
+std::string render_table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows) {
+  const size_t cols = header.size();
+  std::vector<size_t> width(cols, 0);
+  std::vector<bool> numeric(cols, true);
+  for (size_t c = 0; c < cols; ++c) width[c] = header[c].size();
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < cols; ++c) {
+      width[c] = std::max(width[c], row[c].size());
+      const bool num = row[c] == "-" || (!row[c].empty() && std::isdigit(static_cast<unsigned char>(row[c][0])));
+      if (!num) numeric[c] = false;
+    }
+  }
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& row) {
+    std::string line = " ";
+    for (size_t c = 0; c < cols; ++c) {
+      if (c > 0) line += "  ";
+      line += numeric[c] ? fmt::format("{:>{}}", row[c], width[c]) : fmt::format("{:<{}}", row[c], width[c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  };
+  emit(header);
+  for (const auto& row : rows) emit(row);
+  return out;
+}
+
+std::string memory_cell(const Strategy& s) {
+  std::string out;
+  for (const auto& m : s.memory) {
+    out += fmt::format("{}{} {:.1f}/{:.1f}{}", out.empty() ? "" : ", ", m.node, gib(m.needs), gib(m.has),
+                       m.fits() ? "" : "!");
+  }
+  return out;
+}
+
+std::string nodes_cell(const Strategy& s) {
+  const bool split = s.kind == StrategyKind::Pipeline || s.kind == StrategyKind::UserSplit;
+  if (split && s.stages.size() > 1) return format_ranges(s.stages);
+  std::string out;
+  for (const auto& n : s.nodes) out.append(out.empty() ? "" : ",").append(n);
+  return out;
+}
+
+ordered_json nullable(bool valid, double v) { return valid ? ordered_json(v) : ordered_json(nullptr); }
+
+}  // namespace
+
+ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, const PlanConstants& k) {
+  const Workload& w = plan.workload;
+  ordered_json j;
+  j["chosen"] = plan.chosen ? ordered_json(*plan.chosen) : ordered_json(nullptr);
+  j["best"] = plan.best ? ordered_json(*plan.best) : ordered_json(nullptr);
+  j["decision"] = plan.decision;
+  j["advice"] = plan.advice;
+  j["model"] = {{"label", m.label},
+                {"type", m.type},
+                {"from_file", m.from_file},
+                {"architecture", m.config.arch_name},
+                {"n_layer", m.n_layer()},
+                {"n_embd", m.config.n_embd},
+                {"n_expert", m.config.n_expert},
+                {"n_expert_used", m.config.n_expert_used},
+                {"n_params", m.n_params},
+                {"weight_bytes", m.total_bytes()},
+                {"bits_per_weight", m.bits_per_weight()},
+                {"decode_bytes_per_token", m.decode_bytes_per_token()},
+                {"flops_per_token", m.flops_per_token()},
+                {"kv_bytes_per_token", m.layers.empty() ? 0 : m.layers[0].kv_bytes_per_token * m.layers.size()}};
+  j["workload"] = {{"prompt_tokens", w.prompt_tokens},
+                   {"n_gen", w.n_gen},
+                   {"concurrency", w.concurrency},
+                   {"n_ctx", w.n_ctx},
+                   {"n_batch", w.n_batch}};
+  ordered_json nodes = ordered_json::array();
+  for (const auto& n : c.nodes()) {
+    nodes.push_back({{"name", n.name},
+                     {"head", &n == &c.head()},
+                     {"mem_available_bytes", n.mem_available_bytes},
+                     {"mem_read_gbps", n.mem_read_gbps},
+                     {"int8_gops", n.int8_gops},
+                     {"f32_gflops", n.f32_gflops},
+                     {"cores", n.cores},
+                     {"source", n.source}});
+  }
+  j["nodes"] = nodes;
+  ordered_json strategies = ordered_json::array();
+  for (const auto& s : plan.strategies) {
+    ordered_json mem = ordered_json::array();
+    for (const auto& n : s.memory) {
+      mem.push_back({{"node", n.node},
+                     {"layers", n.layers},
+                     {"needs_bytes", n.needs},
+                     {"has_bytes", n.has},
+                     {"weights_bytes", n.weights},
+                     {"kv_cache_bytes", n.kv_cache},
+                     {"buffer_bytes", n.buffers},
+                     {"fits", n.fits()}});
+    }
+    ordered_json stages = ordered_json::array();
+    for (const auto& st : s.stages) stages.push_back({{"node", st.node}, {"first", st.first}, {"last", st.last}});
+    const bool ok = s.feasible;
+    strategies.push_back({{"name", s.name},
+                          {"kind", strategy_kind_name(s.kind)},
+                          {"nodes", s.nodes},
+                          {"feasible", s.feasible},
+                          {"runnable", s.runnable},
+                          {"memory_per_node", mem},
+                          {"pred_prefill_tps", nullable(ok, s.pred.prefill_tps)},
+                          {"pred_decode_tps", nullable(ok, s.pred.decode_tps_1)},
+                          {"pred_decode_tps_concurrent", nullable(ok, s.pred.decode_tps_c)},
+                          {"pred_seconds", nullable(ok, s.pred.score_s)},
+                          {"bottleneck", ok ? ordered_json(s.bottleneck) : ordered_json("memory capacity")},
+                          {"why", s.why},
+                          {"model", s.model_label},
+                          {"model_bytes", s.model_bytes},
+                          {"split", s.stages.size() > 1 ? ordered_json(format_ranges(s.stages)) : ordered_json(nullptr)},
+                          {"stages", stages},
+                          {"micro_batch", s.pred.micro_batch},
+                          {"decode_groups", s.pred.decode_groups}});
+  }
+  j["strategies"] = strategies;
+  ordered_json skipped = ordered_json::array();
+  for (const auto& sk : plan.skipped) skipped.push_back({{"nodes", sk.nodes}, {"reason", sk.reason}});
+  j["skipped"] = skipped;
+  j["constants"] = {{"bandwidth_efficiency", k.bandwidth_efficiency},
+                    {"int8_efficiency", k.int8_efficiency},
+                    {"f32_efficiency", k.f32_efficiency},
+                    {"small_batch_compute_factor", k.small_batch_compute_factor},
+                    {"full_rate_batch", k.full_rate_batch},
+                    {"layer_overhead_s", k.layer_overhead_s},
+                    {"stage_overhead_s", k.stage_overhead_s},
+                    {"message_overhead_s", k.message_overhead_s},
+                    {"node_base_bytes", k.node_base_bytes},
+                    {"memory_headroom", k.memory_headroom},
+                    {"min_gain_to_add_nodes", k.min_gain_to_add_nodes}};
+  return j;
+}
+
+std::string plan_text(const Plan& plan, const ModelCost& m, const Cluster& c) {
+  const Workload& w = plan.workload;
+  std::string out;
+  out += fmt::format("model:     {}: {} in {} layers, reads {} per token, {:.1f} GFLOP per token\n", m.label,
+                     gib_text(m.total_bytes()), m.n_layer(), gib_text(m.decode_bytes_per_token()),
+                     m.flops_per_token() / 1e9);
+  out += fmt::format("workload:  {}-token prompt, {} generated, {} concurrent sequence{}, context {}\n",
+                     w.prompt_tokens, w.n_gen, w.concurrency, w.concurrency == 1 ? "" : "s", w.n_ctx);
+  bool first = true;
+  for (const auto& n : c.nodes()) {
+    out += fmt::format("{}{}{}: {} free, {:.1f} GB/s read, {:.0f} int8 GOPS, {:.0f} f32 GFLOPS ({})\n",
+                       first ? "nodes:     " : "           ", n.name, &n == &c.head() ? " (head)" : "",
+                       gib_text(n.mem_available_bytes), n.mem_read_gbps, n.int8_gops, n.f32_gflops, n.source);
+    first = false;
+  }
+  if (c.size() > 1) {
+    std::string net;
+    if (const auto& d = c.default_link()) net = fmt::format("{:g} Gbit/s, {:g} ms RTT between any two nodes", d->gbit_per_s, d->rtt_s * 1e3);
+    for (const auto& l : c.links()) {
+      net += fmt::format("{}{} <-> {}: {:g} Gbit/s, {:g} ms RTT", net.empty() ? "" : "; ", l.a, l.b, l.gbit_per_s,
+                         l.rtt_s * 1e3);
+    }
+    out += "network:   " + net + "\n";
+  }
+  out += "\n";
+
+  const std::string at_c = fmt::format("decode x{}", w.concurrency);
+  std::vector<std::string> header = {"", "#", "strategy", "nodes", "memory GiB (needs/has)", "prefill tok/s",
+                                     "decode tok/s"};
+  if (w.concurrency > 1) header.push_back(at_c);
+  header.push_back("bottleneck");
+  std::vector<std::vector<std::string>> rows;
+  bool any_missing = false, any_estimate = false;
+  for (size_t i = 0; i < plan.strategies.size(); ++i) {
+    const Strategy& s = plan.strategies[i];
+    const bool chosen = plan.chosen && *plan.chosen == i;
+    std::string mark = chosen ? "*" : !s.feasible ? "x" : !s.runnable ? "~" : "";
+    any_missing = any_missing || !s.feasible;
+    any_estimate = any_estimate || (!s.runnable && s.feasible);
+    std::vector<std::string> row = {mark, std::to_string(i + 1), s.name, nodes_cell(s), memory_cell(s),
+                                    s.feasible ? tps(s.pred.prefill_tps) : "-",
+                                    s.feasible ? tps(s.pred.decode_tps_1) : "-"};
+    if (w.concurrency > 1) row.push_back(s.feasible ? tps(s.pred.decode_tps_c) : "-");
+    row.push_back(s.feasible ? s.bottleneck : "memory capacity");
+    rows.push_back(std::move(row));
+  }
+  out += render_table(header, rows);
+  std::string legend = "  * chosen";
+  if (any_missing) legend += "   x does not fit (! marks the node)";
+  if (any_estimate) legend += "   ~ not runnable as is (another file, or not in the runtime yet)";
+  out += legend + "\n\nwhy:\n";
+  for (size_t i = 0; i < plan.strategies.size(); ++i) {
+    out += fmt::format("  {:>2}  {}\n", i + 1, plan.strategies[i].why);
+  }
+  out += "\ndecision:  " + plan.decision + "\n";
+  for (size_t i = 0; i < plan.advice.size(); ++i) {
+    // The decision may already quote the first piece of advice.
+    if (plan.decision.find(plan.advice[i]) != std::string::npos) continue;
+    out += "advice:    " + plan.advice[i] + "\n";
+  }
+  return out;
+}
+
+}  // namespace tessera::plan

@@ -1,0 +1,53 @@
+// A layer placement by node name (`--split`): layer ranges ("0-10@a,11-21@b") or proportions ("a:1,b:2").
+// The planner checks a user's split against its own choice; the distributed runtime reuses the same parser.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera::plan {
+
+struct SplitPart {
+  std::string node;
+  int64_t first = -1;  // ranges: first and last layer, inclusive
+  int64_t last = -1;
+  double share = 0;  // proportions: the node's weight
+};
+
+struct SplitSpec {
+  enum class Kind { Ranges, Proportions };
+  Kind kind = Kind::Ranges;
+  std::vector<SplitPart> parts;  // as written
+  std::string text;
+};
+
+// A contiguous run of layers on one node, in pipeline order.
+struct LayerRange {
+  std::string node;
+  int64_t first = 0;  // inclusive
+  int64_t last = 0;   // inclusive
+  int64_t count() const { return last - first + 1; }
+};
+
+// Syntax only. Throws Error naming the bad item: "--split: '3-x@b': ...".
+SplitSpec parse_split(std::string_view text);
+
+// Checks a split against the nodes and the model and turns it into ranges in layer order. Throws Error for an
+// unknown node (listing the valid names), a node named twice, a range outside the model (naming the layer count),
+// layers placed twice (overlap) or not at all (gap), a zero or negative share, or a share so small that it rounds
+// to no layers. layer_bytes has one entry per layer; proportions split the bytes, not the layer count.
+std::vector<LayerRange> resolve_split(const SplitSpec& spec, std::span<const std::string> node_names,
+                                      std::span<const uint64_t> layer_bytes);
+
+// Cuts layers into contiguous runs whose byte totals follow the weights as closely as whole layers allow (each
+// boundary at the layer edge nearest its target). A run may come out empty when its weight is small; callers
+// decide what that means. Returns the layer count of each run.
+std::vector<int64_t> proportional_counts(std::span<const uint64_t> layer_bytes, std::span<const double> weights);
+
+// "0-13@a,14-27@b": the ranges in --split syntax.
+std::string format_ranges(std::span<const LayerRange> ranges);
+
+}  // namespace tessera::plan

@@ -1,0 +1,93 @@
+// Data parallel serving: a replica is one complete copy of the model (an Executor: one local Stage today, a
+// pipeline over workers later) with its own scheduler; the router sends each request to the least loaded one.
+// A replica also describes its nodes (which layers and experts each holds, memory) for /health and the web page.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/executor.h"
+#include "engine/local_executor.h"
+#include "engine/scheduler.h"
+#include "model/model_weights.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tessera::server {
+
+// What a node holds; fixed for the replica's life.
+struct NodeInfo {
+  std::string name;     // "local" for the serving process itself, else the worker's name
+  std::string address;  // empty for the serving process
+  LayerRange layers;    // blocks [begin, end)
+  bool embedding = false;
+  bool head = false;
+  std::vector<int64_t> experts;  // MoE: the experts of each of its layers that it holds; empty: all
+  uint64_t weight_bytes = 0;
+  uint64_t kv_bytes = 0;
+  uint64_t memory_capacity = 0;  // the node's RAM (0: unknown), the scale of its memory bar
+};
+
+// What a node is doing now. A remote executor reports its links; a local node has none.
+struct NodeLive {
+  bool up = true;
+  double link_rtt_seconds = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+};
+
+struct ReplicaSpec {
+  std::unique_ptr<Executor> executor;
+  std::vector<NodeInfo> nodes;  // in pipeline order
+  // Live figures per node (same order); absent: every node up with no links (a local executor).
+  std::function<std::vector<NodeLive>()> live;
+};
+
+// The node description of a local executor holding every layer of `weights`.
+NodeInfo local_node_info(const ModelWeights& weights, const LocalExecutor& executor);
+
+class Replica {
+ public:
+  Replica(int id, ReplicaSpec spec, const Tokenizer& tokenizer, const SchedulerOptions& options);
+  Replica(const Replica&) = delete;
+  Replica& operator=(const Replica&) = delete;
+
+  int id() const { return id_; }
+  Scheduler& scheduler() { return *scheduler_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  const std::vector<NodeInfo>& nodes() const { return spec_.nodes; }
+  std::vector<NodeLive> live() const;
+  // False once forward passes keep failing or a node is down: the router then prefers the others.
+  bool healthy() const;
+
+ private:
+  int id_;
+  ReplicaSpec spec_;                      // the executor lives here and must outlive the scheduler below
+  std::unique_ptr<Scheduler> scheduler_;  // declared after spec_: destroyed (thread joined) first
+};
+
+class Router {
+ public:
+  void add(std::shared_ptr<Replica> replica);
+  std::vector<std::shared_ptr<Replica>> replicas() const;
+  size_t size() const;
+
+  struct Routed {
+    std::shared_ptr<SequenceHandle> handle;  // null: every replica's queue is full
+    int replica = -1;
+  };
+  // Tries the healthy replicas from the least loaded up (equal loads take turns), then the unhealthy ones.
+  // Errors for requests that can never run propagate from the scheduler (Error).
+  Routed submit(const SequenceRequest& request, const SequenceCallbacks& callbacks);
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::shared_ptr<Replica>> replicas_;
+  std::atomic<uint64_t> turn_{0};
+};
+
+}  // namespace tessera::server

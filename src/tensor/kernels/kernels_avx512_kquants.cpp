@@ -1,0 +1,289 @@
+// AVX-512 path, part 3: dots of the 256-element formats (Q2_K ... Q6_K, IQ4_XS) with Q8_K activations. Levels
+// are small and unsigned, so vpmaddubsw pairs them with the activations without saturating and vpdpwssd applies
+// the integer group scales: one exact int32 sum per super-block, scaled once in float.
+#include "tensor/kernels/avx512_common.h"
+#include "tensor/quant_blocks.h"
+
+namespace tessera::kernels::avx512 {
+namespace {
+
+using quant::BlockIQ4_XS;
+using quant::BlockQ2_K;
+using quant::BlockQ3_K;
+using quant::BlockQ4_K;
+using quant::BlockQ5_K;
+using quant::BlockQ6_K;
+using quant::BlockQ8_K;
+
+// vpshufb indices picking word a in the low 256 bits and word b in the high 256 bits (from a register holding
+// the same 8 words in every 128-bit lane).
+inline __m512i word_pick2(int a, int b) {
+  const __m256i lo = _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * a));
+  const __m256i hi = _mm256_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * b));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// vpshufb indices picking word first + L in 128-bit lane L: the scales of four 16-element groups, one per lane.
+inline __m512i word_pick4(int first) {
+  const __m128i w[4] = {_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * first)),
+                        _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (first + 1))),
+                        _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (first + 2))),
+                        _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * (first + 3)))};
+  const __m256i lo = _mm256_inserti128_si256(_mm256_castsi128_si256(w[0]), w[1], 1);
+  const __m256i hi = _mm256_inserti128_si256(_mm256_castsi128_si256(w[2]), w[3], 1);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+inline __m512i bcast256(const void* p) { return _mm512_broadcast_i64x4(load256(p)); }
+
+// Rotate each qword of the low and high 256-bit halves by different counts: used to bring one bit plane of a
+// broadcast qh/hmask into place (rotation keeps each wanted bit inside its byte; the rest is masked off).
+inline __m512i rotl2(__m512i v, int lo, int hi) {
+  return _mm512_rolv_epi64(v, _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo));
+}
+inline __m512i shr2(__m512i v, int lo, int hi) {
+  return _mm512_srlv_epi64(v, _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo));
+}
+
+// a | (b & c), one vpternlogd.
+inline __m512i or_and(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylogic_epi32(a, b, c, 0xF8); }
+
+// The eight 6-bit scales and mins of a Q4_K/Q5_K block as bytes (see quant_blocks.h, get_scale_min_k4).
+inline void k4_scales(const uint8_t* s, uint64_t* sc, uint64_t* mn) {
+  const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
+  const uint32_t sc_hi = (c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u);
+  const uint32_t mn_hi = ((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u);
+  *sc = (a & 0x3f3f3f3fu) | static_cast<uint64_t>(sc_hi) << 32;
+  *mn = (b & 0x3f3f3f3fu) | static_cast<uint64_t>(mn_hi) << 32;
+}
+
+// Sum over the block of min_g * (group g's activation sum), for eight 32-element groups: bsums come in 16s.
+inline __m256i k4_min_sums(uint64_t mn, const BlockQ8_K& x) {
+  const __m128i m8 = _mm_cvtsi64_si128(static_cast<int64_t>(mn));
+  return _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)), load256(x.bsums));
+}
+
+// Shared tail of Q4_K/Q5_K: levels (u8, < 32) of the four register-pairs [g0|g2], [g1|g3], [g4|g6], [g5|g7].
+// The scale words reach their products through vpshufb on the scales repeated in every 128-bit lane.
+inline __m512i k4_block_sum(const __m512i (&lv)[4], uint64_t sc, const int8_t* xq) {
+  const __m512i scw = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
+  const __m512i xs[4] = {load2x256(xq, xq + 64), load2x256(xq + 32, xq + 96), load2x256(xq + 128, xq + 192),
+                         load2x256(xq + 160, xq + 224)};
+  constexpr int kPairs[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
+  __m512i s = _mm512_setzero_si512();
+  for (int c = 0; c < 4; ++c) {
+    const __m512i sc_words = _mm512_shuffle_epi8(scw, word_pick2(kPairs[c][0], kPairs[c][1]));
+    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(lv[c], xs[c]), sc_words);
+  }
+  return s;
+}
+
+// x.d * fp16 d and x.d * fp16 dmin (adjacent in Q4_K/Q5_K/Q2_K), converted together.
+inline __m128 scales_dx(const void* d_dmin, float dx) {
+  return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(d_dmin)))), _mm_set1_ps(dx));
+}
+
+float dot_q4_k(const void* vw, const void* vx, int64_t n) {
+  const auto* w = static_cast<const BlockQ4_K*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / 256; ++i) {
+    prefetch_ahead<sizeof *w>(w + i);
+    uint64_t sc, mn;
+    k4_scales(w[i].scales, &sc, &mn);
+    const __m512i q0 = load512(w[i].qs);
+    const __m512i q1 = load512(w[i].qs + 64);
+    const __m512i lv[4] = {_mm512_and_si512(q0, m4), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4),
+                           _mm512_and_si512(q1, m4), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4)};
+    const __m512i s = k4_block_sum(lv, sc, x[i].qs);
+    const __m128 dd = scales_dx(&w[i].d, x[i].d);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_broadcastss_ps(dd), acc);
+    acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_sums(mn, x[i])),
+                              _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), _mm256_set1_epi32(1)), acc_min);
+  }
+  return hsum(acc) - hsum(acc_min);
+}
+
+float dot_q5_k(const void* vw, const void* vx, int64_t n) {
+  const auto* w = static_cast<const BlockQ5_K*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i b4 = _mm512_set1_epi8(0x10);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / 256; ++i) {
+    prefetch_ahead<sizeof *w>(w + i);
+    uint64_t sc, mn;
+    k4_scales(w[i].scales, &sc, &mn);
+    const __m512i q0 = load512(w[i].qs);
+    const __m512i q1 = load512(w[i].qs + 64);
+    // Group g's fifth bit is bit g of qh[e % 32]; rotate it to bit 4.
+    const __m512i qh = bcast256(w[i].qh);
+    const __m512i lv[4] = {or_and(_mm512_and_si512(q0, m4), rotl2(qh, 4, 2), b4),
+                           or_and(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), rotl2(qh, 3, 1), b4),
+                           or_and(_mm512_and_si512(q1, m4), rotl2(qh, 0, 62), b4),
+                           or_and(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), rotl2(qh, 63, 61), b4)};
+    const __m512i s = k4_block_sum(lv, sc, x[i].qs);
+    const __m128 dd = scales_dx(&w[i].d, x[i].d);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_broadcastss_ps(dd), acc);
+    acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_sums(mn, x[i])),
+                              _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), _mm256_set1_epi32(1)), acc_min);
+  }
+  return hsum(acc) - hsum(acc_min);
+}
+
+// 16 groups of 16: levels lv[c] cover elements 64c..64c+63 (groups 4c..4c+3, one per 128-bit lane); sc16 holds
+// the 16 signed scales as words. Each half of the scales is repeated in every lane for the word-picking vpshufb.
+inline __m512i k16_block_sum(const __m512i (&lv)[4], __m256i sc16, const int8_t* xq) {
+  const __m512i half[2] = {_mm512_broadcast_i32x4(_mm256_castsi256_si128(sc16)),
+                           _mm512_broadcast_i32x4(_mm256_extracti128_si256(sc16, 1))};
+  __m512i s = _mm512_setzero_si512();
+  for (int c = 0; c < 4; ++c) {
+    const __m512i sc_words = _mm512_shuffle_epi8(half[c / 2], word_pick4(4 * (c % 2)));
+    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(lv[c], load512(xq + 64 * c)), sc_words);
+  }
+  return s;
+}
+
+// Q3_K/Q6_K store level + offset: take offset * sum_g(scale_g * bsum_g) back (shift = log2 offset).
+inline __m512i minus_offset(__m512i s, __m256i sc16, const BlockQ8_K& x, int shift) {
+  const __m256i t = _mm256_slli_epi32(_mm256_madd_epi16(sc16, load256(x.bsums)), shift);
+  return _mm512_sub_epi32(s, _mm512_zextsi256_si512(t));
+}
+
+float dot_q6_k(const void* vw, const void* vx, int64_t n) {
+  const auto* w = static_cast<const BlockQ6_K*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i b45 = _mm512_set1_epi8(0x30);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / 256; ++i) {
+    prefetch_ahead<sizeof *w>(w + i);
+    __m512i lv[4];
+    for (int h = 0; h < 2; ++h) {
+      // ql[64h + l] holds elements l (low nibble) and l + 64 (high); ql[64h + 32 + l] elements l + 32 and l + 96.
+      const __m512i ql = load512(w[i].ql + 64 * h);
+      const __m512i qh = bcast256(w[i].qh + 32 * h);
+      lv[2 * h] = or_and(_mm512_and_si512(ql, m4), rotl2(qh, 4, 2), b45);
+      lv[2 * h + 1] = or_and(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4), rotl2(qh, 0, 62), b45);
+    }
+    const __m256i sc16 = _mm256_cvtepi8_epi16(load128(w[i].scales));
+    const __m512i s = minus_offset(k16_block_sum(lv, sc16, x[i].qs), sc16, x[i], 5);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(x[i].d * half_at(&w[i].d)), acc);
+  }
+  return hsum(acc);
+}
+
+// The 16 signed 6-bit scales of a Q3_K block as words (see quant_blocks.h, q3k_scale).
+inline __m256i q3k_scales(const uint8_t* s) {
+  const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
+  const uint32_t s0 = (a & 0x0f0f0f0fu) | ((c << 4) & 0x30303030u);
+  const uint32_t s1 = (b & 0x0f0f0f0fu) | ((c << 2) & 0x30303030u);
+  const uint32_t s2 = ((a >> 4) & 0x0f0f0f0fu) | (c & 0x30303030u);
+  const uint32_t s3 = ((b >> 4) & 0x0f0f0f0fu) | ((c >> 2) & 0x30303030u);
+  const __m128i v =
+      _mm_setr_epi32(static_cast<int>(s0), static_cast<int>(s1), static_cast<int>(s2), static_cast<int>(s3));
+  return _mm256_cvtepi8_epi16(_mm_sub_epi8(v, _mm_set1_epi8(32)));
+}
+
+float dot_q3_k(const void* vw, const void* vx, int64_t n) {
+  const auto* w = static_cast<const BlockQ3_K*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const __m512i m2 = _mm512_set1_epi8(3);
+  const __m512i b2 = _mm512_set1_epi8(4);
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / 256; ++i) {
+    prefetch_ahead<sizeof *w>(w + i);
+    // Each 32-byte qs half serves 128 elements at shifts 0, 2, 4, 6; the hmask bit plane e / 32 goes to bit 2.
+    const __m512i q0 = bcast256(w[i].qs);
+    const __m512i q1 = bcast256(w[i].qs + 32);
+    const __m512i hm = bcast256(w[i].hmask);
+    const __m512i lv[4] = {or_and(_mm512_and_si512(shr2(q0, 0, 2), m2), rotl2(hm, 2, 1), b2),
+                           or_and(_mm512_and_si512(shr2(q0, 4, 6), m2), rotl2(hm, 0, 63), b2),
+                           or_and(_mm512_and_si512(shr2(q1, 0, 2), m2), rotl2(hm, 62, 61), b2),
+                           or_and(_mm512_and_si512(shr2(q1, 4, 6), m2), rotl2(hm, 60, 59), b2)};
+    const __m256i sc16 = q3k_scales(w[i].scales);
+    const __m512i s = minus_offset(k16_block_sum(lv, sc16, x[i].qs), sc16, x[i], 2);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(x[i].d * half_at(&w[i].d)), acc);
+  }
+  return hsum(acc);
+}
+
+float dot_q2_k(const void* vw, const void* vx, int64_t n) {
+  const auto* w = static_cast<const BlockQ2_K*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const __m512i m2 = _mm512_set1_epi8(3);
+  __m512 acc = _mm512_setzero_ps();
+  __m256 acc_min = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / 256; ++i) {
+    prefetch_ahead<sizeof *w>(w + i);
+    const __m512i q0 = bcast256(w[i].qs);
+    const __m512i q1 = bcast256(w[i].qs + 32);
+    const __m512i lv[4] = {_mm512_and_si512(shr2(q0, 0, 2), m2), _mm512_and_si512(shr2(q0, 4, 6), m2),
+                           _mm512_and_si512(shr2(q1, 0, 2), m2), _mm512_and_si512(shr2(q1, 4, 6), m2)};
+    const __m128i s8 = load128(w[i].scales);
+    const __m256i sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(0x0f)));
+    const __m256i mn16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(0x0f)));
+    const __m512i s = k16_block_sum(lv, sc16, x[i].qs);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(x[i].d * half_at(&w[i].d)), acc);
+    acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(mn16, load256(x[i].bsums))),
+                              _mm256_set1_ps(x[i].d * half_at(&w[i].dmin)), acc_min);
+  }
+  return hsum(acc) - hsum(acc_min);
+}
+
+// IQ4_XS levels are signed and reach 127, too wide for an unsigned maddubs operand with an offset: use |level|
+// and move the sign onto the activation instead.
+float dot_iq4_xs(const void* vw, const void* vx, int64_t n) {
+  const auto* w = static_cast<const BlockIQ4_XS*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
+  const __m512i table = iq4nl_table_s8();
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n / 256; ++i) {
+    prefetch_ahead<sizeof *w>(w + i);
+    // Scale ib: nibble ib % 2 of scales_l[ib / 2], plus bits 2ib..2ib+1 of scales_h at bit 4; offset 32.
+    const uint32_t sl = load_u32(w[i].scales_l);
+    const __m128i lo = _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(sl & 0x0f0f0f0fu)),
+                                         _mm_cvtsi32_si128(static_cast<int>((sl >> 4) & 0x0f0f0f0fu)));
+    const __m128i hi = _mm_and_si128(
+        _mm_srlv_epi16(_mm_set1_epi16(static_cast<int16_t>(w[i].scales_h)), _mm_setr_epi16(0, 2, 4, 6, 8, 10, 12, 14)),
+        _mm_set1_epi16(3));
+    const __m128i ls = _mm_sub_epi16(_mm_or_si128(_mm_cvtepu8_epi16(lo), _mm_slli_epi16(hi, 4)), _mm_set1_epi16(32));
+    const __m512i lsw = _mm512_broadcast_i32x4(ls);
+    __m512i s = _mm512_setzero_si512();
+    for (int p = 0; p < 4; ++p) {
+      const __m512i lv = _mm512_shuffle_epi8(table, nibbles64(w[i].qs + 32 * p, w[i].qs + 32 * p + 16));
+      const __m512i xq = load512(x[i].qs + 64 * p);
+      const __m512i xs = _mm512_mask_sub_epi8(xq, _mm512_movepi8_mask(lv), _mm512_setzero_si512(), xq);
+      s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(_mm512_abs_epi8(lv), xs),
+                              _mm512_shuffle_epi8(lsw, word_pick2(2 * p, 2 * p + 1)));
+    }
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(x[i].d * half_at(&w[i].d)), acc);
+  }
+  return hsum(acc);
+}
+
+}  // namespace
+
+VecDotFn kquant_vec_dot(GgmlType weight) {
+  switch (weight) {
+    case GgmlType::Q2_K:
+      return &dot_q2_k;
+    case GgmlType::Q3_K:
+      return &dot_q3_k;
+    case GgmlType::Q4_K:
+      return &dot_q4_k;
+    case GgmlType::Q5_K:
+      return &dot_q5_k;
+    case GgmlType::Q6_K:
+      return &dot_q6_k;
+    case GgmlType::IQ4_XS:
+      return &dot_iq4_xs;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace tessera::kernels::avx512

@@ -1,0 +1,122 @@
+// `tessera plan` as a user runs it: the worked example's clusters and models, JSON for scripts, exit codes and the
+// messages for what cannot be placed.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/test_paths.h"
+
+namespace tessera {
+namespace {
+
+using nlohmann::json;
+
+test::CommandResult plan(std::vector<std::string> args) {
+  args.insert(args.begin(), {test::tessera_bin().string(), "plan"});
+  return test::run_command(args);
+}
+
+std::string vms() { return (test::source_dir() / "examples/clusters/three-vms-10g.json").string(); }
+
+TEST(CliPlan, LocalWinsForA7BModelOnThreeVms) {
+  const auto r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-7b", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const auto& chosen = j["strategies"][j["chosen"].get<size_t>()];
+  EXPECT_EQ(chosen["name"], "local");
+  EXPECT_EQ(chosen["nodes"], json::array({"vm1"}));
+  EXPECT_TRUE(chosen["feasible"].get<bool>());
+  EXPECT_GT(chosen["pred_decode_tps"].get<double>(), 1.0);
+  EXPECT_GT(chosen["pred_prefill_tps"].get<double>(), chosen["pred_decode_tps"].get<double>());
+  EXPECT_EQ(chosen["memory_per_node"][0]["node"], "vm1");
+  EXPECT_NE(chosen["bottleneck"].get<std::string>().find("memory bandwidth"), std::string::npos);
+  EXPECT_FALSE(chosen["why"].get<std::string>().empty());
+  EXPECT_EQ(j["decision"].get<std::string>().rfind("Local wins", 0), 0u);
+  EXPECT_EQ(j["model"]["n_layer"], 28);
+  EXPECT_EQ(j["workload"]["prompt_tokens"], 512);
+}
+
+TEST(CliPlan, SeventyTwoBAtQ8SplitsAndSuggestsQ4First) {
+  const auto r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-72b", "--type", "q8_0", "-p", "256"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("strategy"), std::string::npos);
+  EXPECT_NE(r.out.find("memory GiB (needs/has)"), std::string::npos);
+  EXPECT_NE(r.out.find("local as Q4_K_M"), std::string::npos);
+  EXPECT_NE(r.out.find("x  1  local"), std::string::npos) << r.out;  // marked as not fitting
+  EXPECT_NE(r.out.find("Needs 73.9 GiB on vm1, has 53.1 GiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("decision:  Qwen2.5-72B Q8_0 (estimate) does not fit local"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("consider Q4_K_M"), std::string::npos) << r.out;
+}
+
+TEST(CliPlan, NothingFitsExitsOneWithTheNumbers) {
+  const auto r = plan({"--cluster", vms(), "--model-shape", "llama-3.1-405b", "--type", "f16", "--json"});
+  EXPECT_EQ(r.exit_code, 1);
+  const json j = json::parse(r.out);
+  EXPECT_TRUE(j["chosen"].is_null());
+  for (const auto& s : j["strategies"]) EXPECT_FALSE(s["feasible"].get<bool>()) << s["name"];
+  EXPECT_NE(r.err.find("error: no plan to run: Nothing fits"), std::string::npos) << r.err;
+}
+
+TEST(CliPlan, UserSplitAgainstThePlan) {
+  const auto r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-7b", "--split", "vm1:1,vm3:2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const auto& chosen = j["strategies"][j["chosen"].get<size_t>()];
+  EXPECT_EQ(chosen["kind"], "user_split");
+  EXPECT_EQ(chosen["split"], "0-8@vm1,9-27@vm3");
+  EXPECT_NE(j["chosen"], j["best"]);
+  EXPECT_NE(j["decision"].get<std::string>().find("Your split predicts"), std::string::npos);
+}
+
+TEST(CliPlan, BadSplitsAreRefused) {
+  auto r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-7b", "--split", "0-13@vm1,14-27@gpu"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("unknown node 'gpu' (valid: vm1, vm2, vm3)"), std::string::npos) << r.err;
+  r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-7b", "--split", "0-12@vm1,14-27@vm2"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("layer 13 are not placed on any node (the model has 28 layers"), std::string::npos) << r.err;
+  r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-7b", "--split", "0-14@vm1,14-27@vm2"});
+  EXPECT_NE(r.err.find("layer 14 are placed on both 'vm1' and 'vm2'"), std::string::npos) << r.err;
+}
+
+TEST(CliPlan, BundledModelWithASavedProbe) {
+  test::TempDir dir;
+  {
+    std::ofstream out(dir / "probe.json");
+    out << R"({"mem_read_gbps": 20, "int8_gops": 600, "f32_gflops": 160, "mem_available_bytes": 8000000000})";
+  }
+  const auto r = plan({"--local-profile", (dir / "probe.json").string(), "-p", "64", "-n", "16", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["model"]["label"], "stories260K.gguf");
+  EXPECT_EQ(j["nodes"][0]["name"], "local");
+  EXPECT_EQ(j["nodes"][0]["mem_available_bytes"], 8000000000u);
+  EXPECT_EQ(j["strategies"][j["chosen"].get<size_t>()]["name"], "local");
+}
+
+TEST(CliPlan, UsageErrors) {
+  auto r = plan({"--workers", "a:7000"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--cluster"), std::string::npos) << r.err;
+  r = plan({"--cluster", "/nonexistent/c.json", "--model-shape", "qwen2.5-7b"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent/c.json: cannot open"), std::string::npos) << r.err;
+  r = plan({"-m", "x.gguf", "--model-shape", "qwen2.5-7b"});
+  EXPECT_NE(r.err.find("not both"), std::string::npos) << r.err;
+  r = plan({"--cluster", vms(), "--model-shape", "gpt-5"});
+  EXPECT_NE(r.err.find("unknown model shape 'gpt-5' (valid: "), std::string::npos) << r.err;
+  r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-7b", "-c", "100"});
+  EXPECT_NE(r.err.find("raise -c"), std::string::npos) << r.err;
+}
+
+TEST(CliPlan, ListShapes) {
+  const auto r = plan({"--list-shapes"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* name : {"llama-3-8b", "llama-3-70b", "qwen2.5-7b", "qwen2.5-72b", "qwen3-30b-a3b", "mixtral-8x7b"}) {
+    EXPECT_NE(r.out.find(name), std::string::npos) << name;
+  }
+}
+
+}  // namespace
+}  // namespace tessera

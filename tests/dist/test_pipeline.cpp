@@ -1,0 +1,125 @@
+// PipelineExecutor over in-process stages: the same logits as one Stage with every layer, for prompts cut into
+// micro-batches, mixed-sequence batches and greedy decoding; bad splits and bad batches are clear errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "dist/local_stage_endpoint.h"
+#include "dist/pipeline_executor.h"
+#include "engine/local_executor.h"
+#include "support/test_paths.h"
+#include "util/error.h"
+
+namespace tessera {
+namespace {
+
+std::unique_ptr<PipelineExecutor> make_pipeline(const std::filesystem::path& model,
+                                                const std::vector<LayerRange>& ranges, StageOptions so,
+                                                int64_t micro_batch = 0) {
+  auto full = ModelWeights::load(model);
+  auto p = std::make_unique<PipelineExecutor>(full->config(), so.n_ctx, so.n_slots, PipelineOptions{micro_batch});
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const bool first = i == 0;
+    const bool last = i + 1 == ranges.size();
+    auto w = ModelWeights::load(model, ranges[i], first, last);
+    p->add_stage(std::make_unique<LocalStageEndpoint>("s" + std::to_string(i), static_cast<int>(i), w, so, 1,
+                                                      p->completions()));
+  }
+  p->check_complete();
+  return p;
+}
+
+Batch prompt_batch(const std::vector<int32_t>& tokens, int32_t seq, bool all_logits) {
+  Batch b;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    b.add(tokens[i], seq, static_cast<int32_t>(i), all_logits || i + 1 == tokens.size());
+  }
+  return b;
+}
+
+TEST(Pipeline, SameLogitsAsOneStageForEveryArchitecture) {
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 383, 286, 261, 376, 298, 315, 421, 395, 317};
+  for (const char* name : {"llama-q8_0", "qwen2-f32", "qwen3moe-q4_k_m", "mixtral-q4_k_m"}) {
+    const auto path = test::shared_dir() / "fixtures/models" / (std::string(name) + ".gguf");
+    StageOptions so{1, 64, GgmlType::F32};
+    LocalExecutor one(ModelWeights::load(path), so, 1);
+    auto two = make_pipeline(path, {{0, 1}, {1, 2}}, so, 4);  // 4-token micro-batches: 4 in flight
+    std::vector<float> a, b;
+    one.decode(prompt_batch(prompt, 0, true), a);
+    two->decode(prompt_batch(prompt, 0, true), b);
+    EXPECT_EQ(a, b) << name;
+    EXPECT_EQ(two->sequence_length(0), static_cast<int64_t>(prompt.size()));
+  }
+}
+
+TEST(Pipeline, Stories260KGreedyOverThreeStages) {
+  std::ifstream in(test::shared_dir() / "models/reference/stories260K.greedy.json");
+  const auto ref = nlohmann::json::parse(in);
+  const auto expected = ref["generated_tokens"].get<std::vector<int32_t>>();
+  auto p = make_pipeline(test::shared_dir() / "models/stories260K.gguf", {{0, 2}, {2, 4}, {4, 5}},
+                         {1, 256, GgmlType::F16});
+  std::vector<float> logits;
+  int32_t token = 1;
+  std::vector<int32_t> got;
+  for (int32_t pos = 0; pos < 200; ++pos) {
+    Batch b;
+    b.add(token, 0, pos, true);
+    p->decode(b, logits);
+    token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    got.push_back(token);
+  }
+  EXPECT_EQ(got, expected);
+}
+
+TEST(Pipeline, MixedSequencesSplitIntoGroupsAndKeepOrder) {
+  const auto path = test::shared_dir() / "fixtures/models/qwen3-q8_0.gguf";
+  StageOptions so{4, 32, GgmlType::F16};
+  LocalExecutor one(ModelWeights::load(path), so, 1);
+  auto p = make_pipeline(path, {{0, 1}, {1, 2}}, so);
+  Batch b;  // four sequences, interleaved, several tokens each
+  for (int32_t pos = 0; pos < 3; ++pos) {
+    for (int32_t s = 0; s < 4; ++s) b.add(10 + 7 * s + pos, s, pos, true);
+  }
+  EXPECT_EQ(p->split(b).size(), 2u);
+  std::vector<float> x, y;
+  one.decode(b, x);
+  p->decode(b, y);
+  EXPECT_EQ(x, y);
+  // Decode step: one token per sequence.
+  Batch step;
+  for (int32_t s = 0; s < 4; ++s) step.add(42, s, 3, true);
+  one.decode(step, x);
+  p->decode(step, y);
+  EXPECT_EQ(x, y);
+  p->clear_sequence(2);
+  EXPECT_EQ(p->sequence_length(2), 0);
+  EXPECT_EQ(p->sequence_length(1), 4);
+}
+
+TEST(Pipeline, GapsAndBadBatchesAreClearErrors) {
+  const auto path = test::shared_dir() / "models/stories260K.gguf";
+  try {
+    make_pipeline(path, {{0, 2}, {3, 5}}, {1, 16, GgmlType::F16});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("starts at layer 3, expected layer 2"), std::string::npos) << e.what();
+  }
+  auto p = make_pipeline(path, {{0, 3}, {3, 5}}, {1, 8, GgmlType::F16});
+  std::vector<float> logits;
+  Batch b;
+  b.add(1, 0, 5, true);
+  try {
+    p->decode(b, logits);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected position 0"), std::string::npos) << e.what();
+  }
+  Batch too_long = prompt_batch(std::vector<int32_t>(9, 1), 0, false);
+  EXPECT_THROW(p->decode(too_long, logits), Error);
+  EXPECT_EQ(p->sequence_length(0), 0);
+}
+
+}  // namespace
+}  // namespace tessera

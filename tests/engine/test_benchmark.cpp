@@ -1,0 +1,265 @@
+// Benchmark logic on the bundled stories260K: what each test evaluates (from an empty cache, batch sizes,
+// positions, one token per generation step), repeat and result counts, the statistics, the roofline, list parsing.
+// Nothing here depends on how fast the machine is.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "engine/benchmark.h"
+#include "engine/local_executor.h"
+#include "engine/probe.h"
+#include "model/model_profile.h"
+#include "support/test_paths.h"
+#include "util/error.h"
+
+namespace tessera {
+namespace {
+
+std::shared_ptr<const ModelWeights> stories() {
+  return ModelWeights::load(test::source_dir() / "models/stories260K.gguf");
+}
+
+std::unique_ptr<LocalExecutor> executor(int threads = 1, int64_t n_ctx = 64) {
+  StageOptions so;
+  so.n_ctx = n_ctx;
+  return std::make_unique<LocalExecutor>(stories(), so, threads);
+}
+
+// Passes batches to a real executor and records what the benchmark asked of it.
+class RecordingExecutor : public Executor {
+ public:
+  explicit RecordingExecutor(std::unique_ptr<Executor> inner) : inner_(std::move(inner)) {}
+  const ModelConfig& config() const override { return inner_->config(); }
+  int64_t n_ctx() const override { return inner_->n_ctx(); }
+  int64_t n_slots() const override { return inner_->n_slots(); }
+  void decode(const Batch& batch, std::vector<float>& logits) override {
+    batch_sizes.push_back(batch.size());
+    length_before.push_back(inner_->sequence_length(0));
+    first_pos.push_back(batch.pos.front());
+    outputs.push_back(batch.n_outputs());
+    for (auto t : batch.tokens) {
+      EXPECT_GE(t, 0);
+      EXPECT_LT(t, config().n_vocab);
+    }
+    inner_->decode(batch, logits);
+  }
+  void clear_sequence(int64_t seq) override {
+    ++clears;
+    inner_->clear_sequence(seq);
+  }
+  void truncate_sequence(int64_t seq, int64_t n) override { inner_->truncate_sequence(seq, n); }
+  int64_t sequence_length(int64_t seq) const override { return inner_->sequence_length(seq); }
+
+  std::vector<int64_t> batch_sizes, length_before, first_pos, outputs;
+  int clears = 0;
+
+ private:
+  std::unique_ptr<Executor> inner_;
+};
+
+BenchRunOptions run_options(int repetitions, int64_t n_batch = 512, bool warmup = true) {
+  BenchRunOptions o;
+  o.repetitions = repetitions;
+  o.n_batch = n_batch;
+  o.warmup = warmup;
+  return o;
+}
+
+void expect_consistent_statistics(const BenchTiming& t, int repetitions) {
+  ASSERT_EQ(t.samples_ns.size(), static_cast<size_t>(repetitions));
+  ASSERT_EQ(t.samples_ts.size(), static_cast<size_t>(repetitions));
+  double sum_ns = 0, sum_ts = 0;
+  for (size_t i = 0; i < t.samples_ns.size(); ++i) {
+    EXPECT_GT(t.samples_ns[i], 0u);
+    EXPECT_DOUBLE_EQ(t.samples_ts[i],
+                     1e9 * static_cast<double>(t.test.n_tokens()) / static_cast<double>(t.samples_ns[i]));
+    sum_ns += static_cast<double>(t.samples_ns[i]);
+    sum_ts += t.samples_ts[i];
+  }
+  EXPECT_EQ(t.avg_ns, static_cast<uint64_t>(std::llround(sum_ns / repetitions)));
+  EXPECT_NEAR(t.avg_ts, sum_ts / repetitions, 1e-9 * t.avg_ts);
+  EXPECT_EQ(t.stddev_ts, mean_sd(t.samples_ts).sd);
+}
+
+TEST(Benchmark, PromptTestEvaluatesThePromptFromAnEmptyCacheInBatches) {
+  RecordingExecutor ex(executor());
+  const BenchTiming t = run_bench_test(ex, {20, 0}, run_options(2, 8));
+  EXPECT_EQ(t.test.n_prompt, 20);
+  EXPECT_EQ(t.test.n_gen, 0);
+  expect_consistent_statistics(t, 2);
+  // Warm-up: the first batch of 8. Then per repeat 8 + 8 + 4 tokens at positions 0, 8, 16.
+  const std::vector<int64_t> sizes = {8, 8, 8, 4, 8, 8, 4};
+  EXPECT_EQ(ex.batch_sizes, sizes);
+  const std::vector<int64_t> before = {0, 0, 8, 16, 0, 8, 16};
+  EXPECT_EQ(ex.length_before, before);
+  EXPECT_EQ(ex.first_pos, before);
+  // Logits only for the prompt's last token (the warm-up's prompt is its one batch).
+  const std::vector<int64_t> outputs = {1, 0, 0, 1, 0, 0, 1};
+  EXPECT_EQ(ex.outputs, outputs);
+  EXPECT_EQ(ex.sequence_length(0), 0);  // cleared after the last repeat
+}
+
+TEST(Benchmark, GenerationTestStepsOneTokenAtATimeAfterAOneTokenContext) {
+  RecordingExecutor ex(executor());
+  const BenchTiming t = run_bench_test(ex, {0, 5}, run_options(3));
+  EXPECT_EQ(t.test.n_prompt, 0);
+  EXPECT_EQ(t.test.n_gen, 5);
+  expect_consistent_statistics(t, 3);
+  // Warm-up: context token + 5 steps (at most 8); each repeat the same from a cleared cache.
+  ASSERT_EQ(ex.batch_sizes.size(), 4u * 6u);
+  for (size_t i = 0; i < ex.batch_sizes.size(); ++i) {
+    EXPECT_EQ(ex.batch_sizes[i], 1) << i;
+    EXPECT_EQ(ex.first_pos[i], static_cast<int64_t>(i % 6)) << i;
+    EXPECT_EQ(ex.length_before[i], static_cast<int64_t>(i % 6)) << i;
+    EXPECT_EQ(ex.outputs[i], 1) << i;
+  }
+  EXPECT_EQ(ex.sequence_length(0), 0);
+}
+
+TEST(Benchmark, WarmupCanBeSkipped) {
+  RecordingExecutor ex(executor());
+  run_bench_test(ex, {0, 3}, run_options(2, 512, false));
+  EXPECT_EQ(ex.batch_sizes.size(), 2u * 4u);
+}
+
+TEST(Benchmark, TestsThatDoNotFitAreErrors) {
+  auto ex = executor(1, 16);
+  EXPECT_THROW(run_bench_test(*ex, {17, 0}, run_options(1)), Error);
+  EXPECT_THROW(run_bench_test(*ex, {0, 16}, run_options(1)), Error);  // 16 steps after the context token
+  EXPECT_NO_THROW(run_bench_test(*ex, {16, 0}, run_options(1)));
+  EXPECT_NO_THROW(run_bench_test(*ex, {0, 15}, run_options(1)));
+  EXPECT_THROW(run_bench_test(*ex, {4, 4}, run_options(1)), Error);
+  EXPECT_THROW(run_bench_test(*ex, {0, 0}, run_options(1)), Error);
+  EXPECT_THROW(run_bench_test(*ex, {4, 0}, run_options(0)), Error);
+}
+
+TEST(Benchmark, RunsEveryTestAtEveryThreadCountInLlamaBenchOrder) {
+  BenchConfig config;
+  config.n_prompt = {8, 16};
+  config.n_gen = {4};
+  config.threads = {1, 2};
+  config.run = run_options(2);
+  config.probe_seconds = 0.05;
+  config.probe_buffer_bytes = 8u << 20;
+  const BenchModel model = describe_bench_model("stories", *stories());
+  std::vector<int> made;
+  int reported = 0;
+  const auto results = run_benchmarks(
+      config, model,
+      [&](int threads) {
+        made.push_back(threads);
+        return executor(threads, bench_context(config));
+      },
+      [&](const BenchResult&) { ++reported; });
+  EXPECT_EQ(made, (std::vector<int>{1, 2}));
+  ASSERT_EQ(results.size(), 6u);
+  EXPECT_EQ(reported, 6);
+  const std::vector<std::string> names = {"pp8", "pp16", "tg4", "pp8", "pp16", "tg4"};
+  for (size_t i = 0; i < results.size(); ++i) {
+    const BenchResult& r = results[i];
+    EXPECT_EQ(r.timing.test.name(), names[i]);
+    EXPECT_EQ(r.n_threads, i < 3 ? 1 : 2);
+    EXPECT_EQ(r.n_batch, 512);
+    EXPECT_EQ(r.type_k, "f16");
+    EXPECT_EQ(r.isa, isa_name(select_isa()));
+    EXPECT_EQ(r.test_time.size(), 20u) << r.test_time;  // 2026-01-31T12:34:56Z
+    EXPECT_EQ(r.test_time.back(), 'Z');
+    expect_consistent_statistics(r.timing, 2);
+    ASSERT_TRUE(r.mem_read_gbps.has_value());
+    EXPECT_GT(*r.mem_read_gbps, 0);
+    if (r.timing.test.n_gen > 0) {
+      ASSERT_TRUE(r.roofline_ts && r.roofline_fraction);
+      EXPECT_DOUBLE_EQ(*r.roofline_ts, *r.mem_read_gbps * 1e9 / static_cast<double>(model.decode_bytes_per_token));
+      EXPECT_DOUBLE_EQ(*r.roofline_fraction, r.timing.avg_ts / *r.roofline_ts);
+    } else {
+      EXPECT_FALSE(r.roofline_ts || r.roofline_fraction);
+    }
+  }
+  // One bandwidth figure per thread count.
+  EXPECT_EQ(results[0].mem_read_gbps, results[2].mem_read_gbps);
+  EXPECT_EQ(results[3].mem_read_gbps, results[5].mem_read_gbps);
+}
+
+TEST(Benchmark, WithoutTheProbeThereIsNoRoofline) {
+  BenchConfig config;
+  config.n_prompt = {0};
+  config.n_gen = {2};
+  config.threads = {1};
+  config.run = run_options(1);
+  config.probe = false;
+  const auto results = run_benchmarks(config, describe_bench_model("stories", *stories()),
+                                      [&](int threads) { return executor(threads); });
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].timing.test.name(), "tg2");
+  EXPECT_FALSE(results[0].mem_read_gbps || results[0].roofline_ts || results[0].roofline_fraction);
+
+  config.n_gen = {0};
+  EXPECT_THROW(run_benchmarks(config, describe_bench_model("stories", *stories()),
+                              [&](int threads) { return executor(threads); }),
+               Error);
+}
+
+TEST(Benchmark, DescribesTheModel) {
+  const BenchModel m = describe_bench_model("models/stories260K.gguf", *stories());
+  const ModelProfile p = profile_model(stories()->file(), stories()->config());
+  EXPECT_EQ(m.filename, "models/stories260K.gguf");
+  EXPECT_EQ(m.type, "llama 293K F32");
+  EXPECT_EQ(m.size, p.weight_bytes);
+  EXPECT_EQ(m.n_params, p.n_params);
+  EXPECT_EQ(m.decode_bytes_per_token, p.decode_bytes_per_token);
+  EXPECT_GT(m.decode_bytes_per_token, 0u);
+  EXPECT_LT(m.decode_bytes_per_token, m.size);  // one embedding row, not the whole table
+}
+
+TEST(Benchmark, Statistics) {
+  const std::vector<double> v = {1, 2, 3, 4};
+  const MeanSd s = mean_sd(v);
+  EXPECT_DOUBLE_EQ(s.mean, 2.5);
+  EXPECT_DOUBLE_EQ(s.sd, std::sqrt(5.0 / 3.0));  // Bessel-corrected
+  EXPECT_EQ(mean_sd(std::vector<double>{7}).sd, 0.0);
+  EXPECT_EQ(mean_sd(std::vector<double>{}).mean, 0.0);
+  EXPECT_DOUBLE_EQ(decode_roofline_ts(20.0, 500000000), 40.0);
+  EXPECT_EQ(decode_roofline_ts(20.0, 0), 0.0);
+}
+
+TEST(Benchmark, ParsesLlamaBenchLists) {
+  using V = std::vector<int64_t>;
+  EXPECT_EQ(parse_int_list("512", "-p"), V{512});
+  EXPECT_EQ(parse_int_list("128,512", "-p"), (V{128, 512}));
+  EXPECT_EQ(parse_int_list("0", "-n"), V{0});
+  EXPECT_EQ(parse_int_list("1-4", "-t", 1), (V{1, 2, 3, 4}));
+  EXPECT_EQ(parse_int_list("128-512+128", "-p"), (V{128, 256, 384, 512}));
+  EXPECT_EQ(parse_int_list("1-16*2,24", "-t", 1), (V{1, 2, 4, 8, 16, 24}));
+  EXPECT_EQ(parse_int_list("100-300+150", "-p"), (V{100, 250}));
+  EXPECT_EQ(parse_int_list("3-3", "-p"), V{3});
+  EXPECT_EQ(parse_int_list("5-40*3", "-p"), (V{5, 15}));
+  EXPECT_EQ(parse_int_list("4611686018427387904-9223372036854775807*2", "-p"), V{4611686018427387904});
+}
+
+void expect_list_error(std::string_view text, std::string_view flag, int64_t min_value, const std::string& why) {
+  try {
+    parse_int_list(text, flag, min_value);
+    ADD_FAILURE() << "no error for " << text;
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(std::string(flag) + ": bad list '" + std::string(text) + "': " + why), std::string::npos) << msg;
+  }
+}
+
+TEST(Benchmark, BadListsAreClearErrors) {
+  expect_list_error("12,,x", "-p", 0, "empty item");
+  expect_list_error("12,x", "-p", 0, "'x' is not a number");
+  expect_list_error("", "-n", 0, "empty item");
+  expect_list_error("64,", "-n", 0, "empty item");
+  expect_list_error("-1", "-n", 0, "'-1' is not a number or a range");
+  expect_list_error("8-2", "-t", 1, "the range '8-2' runs backwards");
+  expect_list_error("1-8*1", "-t", 1, "the range '1-8*1' never advances");
+  expect_list_error("1-8+", "-t", 1, "'1-8+' has no valid step after '+'");
+  expect_list_error("0", "-t", 1, "0 is below the minimum of 1");
+  expect_list_error("1.5", "-r", 1, "'1.5' is not a number");
+  expect_list_error("1-100000", "-p", 0, "more than 4096 values");
+}
+
+}  // namespace
+}  // namespace tessera

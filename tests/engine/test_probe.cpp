@@ -1,0 +1,148 @@
+// The node probe: every figure positive and finite under a tiny budget, and each measured loop doing exactly the
+// work it is credited with (all bytes read, the claimed number of multiplies), on every ISA this CPU runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/probe.h"
+#include "tensor/kernels.h"
+#include "util/error.h"
+
+namespace tessera {
+namespace {
+
+namespace pk = probe_kernels;
+
+ProbeOptions tiny(int threads) {
+  ProbeOptions o;
+  o.threads = threads;
+  o.seconds = 0.2;
+  o.buffer_bytes = 16u << 20;
+  return o;
+}
+
+void expect_positive_finite(double v, const char* what) {
+  EXPECT_TRUE(std::isfinite(v)) << what;
+  EXPECT_GT(v, 0.0) << what;
+}
+
+TEST(Probe, TinyBudgetGivesPositiveFiguresForEveryField) {
+  const ProbeResult r = probe_node(tiny(0));
+  EXPECT_EQ(r.threads, available_cores());
+  EXPECT_EQ(r.cores, available_cores());
+  EXPECT_GE(r.cores, 1);
+  expect_positive_finite(r.mem_read_gbps, "mem_read_gbps");
+  expect_positive_finite(r.mem_read_gbps_1t, "mem_read_gbps_1t");
+  expect_positive_finite(r.int8_gops, "int8_gops");
+  expect_positive_finite(r.f32_gflops, "f32_gflops");
+  EXPECT_GT(r.mem_total_bytes, 0u);
+  EXPECT_GT(r.mem_available_bytes, 0u);
+  EXPECT_LE(r.mem_available_bytes, r.mem_total_bytes);
+  EXPECT_FALSE(r.cpu.empty());
+  EXPECT_EQ(r.isa, isa_name(select_isa()));
+}
+
+TEST(Probe, OneThreadReportsTheSameBandwidthTwice) {
+  const ProbeResult r = probe_node(tiny(1));
+  EXPECT_EQ(r.threads, 1);
+  EXPECT_EQ(r.mem_read_gbps, r.mem_read_gbps_1t);
+  expect_positive_finite(r.mem_read_gbps, "mem_read_gbps");
+}
+
+TEST(Probe, MoreThreadsThanCoresStillMeasures) {
+  const ProbeResult r = probe_node(tiny(available_cores() + 1));
+  EXPECT_EQ(r.threads, available_cores() + 1);
+  expect_positive_finite(r.mem_read_gbps, "mem_read_gbps");
+  expect_positive_finite(r.int8_gops, "int8_gops");
+}
+
+TEST(Probe, BandwidthAloneIsPositive) {
+  expect_positive_finite(measure_read_gbps(1, 0.05, 8u << 20), "1 thread");
+  expect_positive_finite(measure_read_gbps(2, 0.05, 8u << 20), "2 threads");
+}
+
+TEST(Probe, BadOptionsAreErrors) {
+  ProbeOptions o = tiny(-1);
+  EXPECT_THROW(probe_node(o), Error);
+  o = tiny(1);
+  o.seconds = 0;
+  EXPECT_THROW(probe_node(o), Error);
+  EXPECT_THROW(measure_read_gbps(1, -1.0, 8u << 20), Error);
+}
+
+TEST(Probe, MachineFacts) {
+  const MemInfo m = read_meminfo();
+  EXPECT_GT(m.total_bytes, uint64_t{1} << 20);
+  EXPECT_LE(m.available_bytes, m.total_bytes);
+  EXPECT_FALSE(cpu_model_name().empty());
+  EXPECT_GE(available_cores(), 1);
+}
+
+// The read loops available on this CPU, with their names for messages.
+std::vector<std::pair<const char*, uint64_t (*)(const uint64_t*, size_t)>> read_loops() {
+  const CpuFeatures f = detect_cpu_features();
+  std::vector<std::pair<const char*, uint64_t (*)(const uint64_t*, size_t)>> loops = {{"scalar", pk::xor_words_scalar}};
+  if (isa_supported(Isa::Avx2, f)) loops.push_back({"avx2", pk::xor_words_avx2});
+  if (isa_supported(Isa::Avx512, f)) loops.push_back({"avx512", pk::xor_words_avx512});
+  return loops;
+}
+
+TEST(ProbeKernels, ReadLoopsLoadEveryWord) {
+  // The XOR of every word, compared with a plain loop: a loop that skipped or was optimised away would differ.
+  std::mt19937_64 rng(7);
+  std::vector<uint64_t> words(pk::kReadBlockWords * 37);
+  for (auto& w : words) w = rng();
+  uint64_t expected = 0;
+  for (uint64_t w : words) expected ^= w;
+  for (const auto& [name, loop] : read_loops()) {
+    EXPECT_EQ(loop(words.data(), words.size()), expected) << name;
+    EXPECT_EQ(loop(words.data(), 0), 0u) << name;
+    // Any start address works: the loads are unaligned ones.
+    uint64_t tail = 0;
+    for (size_t i = 1; i < 1 + pk::kReadBlockWords * 36; ++i) tail ^= words[i];
+    EXPECT_EQ(loop(words.data() + 1, pk::kReadBlockWords * 36), tail) << name;
+    // The last word counts too.
+    words.back() ^= 1;
+    EXPECT_EQ(loop(words.data(), words.size()), expected ^ 1) << name;
+    words.back() ^= 1;
+  }
+}
+
+struct ComputeLoop {
+  const char* name;
+  uint64_t (*fn)(uint64_t);
+  uint64_t multiplies_per_vector;  // lanes x products per lane of one instruction
+};
+
+std::vector<ComputeLoop> compute_loops() {
+  const CpuFeatures f = detect_cpu_features();
+  std::vector<ComputeLoop> loops = {{"int8 scalar", pk::int8_dot_scalar, 4}, {"f32 scalar", pk::f32_fma_scalar, 1}};
+  if (isa_supported(Isa::Avx2, f)) {
+    loops.push_back({"int8 avx2", pk::int8_dot_avx2, 32});
+    loops.push_back({"f32 avx2", pk::f32_fma_avx2, 8});
+  }
+  if (f.avx_vnni && isa_supported(Isa::Avx2, f)) loops.push_back({"int8 avx-vnni", pk::int8_dot_avx_vnni, 32});
+  if (isa_supported(Isa::Avx512, f)) {
+    loops.push_back({"int8 avx512", pk::int8_dot_avx512, 64});
+    loops.push_back({"f32 avx512", pk::f32_fma_avx512, 16});
+  }
+  return loops;
+}
+
+TEST(ProbeKernels, ComputeLoopsCountTheMultipliesTheyDo) {
+  // Each loop reports the multiplies it performed, read back from its accumulators: proportional to the
+  // iteration count (so no iteration was skipped or folded) and whole vectors' worth per iteration.
+  for (const auto& loop : compute_loops()) {
+    const uint64_t one = loop.fn(1);
+    EXPECT_GT(one, 0u) << loop.name;
+    EXPECT_EQ(one % loop.multiplies_per_vector, 0u) << loop.name;
+    EXPECT_EQ(loop.fn(0), 0u) << loop.name;
+    EXPECT_EQ(loop.fn(1000), 1000 * one) << loop.name;
+    EXPECT_EQ(loop.fn(pk::kMaxIters), pk::kMaxIters * one) << loop.name;
+  }
+}
+
+}  // namespace
+}  // namespace tessera
