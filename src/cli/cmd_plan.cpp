@@ -65,8 +65,9 @@ int list_shapes() {
 int run_plan(const PlanArgs& a) {
   if (a.list_shapes) return list_shapes();
   if (!a.workers.empty()) {
-    fail("--workers needs the distributed runtime to probe live workers, which is not in this build yet; describe "
-         "the workers in a --cluster file to plan with them");
+    fail(
+        "--workers needs the distributed runtime to probe live workers, which is not in this build yet; describe "
+        "the workers in a --cluster file to plan with them");
   }
   if (!a.shape.empty() && !a.model.empty()) fail("give either -m FILE or --model-shape NAME, not both");
   if (!a.cluster.empty() && !a.local_profile.empty()) {
@@ -95,9 +96,8 @@ int run_plan(const PlanArgs& a) {
   o.workload.concurrency = a.concurrency;
   o.workload.n_batch = a.n_batch;
   // The default context is the model's, at most 4096 as for run, and never shorter than the request.
-  o.workload.n_ctx = a.n_ctx > 0 ? a.n_ctx
-                                 : std::max<int64_t>(std::min<int64_t>(model.config.n_ctx_train, 4096),
-                                                     a.prompt + a.n_gen);
+  o.workload.n_ctx =
+      a.n_ctx > 0 ? a.n_ctx : std::max<int64_t>(std::min<int64_t>(model.config.n_ctx_train, 4096), a.prompt + a.n_gen);
   o.distribute = a.distribute;
   o.preview = a.preview;
   o.all_subsets = a.all_subsets;
@@ -141,14 +141,16 @@ Command add_plan_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand(
       "plan", "Predict the speed of running a model locally or split across nodes, and choose the fastest that fits");
   app->add_option("-m,--model", a->model, "GGUF model file (default: the bundled stories260K)");
-  app->add_option("--model-shape", a->shape, "Plan a popular model from its hyperparameters instead of a file "
-                                             "(see --list-shapes)");
+  app->add_option("--model-shape", a->shape,
+                  "Plan a popular model from its hyperparameters instead of a file "
+                  "(see --list-shapes)");
   app->add_option("--type", a->type, "Weight type mix for --model-shape")->capture_default_str();
   app->add_flag("--list-shapes", a->list_shapes, "List the --model-shape presets");
   app->add_option("--cluster", a->cluster, "Nodes and links to plan for (cluster.json; see docs/planner.md)");
   app->add_option("--workers", a->workers, "Live workers to probe (needs the distributed runtime)")->delimiter(',');
-  app->add_option("--local-profile", a->local_profile, "This machine's profile from `tessera probe --json` "
-                                                       "instead of probing now");
+  app->add_option("--local-profile", a->local_profile,
+                  "This machine's profile from `tessera probe --json` "
+                  "instead of probing now");
   app->add_option("--probe-seconds", a->probe_seconds, "Time to probe this machine when no fresh probe is cached")
       ->check(CLI::Range(0.05, 60.0))
       ->capture_default_str();
@@ -167,7 +169,9 @@ Command add_plan_command(CLI::App& root) {
   app->add_option("-b,--batch-size", a->n_batch, "Prompt tokens per forward pass")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
-  app->add_option("--kv-type", a->kv_type, "KV cache type")->check(CLI::IsMember({"f16", "f32"}))->capture_default_str();
+  app->add_option("--kv-type", a->kv_type, "KV cache type")
+      ->check(CLI::IsMember({"f16", "f32"}))
+      ->capture_default_str();
   app->add_option("--split", a->split, "Your layer placement to check: ranges 0-10@a,11-21@b or shares a:1,b:2");
   app->add_flag("--distribute", a->distribute, "Choose a split over several nodes even when one node is faster");
   app->add_flag("--preview", a->preview, "Also predict tensor and expert parallel (not yet in the runtime)");

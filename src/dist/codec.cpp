@@ -135,6 +135,28 @@ bool valid_utf8(std::string_view s) {
   return true;
 }
 
+std::string wire_text(std::string_view text, size_t max_bytes) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<uint8_t>(text[i]);
+    size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 0;
+    std::string_view piece = "?";
+    if (len == 1) {
+      if (c >= 0x20 || c == '\n' || c == '\t') piece = text.substr(i, 1);
+      if (c == 0x7f) piece = "?";
+    } else if (len > 1 && i + len <= text.size() && valid_utf8(text.substr(i, len))) {
+      piece = text.substr(i, len);
+    } else {
+      len = 1;
+    }
+    if (out.size() + piece.size() > max_bytes) break;
+    out += piece;
+    i += len;
+  }
+  return out;
+}
+
 std::optional<std::string> check_charset(std::string_view s, Charset charset) {
   auto byte_at = [&](size_t i) { return static_cast<uint8_t>(s[i]); };
   for (size_t i = 0; i < s.size(); ++i) {

@@ -99,6 +99,9 @@ class Writer {
 
 // True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
 bool valid_utf8(std::string_view s);
+// `text` made fit for a Text field of at most max_bytes: invalid UTF-8 and control characters (other than tab and
+// newline) become '?', and it is cut at a character boundary. For error texts that come from anywhere.
+std::string wire_text(std::string_view text, size_t max_bytes);
 // Why `s` is not a valid value for the charset, or nullopt when it is.
 std::optional<std::string> check_charset(std::string_view s, Charset charset);
 

@@ -32,7 +32,7 @@ HelloAck refuse_hello(const Hello& self, HelloStatus status, std::string_view re
   if (status == HelloStatus::Accepted) fail("refuse_hello needs a refusal status");
   HelloAck ack = accept_hello(self);
   ack.status = status;
-  ack.reason = std::string(reason.substr(0, kMaxReason));
+  ack.reason = wire_text(reason, kMaxReason);
   if (ack.reason.empty()) ack.reason = std::string(hello_status_name(status));
   return ack;
 }
@@ -85,7 +85,7 @@ Hello receive_hello(Connection& connection, std::chrono::milliseconds timeout) {
   if (hello == nullptr) {
     const std::string got(msg_type_name(type_of(*first)));
     try {
-      connection.send(ErrorMsg{ErrorCode::Protocol, fmt::format("expected Hello first, got {}", got)});
+      connection.send(error_message(ErrorCode::Protocol, fmt::format("expected Hello first, got {}", got)));
     } catch (const Error&) {
       // The peer is told when possible; the caller learns from the exception below either way.
     }

@@ -571,6 +571,12 @@ std::string_view error_code_name(ErrorCode code) {
   return "?";
 }
 
+ErrorMsg error_message(ErrorCode code, std::string_view text) {
+  ErrorMsg m{code, wire_text(text, kMaxErrorText)};
+  if (m.message.empty()) m.message = std::string(error_code_name(code));
+  return m;
+}
+
 MsgType type_of(const Message& message) {
   return std::visit([](const auto& m) { return kTypeOf<std::decay_t<decltype(m)>>; }, message);
 }

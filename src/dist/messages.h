@@ -125,7 +125,8 @@ struct Pong {
   bool operator==(const Pong&) const = default;
 };
 
-// The wire's Error message (named so it is not confused with tessera::Error, the exception).
+// The wire's Error message (named so it is not confused with tessera::Error, the exception). Build one from any
+// text with error_message(), which makes the text fit the field.
 struct ErrorMsg {
   static constexpr MsgType kType = MsgType::Error;
   ErrorCode code = ErrorCode::Internal;
@@ -280,6 +281,9 @@ using Message = std::variant<Hello, HelloAck, Heartbeat, Ping, Pong, ErrorMsg, B
                              LoadProgress, LoadDone, Forward, ForwardResult, ClearSequence, TruncateSequence>;
 
 MsgType type_of(const Message& message);
+
+// An Error message whose text is made valid (wire_text, at most kMaxErrorText bytes, never empty).
+ErrorMsg error_message(ErrorCode code, std::string_view text);
 
 inline constexpr size_t kFrameHeaderBytes = 8;
 

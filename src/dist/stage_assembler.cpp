@@ -97,18 +97,21 @@ StageAssembler::StageAssembler(const LoadStage& request, const AssemblerOptions&
     }
   }
   for (const auto& [name, info] : missing) {
-    Pending p;
-    p.info = *info;
-    p.bytes.resize(info->n_bytes);
-    bytes_needed_ += info->n_bytes;
-    pending_.emplace(hash_hex(info->hash), std::move(p));
+    Pending& p = pending_[hash_hex(info->hash)];
+    if (p.infos.empty()) {
+      p.bytes.resize(info->n_bytes);
+      bytes_needed_ += info->n_bytes;
+    } else if (p.bytes.size() != info->n_bytes) {
+      fail("tensors '{}' and '{}' share a content hash but not a size", p.infos.front().name, name);
+    }
+    p.infos.push_back(*info);
   }
 }
 
 LoadReply StageAssembler::reply() const {
   LoadReply r;
   r.have = have_;
-  for (const auto& [hex, p] : pending_) r.need.push_back(p.info.hash);
+  for (const auto& [hex, p] : pending_) r.need.push_back(p.infos.front().hash);
   return r;
 }
 
@@ -117,19 +120,21 @@ void StageAssembler::receive(const WeightChunk& chunk) {
   if (it == pending_.end()) fail("weight chunk for tensor {} that was not requested", hash_hex(chunk.hash));
   Pending& p = it->second;
   if (chunk.offset > p.bytes.size() || chunk.data.size() > p.bytes.size() - chunk.offset) {
-    fail("weight chunk [{}, +{}) lies outside tensor '{}' of {} bytes", chunk.offset, chunk.data.size(), p.info.name,
-         p.bytes.size());
+    fail("weight chunk [{}, +{}) lies outside tensor '{}' of {} bytes", chunk.offset, chunk.data.size(),
+         p.infos.front().name, p.bytes.size());
   }
   std::copy(chunk.data.begin(), chunk.data.end(), p.bytes.begin() + static_cast<std::ptrdiff_t>(chunk.offset));
   p.received += chunk.data.size();
   bytes_received_ += chunk.data.size();
-  if (p.received > p.bytes.size()) fail("tensor '{}' received more bytes than it holds", p.info.name);
+  if (p.received > p.bytes.size()) fail("tensor '{}' received more bytes than it holds", p.infos.front().name);
 }
 
 std::shared_ptr<const gguf::TensorSource> StageAssembler::finish() {
   if (!complete()) fail("the stage's weights are incomplete: {} of {} bytes received", bytes_received_, bytes_needed_);
   for (auto& [hex, p] : pending_) {
-    if (content_hash(p.bytes) != p.info.hash) fail("tensor '{}' arrived corrupted (content hash mismatch)", p.info.name);
+    if (content_hash(p.bytes) != p.infos.front().hash) {
+      fail("tensor '{}' arrived corrupted (content hash mismatch)", p.infos.front().name);
+    }
     if (options_.cache_dir) {
       std::filesystem::create_directories(*options_.cache_dir);
       const auto final_path = *options_.cache_dir / hex;
@@ -141,10 +146,10 @@ std::shared_ptr<const gguf::TensorSource> StageAssembler::finish() {
       }
       std::filesystem::rename(tmp, final_path);
       auto map = std::make_shared<const MappedFile>(final_path);
-      source_->add(p.info, map->bytes(), map);
+      for (const auto& info : p.infos) source_->add(info, map->bytes(), map);
     } else {
       auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(p.bytes));
-      source_->add(p.info, *owned, owned);
+      for (const auto& info : p.infos) source_->add(info, *owned, owned);
     }
   }
   pending_.clear();

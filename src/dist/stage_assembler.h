@@ -64,8 +64,9 @@ class StageAssembler {
   std::shared_ptr<const gguf::TensorSource> finish();
 
  private:
+  // Tensors with identical content (a tied embedding and head, say) share one transfer.
   struct Pending {
-    TensorInfo info;
+    std::vector<TensorInfo> infos;
     std::vector<uint8_t> bytes;
     uint64_t received = 0;
   };

@@ -323,7 +323,7 @@ void Connection::close(std::string_view reason) {
   if (!stream_) return;
   if (!failed_ && !write_closed_) {
     try {
-      std::vector<uint8_t> frame = encode_frame(Bye{std::string(reason.substr(0, kMaxReason))});
+      std::vector<uint8_t> frame = encode_frame(Bye{wire_text(reason, kMaxReason)});
       std::lock_guard lock(send_mutex_);
       if (write_frame(frame, std::chrono::milliseconds(1000)).empty()) {
         std::lock_guard io(io_mutex_);

@@ -30,9 +30,7 @@ RingTime combine(const std::vector<Element>& elems) {
     if (e.busy > r.busy) {
       r.busy = e.busy;
       // A hop's occupancy is its transfer plus the message overhead (counted as latency).
-      r.busiest = e.t.latency > 0 || e.t.bandwidth > 0
-                      ? TimeParts{0, 0, e.busy - e.t.bandwidth, e.t.bandwidth}
-                      : e.t;
+      r.busiest = e.t.latency > 0 || e.t.bandwidth > 0 ? TimeParts{0, 0, e.busy - e.t.bandwidth, e.t.bandwidth} : e.t;
     }
   }
   return r;
@@ -104,8 +102,7 @@ double CostModel::compute_rate(size_t node, bool quantized, double tokens) const
   return rate * (k_.small_batch_compute_factor + (1.0 - k_.small_batch_compute_factor) * ramp);
 }
 
-TimeParts CostModel::stage_time(const StageSpec& s, double tokens, double seqs, double ctx,
-                                double logit_tokens) const {
+TimeParts CostModel::stage_time(const StageSpec& s, double tokens, double seqs, double ctx, double logit_tokens) const {
   const ModelCost& m = model_;
   const double k = static_cast<double>(m.config.n_expert_used);
   const double n = static_cast<double>(m.config.n_expert);
@@ -150,8 +147,8 @@ uint64_t CostModel::buffer_bytes(const Workload& w, bool last_stage) const {
   // As estimate_memory: f32 activations of one prompt batch (residual, norms, q/k/v, attention out, FFN hidden x2,
   // a row of attention scores per token), logits only where the head is.
   const int64_t ffn = std::max(c.n_ff, c.n_ff_exp * std::max<int64_t>(c.n_expert_used, 1));
-  const int64_t per_token = 3 * c.n_embd + c.n_embd_q() + c.n_embd_k() + c.n_embd_v() + 2 * ffn +
-                            (last_stage ? c.n_vocab : 0) + w.n_ctx;
+  const int64_t per_token =
+      3 * c.n_embd + c.n_embd_q() + c.n_embd_k() + c.n_embd_v() + 2 * ffn + (last_stage ? c.n_vocab : 0) + w.n_ctx;
   const int64_t batch = std::max(w.n_batch, w.concurrency);
   return static_cast<uint64_t>(batch) * static_cast<uint64_t>(per_token) * 4 + k_.node_base_bytes;
 }
@@ -180,8 +177,8 @@ MemoryNeed CostModel::stage_memory(const StageSpec& s, const Workload& w) const 
 }
 
 Prediction CostModel::finish(double prefill_s, int64_t micro_batch, TimeParts prefill_parts, double d1_s,
-                             TimeParts d1_parts, double dc_tps, TimeParts dc_parts, int64_t groups,
-                             double prefill_c_s, const Workload& w) const {
+                             TimeParts d1_parts, double dc_tps, TimeParts dc_parts, int64_t groups, double prefill_c_s,
+                             const Workload& w) const {
   Prediction p;
   p.prefill_s = prefill_s;
   p.prefill_tps = static_cast<double>(w.prompt_tokens) / prefill_s;
@@ -408,8 +405,8 @@ Prediction CostModel::predict_expert_parallel(std::span<const size_t> nodes, con
   const TimeParts d1 = step(1.0, 1.0, ctx, 1.0);
   const auto cc = static_cast<double>(w.concurrency);
   const TimeParts dc = step(cc, cc, ctx, cc);
-  return finish(pf.total(), std::min<int64_t>(w.n_batch, w.prompt_tokens), pf, d1.total(), d1, cc / dc.total(), dc,
-                1, pf_c.total(), w);
+  return finish(pf.total(), std::min<int64_t>(w.n_batch, w.prompt_tokens), pf, d1.total(), d1, cc / dc.total(), dc, 1,
+                pf_c.total(), w);
 }
 
 std::vector<MemoryNeed> CostModel::expert_parallel_memory(std::span<const size_t> nodes, const Workload& w) const {

@@ -18,9 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string host_name() {
   char buf[256] = {};
@@ -94,8 +92,8 @@ NodeProfile probe_local_node(const LocalProbeOptions& o) {
     if (const auto j = read_json(cache)) {
       try {
         const double age = unix_now() - field(*j, "time", "cache");
-        const bool same = j->value("host", "") == host && j->value("cores", -1) == cores &&
-                          j->value("threads", -1) == o.threads;
+        const bool same =
+            j->value("host", "") == host && j->value("cores", -1) == cores && j->value("threads", -1) == o.threads;
         if (same && age >= 0 && age < o.max_age_s) {
           ProbeResult p;
           p.mem_read_gbps = field(*j, "mem_read_gbps", "cache");
@@ -118,8 +116,12 @@ NodeProfile probe_local_node(const LocalProbeOptions& o) {
   if (o.use_cache && !cache.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(cache.parent_path(), ec);
-    const json j = {{"time", unix_now()},          {"host", host},          {"cores", cores},
-                    {"threads", o.threads},        {"mem_read_gbps", p.mem_read_gbps}, {"int8_gops", p.int8_gops},
+    const json j = {{"time", unix_now()},
+                    {"host", host},
+                    {"cores", cores},
+                    {"threads", o.threads},
+                    {"mem_read_gbps", p.mem_read_gbps},
+                    {"int8_gops", p.int8_gops},
                     {"f32_gflops", p.f32_gflops}};
     std::ofstream out(cache, std::ios::binary | std::ios::trunc);
     if (out) out << j.dump() << "\n";

@@ -31,8 +31,8 @@ struct LayerCost {
 };
 
 struct ModelCost {
-  std::string label;  // "Qwen2.5-7B q4_k_m (estimated from its shape)" or the file name
-  std::string type;   // weight type summary: the mix name, or the file's most common matrix type
+  std::string label;        // "Qwen2.5-7B q4_k_m (estimated from its shape)" or the file name
+  std::string type;         // weight type summary: the mix name, or the file's most common matrix type
   std::string matmul_type;  // ggml name of the most common matrix type ("q4_K"): the key of measured matmul rates
   bool from_file = false;
   ModelConfig config;

@@ -25,8 +25,7 @@ void validate_node_name(std::string_view name, std::string_view where) {
     if (!std::isalnum(c) && ch != '_' && ch != '.' && ch != '-') ok = false;
   }
   if (!ok) {
-    fail("{}: bad node name '{}': use 1-64 letters, digits, '_', '.' or '-', not starting with a digit", where,
-         name);
+    fail("{}: bad node name '{}': use 1-64 letters, digits, '_', '.' or '-', not starting with a digit", where, name);
   }
 }
 

@@ -82,9 +82,9 @@ std::string cause_text(const Strategy& s, const ModelCost& m, const Cluster& c, 
                            w.prompt_tokens, m.flops_per_token() * static_cast<double>(w.prompt_tokens) / 1e12,
                            m.flops_per_token() * static_cast<double>(w.prompt_tokens) / p.prefill_s / 1e12);
       }
-      return w.concurrency > 1 ? fmt::format("decoding {} sequences at once makes each step compute-bound",
-                                             w.concurrency)
-                               : std::string("per-layer overheads and dequantization outweigh the memory reads");
+      return w.concurrency > 1
+                 ? fmt::format("decoding {} sequences at once makes each step compute-bound", w.concurrency)
+                 : std::string("per-layer overheads and dequantization outweigh the memory reads");
     case Bottleneck::LinkLatency:
       if (s.kind == StrategyKind::TensorParallel) {
         return fmt::format("{} all-reduce messages per token at ~{:.2f} ms each dominate",
@@ -111,12 +111,10 @@ std::string shape_text(const Strategy& s, const ModelCost& m, const Workload& w)
       return fmt::format("; token ids also travel from the head to {} and back every step", s.nodes[0]);
     case StrategyKind::Pipeline:
     case StrategyKind::UserSplit: {
-      std::string t = fmt::format("; {} {} ({}), the stages take turns on one stream",
-                                  s.kind == StrategyKind::UserSplit ? "your layers" : "layers by speed and memory",
-                                  format_ranges(s.stages), s.pred.micro_batch > 0
-                                                               ? fmt::format("prompt in {}-token micro-batches",
-                                                                             s.pred.micro_batch)
-                                                               : "");
+      std::string t = fmt::format(
+          "; {} {} ({}), the stages take turns on one stream",
+          s.kind == StrategyKind::UserSplit ? "your layers" : "layers by speed and memory", format_ranges(s.stages),
+          s.pred.micro_batch > 0 ? fmt::format("prompt in {}-token micro-batches", s.pred.micro_batch) : "");
       if (s.pred.decode_groups > 1) {
         t += fmt::format(" while {} groups of the {} sequences keep them busy together", s.pred.decode_groups,
                          w.concurrency);
@@ -124,21 +122,24 @@ std::string shape_text(const Strategy& s, const ModelCost& m, const Workload& w)
       return t;
     }
     case StrategyKind::Replicas:
-      return fmt::format("; {} full copies each decode their share of the {} sequences, so throughput adds up "
-                         "while one stream runs at one node's speed",
-                         s.nodes.size(), w.concurrency);
+      return fmt::format(
+          "; {} full copies each decode their share of the {} sequences, so throughput adds up "
+          "while one stream runs at one node's speed",
+          s.nodes.size(), w.concurrency);
     case StrategyKind::TensorParallel:
-      return fmt::format("; every layer is split {} ways, dividing the bytes each node reads but adding two "
-                         "all-reduces per layer (no tensor parallel runtime yet)",
-                         s.nodes.size());
+      return fmt::format(
+          "; every layer is split {} ways, dividing the bytes each node reads but adding two "
+          "all-reduces per layer (no tensor parallel runtime yet)",
+          s.nodes.size());
     case StrategyKind::ExpertParallel:
       return fmt::format("; experts spread {} ways with attention on {} (no expert parallel runtime yet)",
                          s.nodes.size(), s.nodes[0]);
     case StrategyKind::Requant:
-      return fmt::format("; needs a {} file, estimated at {} from the parameter count ({:.2f} bits per weight; "
-                         "fewer bits cost some quality)",
-                         m.type, gib_text(s.model_bytes), 8.0 * static_cast<double>(s.model_bytes) /
-                                                               static_cast<double>(std::max<uint64_t>(m.n_params, 1)));
+      return fmt::format(
+          "; needs a {} file, estimated at {} from the parameter count ({:.2f} bits per weight; "
+          "fewer bits cost some quality)",
+          m.type, gib_text(s.model_bytes),
+          8.0 * static_cast<double>(s.model_bytes) / static_cast<double>(std::max<uint64_t>(m.n_params, 1)));
   }
   return "";
 }
@@ -171,10 +172,9 @@ std::string gib_text(uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / 1048576.0);
 }
 
-void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, const CostModel& cm,
-                      const Workload& w) {
-  s.bottleneck = fmt::format("{} ({})", bottleneck_name(s.pred.bottleneck),
-                             s.pred.prefill_dominates ? "prefill" : "decode");
+void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, const CostModel& cm, const Workload& w) {
+  s.bottleneck =
+      fmt::format("{} ({})", bottleneck_name(s.pred.bottleneck), s.pred.prefill_dominates ? "prefill" : "decode");
   if (!s.feasible) {
     const NodeMemory* worst = nullptr;
     int short_nodes = 0;
@@ -183,17 +183,17 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
       ++short_nodes;
       if (!worst || mem.needs - mem.has > worst->needs - worst->has) worst = &mem;
     }
-    s.why = fmt::format("Needs {} on {}, has {} ({} weights + {} KV cache + {} buffers){}.", gib_text(worst->needs),
-                        worst->node, gib_text(worst->has), gib_text(worst->weights), gib_text(worst->kv_cache),
-                        gib_text(worst->buffers),
-                        short_nodes > 1 ? fmt::format("; {} nodes fall short", short_nodes) : "");
+    s.why =
+        fmt::format("Needs {} on {}, has {} ({} weights + {} KV cache + {} buffers){}.", gib_text(worst->needs),
+                    worst->node, gib_text(worst->has), gib_text(worst->weights), gib_text(worst->kv_cache),
+                    gib_text(worst->buffers), short_nodes > 1 ? fmt::format("; {} nodes fall short", short_nodes) : "");
     return;
   }
   s.why = capitalized(cause_text(s, model, c, cm, w) + shape_text(s, model, w)) + ".";
 }
 
-void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOptions& o,
-                  std::optional<size_t> user, double min_gain) {
+void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOptions& o, std::optional<size_t> user,
+                  double min_gain) {
   const Workload& w = o.workload;
   const auto& all = plan.strategies;
   const Strategy& local = all.front();
@@ -201,9 +201,10 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
 
   for (const auto& s : all) {
     if (s.kind == StrategyKind::Requant && s.feasible) {
-      // Compared with the fastest split of the file the user has, for the same requests.
-      const Strategy* split = nullptr;
+      // Compared with the chosen split, or else the fastest split of the file the user has, for the same requests.
+      const Strategy* split = plan.chosen && all[*plan.chosen].nodes.size() > 1 ? &all[*plan.chosen] : nullptr;
       for (const auto& t : all) {
+        if (plan.chosen && split == &all[*plan.chosen]) break;
         if (t.feasible && t.runnable && t.nodes.size() > 1 && (!split || t.pred.score_s < split->pred.score_s)) {
           split = &t;
         }
@@ -211,7 +212,7 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
       std::string compare;
       if (split) {
         compare = s.pred.score_s < split->pred.score_s
-                      ? fmt::format(", faster than any split ({} predicts {})", split->name, speeds_text(*split, w))
+                      ? fmt::format(", faster than {} ({})", split->name, speeds_text(*split, w))
                       : fmt::format(", though {} predicts {}", split->name, speeds_text(*split, w));
       }
       plan.advice.push_back(fmt::format("Before splitting, consider {}: estimated {}, it fits {} alone at {}{}.",
@@ -222,15 +223,16 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
   }
   for (const auto& sk : plan.skipped) {
     if (sk.reason.find("would hold no layer") != std::string::npos) {
-      plan.advice.push_back(fmt::format("Pipelines over more than {} nodes are not considered: the model has {} "
-                                        "layers and every stage needs one.",
-                                        m.n_layer(), m.n_layer()));
+      plan.advice.push_back(
+          fmt::format("Pipelines over more than {} nodes are not considered: the model has {} "
+                      "layers and every stage needs one.",
+                      m.n_layer(), m.n_layer()));
       break;
     }
   }
   if (w.n_ctx > m.config.n_ctx_train) {
-    plan.advice.push_back(fmt::format("The context {} is longer than the model's training context {}.", w.n_ctx,
-                                      m.config.n_ctx_train));
+    plan.advice.push_back(
+        fmt::format("The context {} is longer than the model's training context {}.", w.n_ctx, m.config.n_ctx_train));
   }
 
   if (user) {
@@ -297,27 +299,28 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
     } else if (!split || !split->feasible) {
       plan.decision += "; no split over several nodes fits.";
     } else if (split->pred.score_s < ch.pred.score_s) {
-      plan.decision += fmt::format("; {} would be only {:.0f}% faster, less than the {:.0f}% it takes to add "
-                                   "machines.",
-                                   split->name, (ch.pred.score_s / split->pred.score_s - 1.0) * 100.0,
-                                   100.0 * min_gain);
+      plan.decision += fmt::format(
+          "; {} would be only {:.0f}% faster, less than the {:.0f}% it takes to add "
+          "machines.",
+          split->name, (ch.pred.score_s / split->pred.score_s - 1.0) * 100.0, 100.0 * min_gain);
     } else if (split->kind == StrategyKind::Replicas) {
-      plan.decision += fmt::format("; {} predict {} in total, no gain at this load.", split->name,
-                                   speeds_text(*split, w));
+      plan.decision +=
+          fmt::format("; {} predict {} in total, no gain at this load.", split->name, speeds_text(*split, w));
     } else {
-      plan.decision += fmt::format("; the best split ({} over {}) predicts {}, because every token still reads "
-                                   "every weight once and adds {} network hop{}.",
-                                   split->name, list_text(split->nodes), speeds_text(*split, w),
-                                   ring_hops(*split, c), ring_hops(*split, c) == 1 ? "" : "s");
+      plan.decision += fmt::format(
+          "; the best split ({} over {}) predicts {}, because every token still reads "
+          "every weight once and adds {} network hop{}.",
+          split->name, list_text(split->nodes), speeds_text(*split, w), ring_hops(*split, c),
+          ring_hops(*split, c) == 1 ? "" : "s");
     }
     return;
   }
 
   std::string reason;
   if (!local.feasible) {
-    const std::string where = ch.kind == StrategyKind::Single ? fmt::format("{} alone holds it", ch.nodes[0])
-                                                              : fmt::format("{} over {} fits", ch.name,
-                                                                            list_text(ch.nodes));
+    const std::string where = ch.kind == StrategyKind::Single
+                                  ? fmt::format("{} alone holds it", ch.nodes[0])
+                                  : fmt::format("{} over {} fits", ch.name, list_text(ch.nodes));
     reason = fmt::format("{} does not fit local (needs {}, has {}); {} at {}", model, gib_text(local.memory[0].needs),
                          gib_text(local.memory[0].has), where, speeds_text(ch, w));
   } else {
@@ -332,17 +335,18 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
       const double decode_gain = n * seqs / local.pred.decode_tps_c - n * seqs / ch.pred.decode_tps_c;
       const double prefill_gain = (local.pred.score_s - ch.pred.score_s) - decode_gain;
       if (prefill_gain >= decode_gain) {
-        how = fmt::format("prompt micro-batches flow through the stages at the same time (prefill {} against {} "
-                          "tok/s), while decode gains little",
-                          tps_text(ch.pred.prefill_tps), tps_text(local.pred.prefill_tps));
+        how = fmt::format(
+            "prompt micro-batches flow through the stages at the same time (prefill {} against {} "
+            "tok/s), while decode gains little",
+            tps_text(ch.pred.prefill_tps), tps_text(local.pred.prefill_tps));
       } else if (ch.pred.decode_groups > 1) {
         how = "groups of sequences keep every stage busy at once";
       } else {
         how = "its nodes read the weights faster together";
       }
     }
-    reason = fmt::format("{} over {} predicts {}, {:.0f}% {} than local for {} request{} of {}+{} tokens: {}",
-                         ch.name, list_text(ch.nodes), speeds_text(ch, w), std::abs(local_ratio - 1.0) * 100.0,
+    reason = fmt::format("{} over {} predicts {}, {:.0f}% {} than local for {} request{} of {}+{} tokens: {}", ch.name,
+                         list_text(ch.nodes), speeds_text(ch, w), std::abs(local_ratio - 1.0) * 100.0,
                          local_ratio >= 1.0 ? "faster" : "slower", w.concurrency, w.concurrency == 1 ? "" : "s",
                          w.prompt_tokens, w.n_gen, how);
   }

@@ -123,24 +123,25 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
     ordered_json stages = ordered_json::array();
     for (const auto& st : s.stages) stages.push_back({{"node", st.node}, {"first", st.first}, {"last", st.last}});
     const bool ok = s.feasible;
-    strategies.push_back({{"name", s.name},
-                          {"kind", strategy_kind_name(s.kind)},
-                          {"nodes", s.nodes},
-                          {"feasible", s.feasible},
-                          {"runnable", s.runnable},
-                          {"memory_per_node", mem},
-                          {"pred_prefill_tps", nullable(ok, s.pred.prefill_tps)},
-                          {"pred_decode_tps", nullable(ok, s.pred.decode_tps_1)},
-                          {"pred_decode_tps_concurrent", nullable(ok, s.pred.decode_tps_c)},
-                          {"pred_seconds", nullable(ok, s.pred.score_s)},
-                          {"bottleneck", ok ? ordered_json(s.bottleneck) : ordered_json("memory capacity")},
-                          {"why", s.why},
-                          {"model", s.model_label},
-                          {"model_bytes", s.model_bytes},
-                          {"split", s.stages.size() > 1 ? ordered_json(format_ranges(s.stages)) : ordered_json(nullptr)},
-                          {"stages", stages},
-                          {"micro_batch", s.pred.micro_batch},
-                          {"decode_groups", s.pred.decode_groups}});
+    strategies.push_back(
+        {{"name", s.name},
+         {"kind", strategy_kind_name(s.kind)},
+         {"nodes", s.nodes},
+         {"feasible", s.feasible},
+         {"runnable", s.runnable},
+         {"memory_per_node", mem},
+         {"pred_prefill_tps", nullable(ok, s.pred.prefill_tps)},
+         {"pred_decode_tps", nullable(ok, s.pred.decode_tps_1)},
+         {"pred_decode_tps_concurrent", nullable(ok, s.pred.decode_tps_c)},
+         {"pred_seconds", nullable(ok, s.pred.score_s)},
+         {"bottleneck", ok ? ordered_json(s.bottleneck) : ordered_json("memory capacity")},
+         {"why", s.why},
+         {"model", s.model_label},
+         {"model_bytes", s.model_bytes},
+         {"split", s.stages.size() > 1 ? ordered_json(format_ranges(s.stages)) : ordered_json(nullptr)},
+         {"stages", stages},
+         {"micro_batch", s.pred.micro_batch},
+         {"decode_groups", s.pred.decode_groups}});
   }
   j["strategies"] = strategies;
   ordered_json skipped = ordered_json::array();
@@ -177,7 +178,8 @@ std::string plan_text(const Plan& plan, const ModelCost& m, const Cluster& c) {
   }
   if (c.size() > 1) {
     std::string net;
-    if (const auto& d = c.default_link()) net = fmt::format("{:g} Gbit/s, {:g} ms RTT between any two nodes", d->gbit_per_s, d->rtt_s * 1e3);
+    if (const auto& d = c.default_link())
+      net = fmt::format("{:g} Gbit/s, {:g} ms RTT between any two nodes", d->gbit_per_s, d->rtt_s * 1e3);
     for (const auto& l : c.links()) {
       net += fmt::format("{}{} <-> {}: {:g} Gbit/s, {:g} ms RTT", net.empty() ? "" : "; ", l.a, l.b, l.gbit_per_s,
                          l.rtt_s * 1e3);
@@ -187,8 +189,8 @@ std::string plan_text(const Plan& plan, const ModelCost& m, const Cluster& c) {
   out += "\n";
 
   const std::string at_c = fmt::format("decode x{}", w.concurrency);
-  std::vector<std::string> header = {"", "#", "strategy", "nodes", "memory GiB (needs/has)", "prefill tok/s",
-                                     "decode tok/s"};
+  std::vector<std::string> header = {
+      "", "#", "strategy", "nodes", "memory GiB (needs/has)", "prefill tok/s", "decode tok/s"};
   if (w.concurrency > 1) header.push_back(at_c);
   header.push_back("bottleneck");
   std::vector<std::vector<std::string>> rows;
@@ -199,7 +201,11 @@ std::string plan_text(const Plan& plan, const ModelCost& m, const Cluster& c) {
     std::string mark = chosen ? "*" : !s.feasible ? "x" : !s.runnable ? "~" : "";
     any_missing = any_missing || !s.feasible;
     any_estimate = any_estimate || (!s.runnable && s.feasible);
-    std::vector<std::string> row = {mark, std::to_string(i + 1), s.name, nodes_cell(s), memory_cell(s),
+    std::vector<std::string> row = {mark,
+                                    std::to_string(i + 1),
+                                    s.name,
+                                    nodes_cell(s),
+                                    memory_cell(s),
                                     s.feasible ? tps(s.pred.prefill_tps) : "-",
                                     s.feasible ? tps(s.pred.decode_tps_1) : "-"};
     if (w.concurrency > 1) row.push_back(s.feasible ? tps(s.pred.decode_tps_c) : "-");

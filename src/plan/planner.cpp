@@ -29,8 +29,7 @@ class Planner {
   Strategy single(size_t node, const CostModel& cm, const Workload& w) const;
   // Layers over `nodes` (in ring order) in proportion to read bandwidth, capped by each node's memory; nullopt with
   // a reason when a node would get no layer.
-  std::optional<std::vector<StageSpec>> proportional_split(const std::vector<size_t>& nodes,
-                                                           std::string& reason) const;
+  std::optional<std::vector<StageSpec>> proportional_split(const std::vector<size_t>& nodes, std::string& reason) const;
   std::vector<std::vector<size_t>> subsets() const;
   std::vector<size_t> ring_order(std::vector<size_t> nodes) const;
   std::optional<Strategy> replicas() const;
@@ -116,9 +115,8 @@ std::vector<std::vector<size_t>> Planner::subsets() const {
   // Too many for every subset: for each size, the head plus the fastest others, and the fastest nodes alone.
   std::vector<size_t> by_speed(n);
   std::iota(by_speed.begin(), by_speed.end(), size_t{0});
-  std::stable_sort(by_speed.begin(), by_speed.end(), [&](size_t a, size_t b) {
-    return c_.nodes()[a].mem_read_gbps > c_.nodes()[b].mem_read_gbps;
-  });
+  std::stable_sort(by_speed.begin(), by_speed.end(),
+                   [&](size_t a, size_t b) { return c_.nodes()[a].mem_read_gbps > c_.nodes()[b].mem_read_gbps; });
   for (size_t size = 1; size <= n; ++size) {
     std::vector<size_t> with_head{c_.head_index()}, fastest;
     for (size_t i : by_speed) {
@@ -305,10 +303,10 @@ std::vector<Strategy> Planner::previews(const std::vector<std::vector<size_t>>& 
       const auto needs = expert ? cm_.expert_parallel_memory(set, w) : cm_.tensor_parallel_memory(set, w);
       s.feasible = true;
       for (size_t i = 0; i < g; ++i) {
-        const std::string part = expert ? (i == 0 ? fmt::format("attention + experts 1/{}", g)
-                                                  : fmt::format("experts 1/{}", g))
-                                        : fmt::format("1/{} of each layer", g);
-        NodeMemory mem{s.nodes[i], part, needs[i].weights, needs[i].kv_cache, needs[i].buffers, needs[i].total(),
+        const std::string part =
+            expert ? (i == 0 ? fmt::format("attention + experts 1/{}", g) : fmt::format("experts 1/{}", g))
+                   : fmt::format("1/{} of each layer", g);
+        NodeMemory mem{s.nodes[i],        part, needs[i].weights, needs[i].kv_cache, needs[i].buffers, needs[i].total(),
                        needs[i].available};
         s.feasible = s.feasible && mem.fits();
         s.memory.push_back(std::move(mem));
@@ -333,11 +331,9 @@ std::vector<Strategy> Planner::requant_rows() const {
     const QuantMix mix = quant_mix_from_name(name);
     std::string upper(name);
     for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
-    ModelCost alt = model_cost_from_shape(m_.config, mix, m_.kv_type,
-                                                fmt::format("{} as {} (estimate)", m_.config.name.empty()
-                                                                                       ? m_.label
-                                                                                       : m_.config.name,
-                                                            upper));
+    ModelCost alt = model_cost_from_shape(
+        m_.config, mix, m_.kv_type,
+        fmt::format("{} as {} (estimate)", m_.config.name.empty() ? m_.label : m_.config.name, upper));
     // Only quantizations that are clearly smaller than what the user has.
     if (static_cast<double>(alt.total_bytes()) > 0.95 * static_cast<double>(m_.total_bytes())) continue;
     alt.type = upper;
@@ -381,8 +377,8 @@ Plan Planner::run() {
       plan.skipped.push_back({names(set), reason});
       continue;
     }
-    pipelines.push_back(evaluate_stages(fmt::format("pipeline x{}", set.size()), StrategyKind::Pipeline, *specs, cm_,
-                                        w));
+    pipelines.push_back(
+        evaluate_stages(fmt::format("pipeline x{}", set.size()), StrategyKind::Pipeline, *specs, cm_, w));
   }
   auto better = [](const Strategy& a, const Strategy& b) {
     if (a.feasible != b.feasible) return a.feasible;
@@ -400,7 +396,8 @@ Plan Planner::run() {
   if (best_remote && best_remote->feasible && (!local->feasible || better(*best_remote, *local))) {
     plan.strategies.push_back(*best_remote);
   }
-  const bool any_single_fits = std::any_of(singles.begin(), singles.end(), [](const Strategy& s) { return s.feasible; });
+  const bool any_single_fits =
+      std::any_of(singles.begin(), singles.end(), [](const Strategy& s) { return s.feasible; });
   if (o_.requant_advice && !any_single_fits) {
     for (auto& s : requant_rows()) plan.strategies.push_back(std::move(s));
   }
@@ -497,7 +494,8 @@ std::string_view strategy_kind_name(StrategyKind k) {
 Plan make_plan(const ModelCost& model, const Cluster& cluster, const PlanOptions& options,
                const PlanConstants& constants) {
   const Workload& w = options.workload;
-  if (w.prompt_tokens < 1 || w.prompt_tokens > (int64_t{1} << 24)) fail("prompt length {} is out of range", w.prompt_tokens);
+  if (w.prompt_tokens < 1 || w.prompt_tokens > (int64_t{1} << 24))
+    fail("prompt length {} is out of range", w.prompt_tokens);
   if (w.n_gen < 1 || w.n_gen > (int64_t{1} << 24)) fail("generated tokens {} is out of range", w.n_gen);
   if (w.concurrency < 1 || w.concurrency > 65536) fail("concurrency {} must be between 1 and 65536", w.concurrency);
   if (w.n_batch < 1) fail("batch size {} must be positive", w.n_batch);

@@ -35,8 +35,8 @@ struct Strategy {
   std::vector<LayerRange> stages;  // pipelines, local and single: the layer ranges in ring order
   std::vector<NodeMemory> memory;  // one entry per node
   bool feasible = false;
-  bool runnable = true;  // false: needs another file (requant) or a runtime that does not exist yet (preview)
-  std::string model_label;      // the model this row predicts (differs for requant rows)
+  bool runnable = true;     // false: needs another file (requant) or a runtime that does not exist yet (preview)
+  std::string model_label;  // the model this row predicts (differs for requant rows)
   uint64_t model_bytes = 0;
   Prediction pred;
   std::string bottleneck;  // "memory bandwidth (decode)"

@@ -154,8 +154,8 @@ std::vector<LayerRange> resolve_split(const SplitSpec& spec, std::span<const std
              n_layer, n_layer - 1);
       }
       if (r.first < next) {
-        const auto& prev = *std::find_if(out.begin(), out.end(),
-                                         [&](const LayerRange& o) { return o.last >= r.first && &o != &r; });
+        const auto& prev =
+            *std::find_if(out.begin(), out.end(), [&](const LayerRange& o) { return o.last >= r.first && &o != &r; });
         fail("--split: {} are placed on both '{}' and '{}'", layers_text(r.first, std::min(next - 1, r.last)),
              prev.node, r.node);
       }
@@ -179,9 +179,10 @@ std::vector<LayerRange> resolve_split(const SplitSpec& spec, std::span<const std
   int64_t first = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
     if (counts[i] == 0) {
-      fail("--split: the share {}:{} ({:.1f}% of the weights) rounds to 0 of the model's {} layers; give it a larger "
-           "share or leave it out",
-           spec.parts[i].node, spec.parts[i].share, 100.0 * spec.parts[i].share / total, n_layer);
+      fail(
+          "--split: the share {}:{} ({:.1f}% of the weights) rounds to 0 of the model's {} layers; give it a larger "
+          "share or leave it out",
+          spec.parts[i].node, spec.parts[i].share, 100.0 * spec.parts[i].share / total, n_layer);
     }
     out.push_back({spec.parts[i].node, first, first + counts[i] - 1});
     first += counts[i];
@@ -192,7 +193,9 @@ std::vector<LayerRange> resolve_split(const SplitSpec& spec, std::span<const std
 std::string format_ranges(std::span<const LayerRange> ranges) {
   std::string out;
   for (const auto& r : ranges) {
-    out.append(out.empty() ? "" : ",").append((r.first == r.last ? fmt::format("{}@{}", r.first, r.node) : fmt::format("{}-{}@{}", r.first, r.last, r.node)));
+    out.append(out.empty() ? "" : ",")
+        .append((r.first == r.last ? fmt::format("{}@{}", r.first, r.node)
+                                   : fmt::format("{}-{}@{}", r.first, r.last, r.node)));
   }
   return out;
 }

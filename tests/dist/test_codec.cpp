@@ -371,6 +371,17 @@ TEST(WireCodec, OtherFieldChecks) {
   expect_error([] { encode_body(ErrorMsg{ErrorCode::Internal, ""}); }, {"Error", "message"});
 }
 
+TEST(WireCodec, AnyTextBecomesAValidErrorMessage) {
+  EXPECT_EQ(wire_text("ok\tfine\n", 100), "ok\tfine\n");
+  EXPECT_EQ(wire_text("bad\x01\x7f\xff end", 100), "bad??? end");
+  EXPECT_EQ(wire_text("h\xc3\xa9llo", 2), "h");  // never cut inside a character
+  EXPECT_EQ(wire_text("\xe2\x9c", 10), "??");    // a truncated sequence
+  const ErrorMsg long_one = error_message(ErrorCode::Internal, std::string(10000, 'x') + "\x01");
+  EXPECT_EQ(long_one.message.size(), kMaxErrorText);
+  EXPECT_EQ(std::get<ErrorMsg>(decode_frame(encode_frame(long_one))), long_one);
+  EXPECT_EQ(error_message(ErrorCode::OutOfMemory, "").message, "out of memory");
+}
+
 TEST(WireCodec, ActivationConversion) {
   const std::vector<float> values = {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 1e-3f, 3.14159f, -1e-8f};
   const auto f32 = encode_activations(values, 2, 4, WireType::F32);

@@ -115,7 +115,7 @@ TEST(Workers, BusyWorkerRefusesASecondHeadAndServesTheNext) {
   first.reset();  // the head goes away
   std::this_thread::sleep_for(300ms);
   auto next = remote(w, *model, done, {0, 5}, true, true);
-  EXPECT_EQ(next->load_report().weight_bytes_sent, next->load_report().weights_bytes);
+  EXPECT_GT(next->load_report().weight_bytes_sent, 1000000u);  // no cache: streamed again (shared content once)
 }
 
 TEST(Workers, KilledWorkerIsAClearErrorWithinSeconds) {

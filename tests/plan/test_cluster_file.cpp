@@ -77,14 +77,16 @@ TEST(ClusterFile, Errors) {
             std::string::npos);
   const std::string b = R"({"name": "b", "memory_gb": 8, "bandwidth_gbps": 10, "cores": 4})";
   EXPECT_NE(error_of(R"({"nodes": [)" + node + "," + b + "]}").find("no link between 'a' and 'b'"), std::string::npos);
-  EXPECT_NE(error_of(R"({"nodes": [)" + node + "," + b + R"(], "links": [{"between": ["a", "c"], "gbit_per_s": 1, "rtt_ms": 1}]})")
+  EXPECT_NE(error_of(R"({"nodes": [)" + node + "," + b +
+                     R"(], "links": [{"between": ["a", "c"], "gbit_per_s": 1, "rtt_ms": 1}]})")
                 .find("unknown node 'c' (valid: a, b)"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"nodes": [)" + node + "," + b + R"(], "network": {"gbit_per_s": 0, "rtt_ms": 1}})")
                 .find("bandwidth 0 Gbit/s"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"nodes": [)" + node + "," + b + R"(], "network": {"gbit_per_s": 1}})").find("'rtt_ms' is missing"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(R"({"nodes": [)" + node + "," + b + R"(], "network": {"gbit_per_s": 1}})").find("'rtt_ms' is missing"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -125,8 +125,8 @@ TEST(CostModel, PipelinedPrefillIsMicroBatchesPlusStagesMinusOneTimesTheSlowest)
   const Prediction p = cm.predict_pipeline(pipe, work(512));
   const double stage_flops_per_token = 4 * 2e9, rate = 1000e9 * k.int8_efficiency;
   const int64_t m0 = PlanConstants::kMicroBatches[0];
-  const double expected = (512.0 / static_cast<double>(m0) + 2 - 1) * static_cast<double>(m0) *
-                          stage_flops_per_token / rate;
+  const double expected =
+      (512.0 / static_cast<double>(m0) + 2 - 1) * static_cast<double>(m0) * stage_flops_per_token / rate;
   EXPECT_EQ(p.micro_batch, m0);
   EXPECT_NEAR(p.prefill_s, expected, 1e-3 * expected);
   // Local does the same work on one node: about twice as long.

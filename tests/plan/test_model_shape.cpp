@@ -23,8 +23,8 @@ TEST(ModelShape, FileCostsAgreeWithModelProfile) {
     ASSERT_EQ(cost.n_layer(), config.n_layer) << name;
     for (size_t l = 0; l < cost.layers.size(); ++l) EXPECT_EQ(cost.layers[l].weight_bytes, profile.layer_bytes[l]);
     // Integer division per tensor (profile) against per layer (here): equal to a few bytes per layer.
-    EXPECT_NEAR(static_cast<double>(cost.decode_bytes_per_token()),
-                static_cast<double>(profile.decode_bytes_per_token), 16.0 * static_cast<double>(config.n_layer))
+    EXPECT_NEAR(static_cast<double>(cost.decode_bytes_per_token()), static_cast<double>(profile.decode_bytes_per_token),
+                16.0 * static_cast<double>(config.n_layer))
         << name;
     EXPECT_NEAR(cost.flops_per_token(), static_cast<double>(profile.flops_per_token),
                 1e-6 * static_cast<double>(profile.flops_per_token) + 64.0)
@@ -62,9 +62,9 @@ TEST(ModelShape, ShapeEstimateEqualsTheWrittenFile) {
 
 TEST(ModelShape, PresetsHavePublishedParameterCounts) {
   const std::vector<std::pair<const char*, double>> published = {
-      {"llama-3-8b", 8.03e9},   {"llama-3-70b", 70.6e9},   {"qwen2.5-7b", 7.62e9},    {"qwen2.5-72b", 72.7e9},
-      {"qwen3-8b", 8.19e9},     {"qwen3-30b-a3b", 30.5e9}, {"mixtral-8x7b", 46.7e9},  {"llama-3.1-405b", 405.9e9},
-      {"qwen3-235b-a22b", 235.1e9}};
+      {"llama-3-8b", 8.03e9},   {"llama-3-70b", 70.6e9},     {"qwen2.5-7b", 7.62e9},
+      {"qwen2.5-72b", 72.7e9},  {"qwen3-8b", 8.19e9},        {"qwen3-30b-a3b", 30.5e9},
+      {"mixtral-8x7b", 46.7e9}, {"llama-3.1-405b", 405.9e9}, {"qwen3-235b-a22b", 235.1e9}};
   for (const auto& [name, params] : published) {
     const ShapePreset p = shape_preset(name);
     const ModelCost c = model_cost_from_shape(p.config, quant_mix_from_name("f16"), GgmlType::F16, name);
@@ -72,8 +72,8 @@ TEST(ModelShape, PresetsHavePublishedParameterCounts) {
   }
   // Active parameters of the MoE presets as published (the whole embedding counted): about 3.3B of Qwen3-30B-A3B and
   // 12.9B of Mixtral-8x7B, 2 bytes each at f16. A decode step reads one embedding row, not the table.
-  for (const auto& [name, active] : std::vector<std::pair<const char*, double>>{{"Qwen3-30B-A3B", 3.3e9},
-                                                                               {"mixtral-8x7b", 12.9e9}}) {
+  for (const auto& [name, active] :
+       std::vector<std::pair<const char*, double>>{{"Qwen3-30B-A3B", 3.3e9}, {"mixtral-8x7b", 12.9e9}}) {
     const auto c = model_cost_from_shape(shape_preset(name).config, quant_mix_from_name("f16"), GgmlType::F16, "");
     const double read = static_cast<double>(c.decode_bytes_per_token() - c.embd_row_bytes + c.embd_bytes);
     EXPECT_NEAR(read / 2.0, active, 0.03 * active) << name;
@@ -84,8 +84,8 @@ TEST(ModelShape, EstimatesMatchPublishedFileSizes) {
   // Sizes of the widely distributed GGUF conversions of Meta-Llama-3-8B-Instruct (bytes of the whole file, whose
   // metadata is a few MB).
   const ShapePreset p = shape_preset("llama-3-8b");
-  for (const auto& [type, bytes] : std::vector<std::pair<const char*, double>>{
-           {"q4_k_m", 4.92e9}, {"q8_0", 8.54e9}, {"f16", 16.07e9}}) {
+  for (const auto& [type, bytes] :
+       std::vector<std::pair<const char*, double>>{{"q4_k_m", 4.92e9}, {"q8_0", 8.54e9}, {"f16", 16.07e9}}) {
     const auto c = model_cost_from_shape(p.config, quant_mix_from_name(type), GgmlType::F16, "");
     EXPECT_NEAR(static_cast<double>(c.total_bytes()), bytes, 0.02 * bytes) << type;
   }

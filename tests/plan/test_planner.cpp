@@ -314,8 +314,8 @@ TEST(Planner, JsonHasTheStableShape) {
   EXPECT_EQ(j["chosen"].get<size_t>(), *p.chosen);
   ASSERT_EQ(j["strategies"].size(), p.strategies.size());
   for (const auto& s : j["strategies"]) {
-    for (const char* key : {"name", "nodes", "feasible", "memory_per_node", "pred_prefill_tps", "pred_decode_tps",
-                            "bottleneck", "why"}) {
+    for (const char* key :
+         {"name", "nodes", "feasible", "memory_per_node", "pred_prefill_tps", "pred_decode_tps", "bottleneck", "why"}) {
       EXPECT_TRUE(s.contains(key)) << key;
     }
     EXPECT_TRUE(s["nodes"].is_array());

@@ -10,7 +10,7 @@ namespace {
 std::string stories() { return (source_dir() / "models/stories260K.gguf").string(); }
 
 TEST(ServeApi, CompletionAndChatEqualTesseraRun) {
-  ServeProcess s({"-m", stories()});
+  ServeProcess s({"-m", stories(), "-t", "1"});
   auto c = client(s);
   for (uint64_t seed : {7u, 8u}) {
     const json r = post(c, "/v1/completions",
@@ -52,7 +52,7 @@ TEST(ServeApi, CompletionAndChatEqualTesseraRun) {
 }
 
 TEST(ServeApi, StreamsAreWellFramedAndEqualTheWholeAnswer) {
-  ServeProcess s({"-m", stories()});
+  ServeProcess s({"-m", stories(), "-t", "1"});
   auto c = client(s);
   const json ask = {
       {"messages", {{{"role", "system"}, {"content", "You tell stories."}}, {{"role", "user"}, {"content", "A dog"}}}},
@@ -104,7 +104,7 @@ TEST(ServeApi, StreamsAreWellFramedAndEqualTheWholeAnswer) {
 }
 
 TEST(ServeApi, LogprobsAndEcho) {
-  ServeProcess s({"-m", stories()});
+  ServeProcess s({"-m", stories(), "-t", "1"});
   auto c = client(s);
   const json chat = post(c, "/v1/chat/completions",
                          {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
@@ -139,7 +139,7 @@ TEST(ServeApi, LogprobsAndEcho) {
 }
 
 TEST(ServeApi, ModelsHealthMetricsAndPage) {
-  ServeProcess s({"-m", stories(), "--alias", "tiny-stories", "--parallel", "2"});
+  ServeProcess s({"-m", stories(), "--alias", "tiny-stories", "--parallel", "2", "-t", "1"});
   auto c = client(s);
   auto models = c.Get("/v1/models");
   ASSERT_TRUE(models);
@@ -212,7 +212,7 @@ TEST(ServeApi, ModelsHealthMetricsAndPage) {
 }
 
 TEST(ServeApi, ErrorsAreOpenAiErrors) {
-  ServeProcess s({"-m", stories(), "-c", "64", "--max-body", "4096", "--api-key", "test-key"});
+  ServeProcess s({"-m", stories(), "-c", "64", "--max-body", "4096", "--api-key", "test-key", "-t", "1"});
   auto c = client(s);
   // No key, then a wrong one: 401 on /v1/*, while /health and the page stay open.
   expect_error(c.Post("/v1/completions", R"({"prompt":"x"})", "application/json"), 401, "invalid_request_error",
@@ -270,7 +270,7 @@ TEST(ServeApi, ErrorsAreOpenAiErrors) {
 }
 
 TEST(ServeApi, GarbageNeverCrashesTheServer) {
-  ServeProcess s({"-m", stories(), "--max-body", "65536"});
+  ServeProcess s({"-m", stories(), "--max-body", "65536", "-t", "1"});
   const std::vector<std::string> requests = {
       "GARBAGE\r\n\r\n",
       "POST /v1/completions HTTP/1.1\r\nContent-Length: 99999999999999999999\r\n\r\n",

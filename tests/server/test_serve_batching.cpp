@@ -47,7 +47,7 @@ json endless(bool stream) {
 }
 
 TEST(ServeBatching, ConcurrentRequestsEqualTheirSoloAnswers) {
-  ServeProcess s({"-m", stories(), "--parallel", "4"});
+  ServeProcess s({"-m", stories(), "--parallel", "4", "-t", "1"});
   std::vector<json> asks;
   for (int i = 0; i < 6; ++i) {
     asks.push_back({{"messages", {{{"role", "user"}, {"content", "Story number " + std::to_string(i)}}}},
@@ -83,7 +83,7 @@ TEST(ServeBatching, ConcurrentRequestsEqualTheirSoloAnswers) {
 }
 
 TEST(ServeBatching, FullQueueAnswers503WithRetryAfter) {
-  ServeProcess s({"-m", stories(), "--parallel", "1", "--queue", "1"});
+  ServeProcess s({"-m", stories(), "--parallel", "1", "--queue", "1", "-t", "1"});
   RawClient running(s.port());
   running.send(http_post("/v1/completions", endless(true).dump()));
   ASSERT_NE(running.read_until("data: {", 10s).find("data: {"), std::string::npos);
@@ -105,7 +105,7 @@ TEST(ServeBatching, FullQueueAnswers503WithRetryAfter) {
 }
 
 TEST(ServeBatching, ClientDisconnectCancelsAndFreesTheSlot) {
-  ServeProcess s({"-m", stories(), "--parallel", "2"});
+  ServeProcess s({"-m", stories(), "--parallel", "2", "-t", "1"});
   {
     RawClient streaming(s.port());
     streaming.send(http_post("/v1/completions", endless(true).dump()));
@@ -148,7 +148,7 @@ TEST(ServeBatching, ReplicasShareTheLoadAndAnswerAlike) {
 
 // A short version of bench/serve_load.js: 8 streaming clients for 3 seconds, every stream complete.
 TEST(ServeBatching, ShortLoadRunLosesNothing) {
-  ServeProcess s({"-m", stories(), "--parallel", "8"});
+  ServeProcess s({"-m", stories(), "--parallel", "8", "-t", "1"});
   const auto deadline = std::chrono::steady_clock::now() + 3s;
   std::atomic<int> complete{0}, broken{0};
   std::vector<std::thread> clients;

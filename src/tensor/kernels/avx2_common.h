@@ -4,8 +4,10 @@
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <new>
 
 #include "tensor/kernels.h"
 
@@ -14,6 +16,20 @@ namespace tessera::kernels::avx2 {
 // The families each file provides; nullptr for types it does not handle.
 VecDotFn quant_vec_dot(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
+
+// 64-byte aligned heap scratch. Deliberately not std::vector: its template code would be compiled with AVX2 flags
+// and the linker may let baseline code share it.
+class Scratch {
+ public:
+  explicit Scratch(size_t bytes) : p_(static_cast<uint8_t*>(::operator new (bytes, std::align_val_t{64}))) {}
+  ~Scratch() { ::operator delete (p_, std::align_val_t{64}); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  uint8_t* get() const { return p_; }
+
+ private:
+  uint8_t* p_;
+};
 
 inline uint16_t load_u16(const void* p) {
   uint16_t v;

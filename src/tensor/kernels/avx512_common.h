@@ -2,8 +2,8 @@
 // AVX-512 target flags, and the namespace keeps these inline functions apart from the other paths' copies).
 #pragma once
 
-// GCC 12 flags the self-initialised "undefined" vectors inside its own AVX-512 intrinsics as uninitialised
-// (GCC bug 105593); the diagnostic state at the header's lines decides, so silence it for the include only.
+// GCC 12 warns (-Wuninitialized) about the deliberately undefined vectors inside its own AVX-512 intrinsics once
+// they are inlined here; the diagnostic state at the header's lines decides, so silence it for the include only.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"

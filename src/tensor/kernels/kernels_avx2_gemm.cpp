@@ -2,8 +2,6 @@
 // (4 levels of a row per 32-bit lane), activations as levels + 128, and vpmaddubsw products summed in 16 bits for
 // as many 4-element steps as cannot saturate. Levels wider than 4 bits signed (Q8_0, IQ4) are split into two
 // planes, 16 * high + low, so each product pair stays below 2^15.
-#include <new>
-
 #include "tensor/kernels/avx2_common.h"
 #include "tensor/quant_blocks.h"
 
@@ -20,20 +18,6 @@ using quant::BlockQ8_K;
 
 constexpr int kPanelRows = 8;
 constexpr int kPanelsPerPass = 8;  // 64 rows per pass, so a token group is read once per 64 rows
-
-// 32-byte aligned heap scratch. Deliberately not std::vector: its template code would be compiled here with
-// AVX2 flags and the linker may let baseline code share it.
-class Scratch {
- public:
-  explicit Scratch(size_t bytes) : p_(static_cast<uint8_t*>(::operator new (bytes, std::align_val_t{64}))) {}
-  ~Scratch() { ::operator delete (p_, std::align_val_t{64}); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  uint8_t* get() const { return p_; }
-
- private:
-  uint8_t* p_;
-};
 
 #include "tensor/kernels/kernels_unpack.inl"
 

@@ -11,7 +11,7 @@ let server;
 let client;
 
 before(async () => {
-  server = await startServer(['--api-key', 'node-test-key', '--parallel', '2']);
+  server = await startServer(['--api-key', 'node-test-key', '--parallel', '2', '-t', '1']);
   client = new OpenAI({baseURL: server.url + '/v1', apiKey: 'node-test-key', maxRetries: 0, timeout: 30000});
 });
 
