@@ -79,6 +79,14 @@ void Worker::serve(const std::atomic<bool>& stop) {
         conn->close("refused");
         continue;
       }
+      // A head that just said Bye may still be closing: give its session a moment before calling this one busy.
+      for (int i = 0; i < 20; ++i) {
+        {
+          std::lock_guard probe(mutex_);
+          if (active_head_.empty()) break;
+        }
+        std::this_thread::sleep_for(50ms);
+      }
       std::lock_guard lock(mutex_);
       if (!active_head_.empty()) {
         conn->send(refuse_hello(self, HelloStatus::Busy, fmt::format("busy: serving head {}", active_head_)));

@@ -1,6 +1,5 @@
-// The cost model: time of a stage (roofline of bytes over bandwidth and FLOPs over compute, plus fixed overheads),
-// of a hop (RTT/2 + bytes over bandwidth), of pipelined prefill and of decode at a concurrency; memory per node; and
-// the tensor- and expert-parallel terms for when the runtime has them. Equations and assumptions: docs/planner.md.
+// The cost model: stage rooflines plus fixed overheads, hops, pipelined prefill, decode at a concurrency, memory per
+// node, and tensor/expert-parallel terms for when the runtime has them. Equations: docs/planner.md.
 #pragma once
 
 #include <cstdint>
@@ -80,7 +79,6 @@ class CostModel {
   // One message of `bytes` from node a to node b (zero on the same node).
   TimeParts hop_time(size_t a, size_t b, double bytes) const;
   MemoryNeed stage_memory(const StageSpec& s, const Workload& w) const;
-  // Memory of one node holding several stages' parts (expert parallel home plus its experts).
   // Compute rate (FLOPs/s) of a node for quantized or float weights at a batch of `tokens`.
   double compute_rate(size_t node, bool quantized, double tokens) const;
   double read_rate(size_t node) const;  // bytes/s

@@ -1,6 +1,5 @@
-// A model as the cost model sees it: per-layer weight bytes, bytes read and FLOPs per token (MoE: attention, router
-// and k of n experts), KV bytes per token. Built from a GGUF file's tensors, or without a file from hyperparameters
-// and a quant mix (presets of popular models for planning clusters and downloads that do not exist yet).
+// A model as the cost model sees it (per-layer bytes, bytes read and FLOPs per token, KV bytes), from a GGUF file or
+// without one from hyperparameters and a quant mix: presets of popular models for planning what you do not have yet.
 #pragma once
 
 #include <cstdint>

@@ -123,25 +123,25 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
     ordered_json stages = ordered_json::array();
     for (const auto& st : s.stages) stages.push_back({{"node", st.node}, {"first", st.first}, {"last", st.last}});
     const bool ok = s.feasible;
-    strategies.push_back(
-        {{"name", s.name},
-         {"kind", strategy_kind_name(s.kind)},
-         {"nodes", s.nodes},
-         {"feasible", s.feasible},
-         {"runnable", s.runnable},
-         {"memory_per_node", mem},
-         {"pred_prefill_tps", nullable(ok, s.pred.prefill_tps)},
-         {"pred_decode_tps", nullable(ok, s.pred.decode_tps_1)},
-         {"pred_decode_tps_concurrent", nullable(ok, s.pred.decode_tps_c)},
-         {"pred_seconds", nullable(ok, s.pred.score_s)},
-         {"bottleneck", ok ? ordered_json(s.bottleneck) : ordered_json("memory capacity")},
-         {"why", s.why},
-         {"model", s.model_label},
-         {"model_bytes", s.model_bytes},
-         {"split", s.stages.size() > 1 ? ordered_json(format_ranges(s.stages)) : ordered_json(nullptr)},
-         {"stages", stages},
-         {"micro_batch", s.pred.micro_batch},
-         {"decode_groups", s.pred.decode_groups}});
+    const bool split = s.stages.size() > 1 && (s.kind == StrategyKind::Pipeline || s.kind == StrategyKind::UserSplit);
+    strategies.push_back({{"name", s.name},
+                          {"kind", strategy_kind_name(s.kind)},
+                          {"nodes", s.nodes},
+                          {"feasible", s.feasible},
+                          {"runnable", s.runnable},
+                          {"memory_per_node", mem},
+                          {"pred_prefill_tps", nullable(ok, s.pred.prefill_tps)},
+                          {"pred_decode_tps", nullable(ok, s.pred.decode_tps_1)},
+                          {"pred_decode_tps_concurrent", nullable(ok, s.pred.decode_tps_c)},
+                          {"pred_seconds", nullable(ok, s.pred.score_s)},
+                          {"bottleneck", ok ? ordered_json(s.bottleneck) : ordered_json("memory capacity")},
+                          {"why", s.why},
+                          {"model", s.model_label},
+                          {"model_bytes", s.model_bytes},
+                          {"split", split ? ordered_json(format_ranges(s.stages)) : ordered_json(nullptr)},
+                          {"stages", stages},
+                          {"micro_batch", s.pred.micro_batch},
+                          {"decode_groups", s.pred.decode_groups}});
   }
   j["strategies"] = strategies;
   ordered_json skipped = ordered_json::array();

@@ -1,6 +1,5 @@
-// A plan for people (a table, each strategy's reason, the decision) and for scripts (JSON with a stable shape:
-// {"chosen": i, "strategies": [{"name", "nodes", "feasible", "memory_per_node", "pred_prefill_tps",
-// "pred_decode_tps", "bottleneck", "why", ...}], ...}). `plan` prints it; run, bench and serve will at start.
+// A plan for people (a table, each strategy's reason, the decision) and for scripts (JSON of a stable shape, see
+// docs/planner.md). `plan` prints it; run, bench and serve will at start.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,5 @@
-// The planner: compares running locally, on another single node, pipelines over each useful subset of nodes (layers
-// split in proportion to speed and memory), data-parallel replicas, a user's --split, smaller quantizations of the
-// same model on one node, and (as previews) tensor and expert parallel; picks the fastest plan that fits and says why.
+// The planner: compares local, single nodes, pipelines over node subsets, replicas, smaller quantizations on one node,
+// a user's --split and (previews) tensor/expert parallel; picks the fastest plan that fits and says why.
 #pragma once
 
 #include <cstdint>

@@ -110,6 +110,36 @@ TEST(CliPlan, UsageErrors) {
   EXPECT_NE(r.err.find("raise -c"), std::string::npos) << r.err;
 }
 
+// docs/planner.md quotes the worked example's output; this keeps the quotes true when the model or its constants
+// change.
+TEST(CliPlan, WorkedExampleInTheDocsIsCurrent) {
+  std::ifstream in(test::source_dir() / "docs/planner.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(doc.empty());
+  const std::vector<std::pair<std::vector<std::string>, bool>> runs = {
+      {{"--model-shape", "qwen2.5-7b"}, true},
+      {{"--model-shape", "qwen2.5-7b", "--concurrency", "8"}, false},
+      {{"--model-shape", "qwen3-30b-a3b"}, true},
+      {{"--model-shape", "qwen3-30b-a3b", "--concurrency", "8"}, false},
+      {{"--model-shape", "qwen2.5-72b", "--type", "q8_0"}, true},
+      {{"--model-shape", "qwen2.5-72b"}, true},
+  };
+  for (const auto& [args, whole] : runs) {
+    std::vector<std::string> argv = {"--cluster", "examples/clusters/three-vms-10g.json"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    for (auto& a : argv) {
+      if (a.starts_with("examples/")) a = (test::source_dir() / a).string();
+    }
+    const auto r = plan(argv);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    std::string expected = whole ? r.out : r.out.substr(r.out.find("    #  strategy"));
+    while (!expected.empty() && expected.back() == '\n') expected.pop_back();
+    EXPECT_NE(doc.find(expected), std::string::npos)
+        << "docs/planner.md does not show the output of plan " << args[1] << (whole ? "" : " (table onwards)") << ":\n"
+        << expected;
+  }
+}
+
 TEST(CliPlan, ListShapes) {
   const auto r = plan({"--list-shapes"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
