@@ -116,7 +116,7 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
   std::unique_ptr<Stage> stage;
   StageOutput out;
   auto reply_error = [&](ErrorCode code, const std::string& message) {
-    conn->send(ErrorMsg{code, fmt::format("worker {}: {}", options_.name, message)});
+    conn->send(error_message(code, fmt::format("worker {}: {}", options_.name, message)));
   };
   auto finish_load = [&] {
     auto source = assembler->finish();

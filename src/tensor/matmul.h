@@ -10,9 +10,11 @@
 namespace tessera {
 
 // Reusable buffers for activations converted to the weight type's dot-product format.
+class Kernels;
+
 struct MatmulScratch {
   std::vector<uint8_t> act;
-  std::vector<float> row;
+  const Kernels* kernels = nullptr;  // chosen on first use (select_isa: TESSERA_ISA or the CPU's best)
 };
 
 // y[t * w.rows() + r] = dot(row r of w, x[t * w.cols() ...]) for t < n_tokens.
