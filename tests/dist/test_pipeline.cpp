@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <fstream>
 
 #include "dist/local_stage_endpoint.h"
@@ -49,7 +50,11 @@ TEST(Pipeline, SameLogitsAsOneStageForEveryArchitecture) {
     std::vector<float> a, b;
     one.decode(prompt_batch(prompt, 0, true), a);
     two->decode(prompt_batch(prompt, 0, true), b);
-    EXPECT_EQ(a, b) << name;
+    // Micro-batches of 4 tokens meet differently tiled SIMD kernels than one batch of 14: equal up to rounding.
+    ASSERT_EQ(a.size(), b.size());
+    float max_diff = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+    EXPECT_LE(max_diff, 1e-3f) << name;
     EXPECT_EQ(two->sequence_length(0), static_cast<int64_t>(prompt.size()));
   }
 }

@@ -17,6 +17,16 @@
 namespace tessera {
 namespace {
 
+// Batched rows must equal a request run alone. The scalar kernels compute every row the same way whatever the
+// batch; the SIMD kernels tile tokens differently per batch size, so their sums may round differently and flip a
+// low-margin sampled token. The batching logic is what these tests check, so they pin the scalar path (the SIMD
+// paths are checked against it in tests/kernels and tests/model).
+class ScalarKernels : public ::testing::Environment {
+ public:
+  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
+};
+const auto* const kScalarKernels = ::testing::AddGlobalTestEnvironment(new ScalarKernels);
+
 using namespace std::chrono_literals;
 
 std::filesystem::path stories() { return test::source_dir() / "models/stories260K.gguf"; }
