@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <fmt/format.h>
+
 #include <fstream>
 
 #include "dist/local_stage_endpoint.h"
@@ -25,7 +27,7 @@ std::unique_ptr<PipelineExecutor> make_pipeline(const std::filesystem::path& mod
     const bool first = i == 0;
     const bool last = i + 1 == ranges.size();
     auto w = ModelWeights::load(model, ranges[i], first, last);
-    p->add_stage(std::make_unique<LocalStageEndpoint>("s" + std::to_string(i), static_cast<int>(i), w, so, 1,
+    p->add_stage(std::make_unique<LocalStageEndpoint>(fmt::format("s{}", i), static_cast<int>(i), w, so, 1,
                                                       p->completions()));
   }
   p->check_complete();
