@@ -58,6 +58,9 @@ async function startServer(o) {
   if (o.threads) args.push('-t', String(o.threads));
   args.push(...o.serveArgs);
   const child = spawn(o.tessera, args, {stdio: ['ignore', 'ignore', 'pipe']});
+  // The server must not outlive this script, however it ends.
+  process.on('exit', () => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(130));
   let log = '';
   child.stderr.setEncoding('utf8');
   child.stderr.on('data', (d) => { log += d; });

@@ -114,9 +114,11 @@ int run_serve(ServeArgs a) {
     log_warn("listening on {} without --api-key: anyone who can reach this address can use the model", a.server.host);
   }
   a.server.sampler = a.sampler;
-  // A connection per running or queued stream, plus room for health checks, metrics and the page.
-  a.server.http_threads =
-      a.http_threads > 0 ? a.http_threads : static_cast<int>(a.replicas * (a.parallel + a.queue) + 16);
+  // A connection per running or queued stream, plus room for health checks, metrics and the page. httplib starts
+  // them all at once, so the default is capped; more connections than threads wait for one (not refused).
+  a.server.http_threads = a.http_threads > 0
+                              ? a.http_threads
+                              : static_cast<int>(std::min<int64_t>(a.replicas * (a.parallel + a.queue) + 16, 1024));
 
   SignalWaiter signals;
   server::Server srv(a.server, describe_model(a));
@@ -187,9 +189,8 @@ Command add_serve_command(CLI::App& root) {
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();
   app->add_option("--http-threads", a->http_threads,
-                  "Connections served at once (default: enough for every slot and "
-                  "queue place, plus 16)")
-      ->check(CLI::Range(0, 100000));
+                  "Connections served at once (default: one per slot and queue place, plus 16, at most 1024)")
+      ->check(CLI::Range(0, 16384));
   return {app, [a] { return run_serve(*a); }};
 }
 

@@ -277,15 +277,15 @@ void Scheduler::step() {
     s->n_past += static_cast<int64_t>(n);
     s->n_prefilled += n;
   }
-  const auto n_vocab = static_cast<size_t>(executor_.config().n_vocab);
-  int64_t n_sampled = 0;
+  // Each sequence with logits samples exactly one token below. The figures are recorded first: a request's
+  // on_done may fire while sampling, and whoever it wakes must already see this step in stats().
+  std::vector<size_t> rows;
   for (size_t row = 0; row < wants.size(); ++row) {
-    Sequence& s = *wants[row];
-    if (s.done || s.handle->cancelled()) continue;
-    sample(s, std::span<const float>(logits_.data() + row * n_vocab, n_vocab));
-    ++n_sampled;
+    if (!wants[row]->done && !wants[row]->handle->cancelled()) rows.push_back(row);
   }
-  record_step(start, n_prompt, n_sampled, true, {});
+  record_step(start, n_prompt, static_cast<int64_t>(rows.size()), true, {});
+  const auto n_vocab = static_cast<size_t>(executor_.config().n_vocab);
+  for (size_t row : rows) sample(*wants[row], std::span<const float>(logits_.data() + row * n_vocab, n_vocab));
   retire();
 }
 
@@ -359,6 +359,9 @@ void Scheduler::finish(Sequence& s, FinishReason reason, std::string error) {
     executor_.clear_sequence(s.slot);
     free_slots_.push_back(s.slot);
     s.slot = -1;
+    // Before on_done: whoever it wakes must not see the request still active in stats() or load().
+    std::lock_guard lock(mutex_);
+    --n_active_;
   }
   {
     std::lock_guard lock(stats_mutex_);

@@ -271,11 +271,12 @@ bool stream_step(Job& job, httplib::DataSink& sink) {
 
 }  // namespace
 
-void handle_generation(Server::Impl& s, const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+void handle_generation(Server::Impl& s, const httplib::Request& req, const std::string& body, httplib::Response& res,
+                       Endpoint endpoint) {
   auto job = std::make_shared<Job>();
   job->server = &s;
   try {
-    job->request = parse_completion_request(req.body, endpoint, s.options.limits);
+    job->request = parse_completion_request(body, endpoint, s.options.limits);
     job->meta = {
         s.new_id(endpoint == Endpoint::Chat ? "chatcmpl" : "cmpl"),
         std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count(),

@@ -20,6 +20,10 @@ void send_error(httplib::Response& res, const ApiError& e, int retry_after_secon
   send_json(res, e.status(), error_json(e));
 }
 
+std::string Server::Impl::body_limit_message() const {
+  return fmt::format("The request body is larger than the limit of {} bytes.", options.max_body_bytes);
+}
+
 std::string Server::Impl::new_id(std::string_view prefix) {
   return fmt::format("{}-{:x}{:06x}", prefix,
                      std::chrono::duration_cast<std::chrono::seconds>(started.time_since_epoch()).count(),
@@ -116,7 +120,6 @@ void Server::Impl::health(httplib::Response& res) {
                     {"nodes", nodes}});
   }
   const bool degraded = s == ServeState::Ready && n_healthy < replicas.size();
-  const bool serving = s == ServeState::Ready && n_healthy > 0;
   json body = {{"status", state_name(s, degraded)},
                {"model", model.id},
                {"uptime_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
@@ -132,8 +135,9 @@ void Server::Impl::health(httplib::Response& res) {
     std::lock_guard lock(failure_mutex);
     body["error"] = failure;
   }
-  send_json(res, serving || (s == ServeState::Ready && degraded) ? 200 : 503, body);
-  if (!serving) res.set_header("Retry-After", std::to_string(options.retry_after_seconds));
+  // Degraded still serves (the router falls back to unhealthy replicas last), so only loading and failed are 503.
+  send_json(res, s == ServeState::Ready ? 200 : 503, body);
+  if (s != ServeState::Ready) res.set_header("Retry-After", std::to_string(options.retry_after_seconds));
 }
 
 void Server::Impl::routes() {
@@ -142,6 +146,12 @@ void Server::Impl::routes() {
   http.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
   // Token deltas are small writes that must leave at once.
   http.set_tcp_nodelay(true);
+  // httplib's default also sets SO_REUSEPORT, which would let a second server bind the same port and silently
+  // take half the connections. Only SO_REUSEADDR (restart while old connections sit in TIME_WAIT).
+  http.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
@@ -173,7 +183,7 @@ void Server::Impl::routes() {
         code = "unknown_url";
         break;
       case 413:
-        message = fmt::format("The request body is larger than the limit of {} bytes.", options.max_body_bytes);
+        message = body_limit_message();
         code = "request_too_large";
         break;
       default:
@@ -214,12 +224,31 @@ void Server::Impl::routes() {
     }
     send_json(res, 200, model_json(model));
   });
-  http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generation(*this, req, res, Endpoint::Chat);
-  });
-  http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    handle_generation(*this, req, res, Endpoint::Completion);
-  });
+  // The body is read here rather than by httplib: httplib caps bodies sent as form data (curl -d's default content
+  // type) at 8 KiB and parses them as query strings, neither of which fits a JSON API.
+  auto generation = [this](Endpoint endpoint) {
+    return [this, endpoint](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& read) {
+      std::string body;
+      bool overflow = false;
+      const bool complete = read([&](const char* data, size_t n) {
+        overflow = body.size() + n > options.max_body_bytes;
+        if (overflow) return false;
+        body.append(data, n);
+        return true;
+      });
+      if (!complete) {
+        // httplib refuses a declared Content-Length over the limit itself (status 413); a chunked body is cut here.
+        const bool too_large = overflow || res.status == 413;
+        send_error(res, too_large
+                            ? ApiError(413, body_limit_message(), "invalid_request_error", {}, "request_too_large")
+                            : ApiError(400, "The request body could not be read.", "invalid_request_error"));
+        return;
+      }
+      handle_generation(*this, req, body, res, endpoint);
+    };
+  };
+  http.Post("/v1/chat/completions", generation(Endpoint::Chat));
+  http.Post("/v1/completions", generation(Endpoint::Completion));
   // The page and its scripts: compiled into the binary, nothing read from disk at run time.
   http.Get("/(|[A-Za-z0-9_.-]+)", [](const httplib::Request& req, httplib::Response& res) {
     const WebAsset* asset = find_web_asset(req.path);

@@ -37,6 +37,7 @@ struct Server::Impl {
   void routes();
   void health(httplib::Response& res);
   std::string new_id(std::string_view prefix);
+  std::string body_limit_message() const;
 };
 
 // Writes an OpenAI error body with its status (and Retry-After for 503).
@@ -44,6 +45,7 @@ void send_error(httplib::Response& res, const ApiError& e, int retry_after_secon
 void send_json(httplib::Response& res, int status, const nlohmann::json& body);
 
 // POST /v1/chat/completions and /v1/completions.
-void handle_generation(Server::Impl& s, const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+void handle_generation(Server::Impl& s, const httplib::Request& req, const std::string& body, httplib::Response& res,
+                       Endpoint endpoint);
 
 }  // namespace tessera::server

@@ -21,7 +21,7 @@ namespace tessera::test {
 
 using Clock = std::chrono::steady_clock;
 
-ServeProcess::ServeProcess(std::vector<std::string> args, bool wait_ready) {
+ServeProcess::ServeProcess(std::vector<std::string> args, Env env) {
   // A test that writes to a server that just closed must see an error, not die.
   signal(SIGPIPE, SIG_IGN);
   args.insert(args.begin(), {tessera_bin().string(), "serve", "--port", "0"});
@@ -31,6 +31,7 @@ ServeProcess::ServeProcess(std::vector<std::string> args, bool wait_ready) {
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive the test
+    for (const auto& [name, value] : env) setenv(name.c_str(), value.c_str(), 1);
     dup2(err_pipe[1], 2);
     const int devnull = open("/dev/null", O_RDWR);
     dup2(devnull, 0);
@@ -60,7 +61,6 @@ ServeProcess::ServeProcess(std::vector<std::string> args, bool wait_ready) {
     }
   }
   if (port_ == 0) throw std::runtime_error("tessera serve did not start listening: " + log_);
-  if (!wait_ready) return;
   while (Clock::now() < deadline) {
     drain(std::chrono::milliseconds(20));
     if (log_.find("tessera serve: ready") != std::string::npos) return;

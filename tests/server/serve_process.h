@@ -7,14 +7,17 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tessera::test {
 
 class ServeProcess {
  public:
-  // Starts `tessera serve --port 0 ARGS...` and waits (bounded) until it listens and /health says ready.
-  explicit ServeProcess(std::vector<std::string> args, bool wait_ready = true);
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  // Starts `tessera serve --port 0 ARGS...` (with these extra environment variables) and waits (bounded) until it
+  // listens and its log says ready.
+  explicit ServeProcess(std::vector<std::string> args, Env env = {});
   // SIGTERM, then SIGKILL if it has not exited after a few seconds.
   ~ServeProcess();
   ServeProcess(const ServeProcess&) = delete;

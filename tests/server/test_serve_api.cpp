@@ -153,7 +153,7 @@ TEST(ServeApi, ModelsHealthMetricsAndPage) {
   EXPECT_EQ(parse(one->body)["id"], "tiny-stories");
   expect_error(c.Get("/v1/models/gpt-4"), 404, "invalid_request_error", "model", "model_not_found");
 
-  post(c, "/v1/completions", {{"model", "tiny-stories"}, {"prompt", "Once"}, {"max_tokens", 12}});
+  post(c, "/v1/completions", {{"model", "tiny-stories"}, {"prompt", "Once"}, {"max_tokens", 12}, {"ignore_eos", true}});
   auto health = c.Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
@@ -264,9 +264,39 @@ TEST(ServeApi, ErrorsAreOpenAiErrors) {
                "request_too_large");
   expect_error(c.Get("/v1/nothing"), 404, "invalid_request_error", nullptr, "unknown_url");
   // After all that, the server still serves.
-  const json ok = post(c, comp, {{"prompt", "Once"}, {"max_tokens", 3}});
+  const json ok = post(c, comp, {{"prompt", "Once"}, {"max_tokens", 3}, {"ignore_eos", true}});
   EXPECT_EQ(ok["usage"]["completion_tokens"], 3);
   EXPECT_EQ(s.stop(), 0) << s.log();
+}
+
+TEST(ServeApi, BodiesAreJsonWhateverTheirContentTypeAndChunkedOnesAreLimitedToo) {
+  ServeProcess s({"-m", stories(), "--max-body", "32768", "-t", "1"});
+  auto c = client(s);
+  // curl -d sends application/x-www-form-urlencoded; a 20 KB body of that type is still read as JSON.
+  const json ask = {{"prompt", "Once"}, {"max_tokens", 2}, {"user", std::string(20000, 'u')}};
+  auto r = c.Post("/v1/completions", ask.dump(), "application/x-www-form-urlencoded");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  // A chunked body has no Content-Length to refuse up front: it is cut at the limit.
+  RawClient raw(s.port());
+  std::string chunked = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string piece(4096, ' ');
+  for (int i = 0; i < 10; ++i) chunked += "1000\r\n" + piece + "\r\n";
+  chunked += "0\r\n\r\n";
+  raw.send(chunked);
+  const std::string& answer = raw.read_until("}}", std::chrono::seconds(10));
+  EXPECT_NE(answer.find("HTTP/1.1 413"), std::string::npos) << answer;
+  EXPECT_NE(answer.find("request_too_large"), std::string::npos) << answer;
+}
+
+TEST(ServeApi, APortInUseIsAnError) {
+  ServeProcess s({"-m", stories(), "-t", "1"});
+  // A second server on the same port must fail, not share it (httplib's default SO_REUSEPORT would allow that).
+  const auto r = run_command({tessera_bin().string(), "serve", "-m", stories(), "--port", std::to_string(s.port())});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("cannot listen on 127.0.0.1:" + std::to_string(s.port())), std::string::npos) << r.err;
+  auto c = client(s);
+  EXPECT_EQ(c.Get("/health")->status, 200);
 }
 
 TEST(ServeApi, GarbageNeverCrashesTheServer) {
@@ -292,7 +322,7 @@ TEST(ServeApi, GarbageNeverCrashesTheServer) {
   auto h = c.Get("/health");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
-  const json ok = post(c, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 3}});
+  const json ok = post(c, "/v1/completions", {{"prompt", "Once"}, {"max_tokens", 3}, {"ignore_eos", true}});
   EXPECT_EQ(ok["usage"]["completion_tokens"], 3);
   EXPECT_EQ(s.stop(), 0) << s.log();
 }

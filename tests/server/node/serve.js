@@ -12,6 +12,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function startServer(args = [], {timeoutMs = 30000} = {}) {
   const child = spawn(bin, ['serve', '--port', '0', '-m', model, ...args], {stdio: ['ignore', 'ignore', 'pipe']});
+  // The server must not outlive the test process, however it ends.
+  process.on('exit', () => { if (child.exitCode === null) child.kill('SIGKILL'); });
   let log = '';
   child.stderr.setEncoding('utf8');
   child.stderr.on('data', (d) => { log += d; });

@@ -81,6 +81,7 @@ test('chat streams and the cluster view shows the nodes', async () => {
     }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true});
   });
   await page.$eval('#max-tokens', (e) => { e.value = '120'; });
+  await page.$eval('#temperature', (e) => { e.value = '0'; });  // greedy: the same answer every run
   // The bundled model writes a whole answer in tens of milliseconds; a slow link (about 8 KB/s) spreads its
   // events over a few seconds, so the page is seen showing part of the answer while the rest is on its way.
   await page.emulateNetworkConditions({download: 8000, upload: 1e6, latency: 0});
