@@ -122,7 +122,11 @@ std::vector<Message> seeds() {
   f.activations = encode_activations(std::vector<float>(2 * 4, 0.5f), 2, 4, WireType::F16);
   SamplingParams s;
   s.seq = 1;
-  s.n_logprobs = 2;
+  s.seed = 7;
+  s.draws = 3;
+  s.history = {5, 6};
+  s.logprobs = true;
+  s.top_logprobs = 2;
   f.sampling.push_back(s);
   out.push_back(f);
   ForwardResult r;
@@ -135,6 +139,8 @@ std::vector<Message> seeds() {
   out.push_back(hidden);
   out.push_back(ClearSequence{1});
   out.push_back(TruncateSequence{1, 2});
+  out.push_back(ProbeRequest{1.0f, 300});
+  out.push_back(ProbeReply{1, 2, 10.0f, 9.0f, 600.0f, 150.0f, 1u << 30, 1u << 29, 5.0f, "cpu", "avx2"});
   return out;
 }
 

@@ -10,6 +10,8 @@ packages=(
   libssl-dev                        # TLS 1.3 with a pre-shared key for links between nodes
   libcpp-httplib-dev                # tessera serve's HTTP server (and the tests' client)
   chromium nodejs                   # the server's web page and openai-client tests (headless; npm packages go under build/)
+  iproute2 jq                       # network-namespace test clusters (ip, tc); bench/run_distributed.sh's summary
+  curl util-linux                   # the demo's HTTP requests; taskset for pinned benchmarks
 )
 
 # A Node.js that bundles npm (nodesource's) conflicts with Debian's npm package: ask for it only when absent.

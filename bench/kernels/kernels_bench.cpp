@@ -1,5 +1,6 @@
-// Throughput of the kernels per weight type and path: vec_dot as GB/s of weights streamed (rows totalling more
-// than L2 against one activation row: the decode case) and gemm as GOPS (2 * rows * tokens * k per call: prefill).
+// Throughput of the kernels per weight type and path: vec_dot and gemv (gemm with one token) as GB/s of weights
+// streamed (rows in L2, or totalling more than L2, against one activation row: the decode case) and gemm as GOPS
+// (2 * rows * tokens * k per call: prefill).
 // Filter with --benchmark_filter, e.g. 'vec_dot/avx512/q4_K' or 'gemm/.*/q8_0'.
 #include <benchmark/benchmark.h>
 
@@ -90,6 +91,23 @@ void bench_gemm(benchmark::State& state, Isa isa, GgmlType t) {
                                               benchmark::Counter::kIsRate);
 }
 
+// The decode case as the engine runs it: gemm with one token (the multi-row gemv kernels) over kbytes of weight
+// rows (k = 2048), against the vec_dot loop above on the same bytes.
+void bench_gemv(benchmark::State& state, Isa isa, GgmlType t, int64_t kbytes) {
+  const Kernels& kern = Kernels::get(isa);
+  const int64_t k = 2048;
+  const int64_t rows = std::max<int64_t>(1, kbytes * 1024 / static_cast<int64_t>(row_size(t, k)));
+  const auto w = weight_rows(t, k, rows);
+  const auto x = activations(t, k, 1, kern);
+  std::vector<float> y(static_cast<size_t>(rows));
+  const GemmFn gemm = kern.gemm(t);
+  for (auto _ : state) {
+    gemm(w.data(), row_size(t, k), rows, x.data(), row_size(Kernels::act_type(t), k), 1, k, y.data(), rows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
+}
+
 // Small token counts (speculative decoding, batched sequences): where the repacking gemm starts to beat a
 // vec_dot per (row, token). Reports weight GB/s per token (bytes * tokens / time).
 void bench_gemm_tokens(benchmark::State& state, Isa isa, GgmlType t, int64_t n_tok) {
@@ -140,6 +158,9 @@ int register_all() {
       for (int64_t kb : {int64_t{128}, int64_t{64} << 10, int64_t{512} << 10}) {
         const std::string size = kb < 1024 ? std::to_string(kb) + "KB" : std::to_string(kb >> 10) + "MB";
         benchmark::RegisterBenchmark(("vec_dot/" + path + "/" + name + "/" + size).c_str(), bench_vec_dot, isa, t, kb)
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.2);
+        benchmark::RegisterBenchmark(("gemv/" + path + "/" + name + "/" + size).c_str(), bench_gemv, isa, t, kb)
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.2);
       }

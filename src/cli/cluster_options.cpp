@@ -8,7 +8,9 @@
 #include "cli/table.h"
 #include "dist/local_stage_endpoint.h"
 #include "dist/pipeline_executor.h"
+#include "dist/progress.h"
 #include "dist/remote_stage_endpoint.h"
+#include "dist/stage_memory.h"
 #include "model/model_profile.h"
 #include "plan/split_spec.h"
 #include "util/error.h"
@@ -84,7 +86,9 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
   auto pipeline = std::make_unique<PipelineExecutor>(c, so.n_ctx, so.n_slots, PipelineOptions{co.micro_batch});
   const int threads = mo.threads > 0 ? mo.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
-  TextTable table({"node", "layers", "weights", "KV cache", "sent"});
+  // The largest micro-batch a stage sees: a prompt chunk of n_batch tokens, or one token of every slot.
+  const int64_t max_batch = std::max<int64_t>(mo.n_batch, so.n_slots);
+  TextTable table({"node", "layers", "weights", "KV cache", "buffers", "sent", "link (measured at connect)"});
   for (size_t i = 0; i < ranges.size(); ++i) {
     const auto& r = ranges[i];
     const LayerRange layers{r.first, r.last + 1};
@@ -92,9 +96,14 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     const bool last = i + 1 == ranges.size();
     if (r.node == "local") {
       auto w = ModelWeights::load(model.weights->file().name(), layers, first, last);
+      uint64_t mapped = first ? profile.embd_bytes : 0;
+      if (last) mapped += profile.output_bytes + (c.tied_output && !first ? profile.embd_bytes : 0);
+      for (int64_t l = r.first; l <= r.last; ++l) mapped += profile.layer_bytes[static_cast<size_t>(l)];
       auto ep = std::make_unique<LocalStageEndpoint>("local", static_cast<int>(i), w, so, threads,
                                                      pipeline->completions());
-      table.add_row({"local", fmt::format("{}-{}", r.first, r.last), "mapped", "", "0"});
+      table.add_row({"local", fmt::format("{}-{}", r.first, r.last), human_bytes(mapped) + " (mapped)",
+                     human_bytes(ep->kv_bytes()), human_bytes(dist::stage_buffer_bytes(c, max_batch, so.n_ctx, last)),
+                     "0 B", "-"});
       pipeline->add_stage(std::move(ep));
       continue;
     }
@@ -102,16 +111,19 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     dist::RemoteStageOptions ro;
     ro.stage = so;
     ro.wire = *wire;
+    ro.max_batch = max_batch;
+    std::unique_ptr<dist::TransferProgress> sending;
     ro.progress = [&](uint64_t done, uint64_t total) {
-      std::fprintf(stderr, "\rloading %s: %s of %s", r.node.c_str(), human_bytes(done).c_str(), human_bytes(total).c_str());
-      if (done == total) std::fputc('\n', stderr);
+      if (!sending) sending = std::make_unique<dist::TransferProgress>(fmt::format("sending weights to {}", r.node), total);
+      sending->update(done);
     };
     auto ep = std::make_unique<dist::RemoteStageEndpoint>(r.node, addr->address, key ? &*key : nullptr,
                                                           static_cast<int>(i), *model.weights, layers, first, last, ro,
                                                           pipeline->completions());
     const auto& rep = ep->load_report();
     table.add_row({r.node, fmt::format("{}-{}", r.first, r.last), human_bytes(rep.weights_bytes),
-                   human_bytes(rep.kv_bytes), human_bytes(rep.weight_bytes_sent)});
+                   human_bytes(rep.kv_bytes), human_bytes(rep.buffer_bytes), human_bytes(rep.weight_bytes_sent),
+                   dist::describe(ep->link())});
     pipeline->add_stage(std::move(ep));
   }
   pipeline->check_complete();

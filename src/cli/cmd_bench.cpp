@@ -1,14 +1,21 @@
-// `tessera bench -m MODEL [-p 512] [-n 128] [-t N,...] [-r 5] [-o md|csv|json]`: llama-bench's prompt-processing and
-// generation tests on Tessera, with the decode roofline. Results to standard output, progress to standard error.
+// `tessera bench -m MODEL [-p 512] [-n 128] [--np 1,4] [-t N,...] [--workers ...] [--check-plan]`: llama-bench's tests
+// on one node or a pipeline over workers, with the roofline, wire bytes and the planner's predictions checked.
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "cli/cluster_options.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/table.h"
+#include "dist/pipeline_executor.h"
+#include "dist/remote_stage_endpoint.h"
 #include "engine/benchmark.h"
 #include "engine/probe.h"
+#include "plan/plan_cli.h"
+#include "plan/split_spec.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -21,7 +28,11 @@ struct BenchArgs {
   ModelOptions model;
   std::vector<std::string> prompts = {"512"};
   std::vector<std::string> gens = {"128"};
+  std::vector<std::string> concurrency = {"1"};
   std::vector<std::string> threads;
+  ClusterOptions cluster;
+  bool check_plan = false;
+  bool no_plan = false;
   int repetitions = 5;
   std::string output = "md";
   bool no_probe = false;
@@ -66,7 +77,11 @@ Json result_json(const BenchResult& r, const std::string& cpu) {
           {"roofline_ts", optional_number(r.roofline_ts)},
           {"roofline_fraction", optional_number(r.roofline_fraction)},
           {"mem_read_gbps", optional_number(r.mem_read_gbps)},
-          {"isa", r.isa}};
+          {"isa", r.isa},
+          {"n_workers", r.n_workers},
+          {"split", r.split},
+          {"concurrency", t.test.n_seq},
+          {"wire_bytes_per_token", optional_number(t.wire_bytes_per_token)}};
 }
 
 class Printer {
@@ -127,13 +142,18 @@ class JsonPrinter : public Printer {
 // llama-bench's markdown table with the roofline columns (when probed).
 class MarkdownPrinter : public Printer {
  public:
-  MarkdownPrinter(const BenchModel& model, bool roofline) : roofline_(roofline) {
+  MarkdownPrinter(const BenchModel& model, bool roofline, bool distributed, const std::string& split)
+      : roofline_(roofline), distributed_(distributed) {
     cols_ = {{"model", -static_cast<int>(std::max<size_t>(30, model.type.size()))},
              {"size", 10},
              {"params", 10},
              {"threads", 7},
              {"test", 13},
              {"t/s", 20}};
+    if (distributed) {
+      cols_.insert(cols_.begin() + 3, {"nodes", -std::max(8, static_cast<int>(split.size()))});
+      cols_.push_back({"wire B/token", 12});
+    }
     if (roofline) {
       cols_.push_back({"roofline t/s", 12});
       cols_.push_back({"% roofline", 10});
@@ -161,6 +181,11 @@ class MarkdownPrinter : public Printer {
         fmt::format("{}", r.n_threads),
         r.timing.test.name(),
         fmt::format("{:.2f} ± {:.2f}", r.timing.avg_ts, r.timing.stddev_ts)};
+    if (distributed_) {
+      cells.insert(cells.begin() + 3, r.n_workers > 0 ? r.split : "local");
+      const auto& w = r.timing.wire_bytes_per_token;
+      cells.push_back(w ? fmt::format("{:.0f}", *w) : "");
+    }
     if (roofline_) {
       cells.push_back(r.roofline_ts ? fmt::format("{:.2f}", *r.roofline_ts) : "");
       cells.push_back(r.roofline_fraction ? fmt::format("{:.1f}%", 100 * *r.roofline_fraction) : "");
@@ -183,13 +208,99 @@ class MarkdownPrinter : public Printer {
     fmt::print("{}\n", line);
   }
   bool roofline_;
+  bool distributed_;
   std::vector<Column> cols_;
 };
+
+// Bytes on every link of a pipeline, both ways; nullopt for an executor without links (a local run).
+std::optional<uint64_t> wire_bytes(const Executor& e) {
+  const auto* p = dynamic_cast<const PipelineExecutor*>(&e);
+  if (p == nullptr) return std::nullopt;
+  std::optional<uint64_t> total;
+  for (size_t i = 0; i < p->n_stages(); ++i) {
+    if (const auto* r = dynamic_cast<const dist::RemoteStageEndpoint*>(&p->stage(i))) {
+      const dist::LinkStats st = r->link_stats();
+      total = total.value_or(0) + st.bytes_sent + st.bytes_received;
+    }
+  }
+  return total;
+}
+
+// "0-10@local,11-21@b": the stages as built.
+std::string pipeline_split(const Executor& e) {
+  const auto* p = dynamic_cast<const PipelineExecutor*>(&e);
+  if (p == nullptr) return "";
+  std::vector<plan::LayerRange> ranges;
+  for (size_t i = 0; i < p->n_stages(); ++i) {
+    const LayerRange l = p->stage(i).layers();
+    ranges.push_back({p->stage(i).node(), l.begin, l.end - 1});
+  }
+  return plan::format_ranges(ranges);
+}
+
+std::unique_ptr<Printer> make_printer(const BenchArgs& a, const BenchConfig& config, const BenchModel& model) {
+  const std::string cpu = cpu_model_name();
+  if (a.output == "csv") return std::make_unique<CsvPrinter>(cpu);
+  if (a.output == "json") return std::make_unique<JsonPrinter>(cpu);
+  return std::make_unique<MarkdownPrinter>(model, config.probe, a.cluster.enabled(), a.cluster.split);
+}
+
+// The planner's request for a bench test: one prompt of n_prompt tokens, or n_gen steps of n_seq sequences after a
+// one-token context.
+plan::CliPlanRequest plan_request(const BenchArgs& a, const ModelOptions& mo, const BenchTest& t, int threads,
+                                  bool with_workers) {
+  plan::CliPlanRequest r;
+  r.model_path = mo.model;
+  if (with_workers) {
+    r.workers = a.cluster.workers;
+    r.split = a.cluster.split;
+    r.key_file = a.cluster.key_file;
+    r.micro_batch = a.cluster.micro_batch;
+  }
+  r.threads = threads;
+  r.prompt_tokens = std::max<int64_t>(t.n_prompt, 1);
+  r.n_gen = std::max<int64_t>(t.n_gen, 1);
+  r.concurrency = t.n_seq;
+  r.n_ctx = mo.n_ctx;
+  r.n_batch = mo.n_batch;
+  r.kv_type = mo.kv_type;
+  r.probe_seconds = a.probe_seconds;
+  return r;
+}
+
+// --check-plan: the planner's prediction for each measured result, side by side, with the ratio.
+void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vector<BenchResult>& results) {
+  TextTable table({"strategy", "threads", "test", "predicted t/s", "measured t/s", "measured/predicted"});
+  std::map<std::pair<int, bool>, plan::Cluster> clusters;  // profiles per (threads, distributed), probed once
+  for (const BenchResult& r : results) {
+    const bool dist = r.n_workers > 0;
+    const plan::CliPlanRequest req = plan_request(a, mo, r.timing.test, r.n_threads, dist);
+    const auto key = std::make_pair(r.n_threads, dist);
+    const auto it = clusters.find(key);
+    plan::CliPlan p = plan::make_cli_plan(req, it == clusters.end() ? nullptr : &it->second);
+    if (it == clusters.end()) clusters.emplace(key, *p.cluster);
+    if (!p.user) fail("internal: the plan has no row for the strategy that ran");
+    const plan::Strategy& s = p.plan.strategies[*p.user];
+    const BenchTest& t = r.timing.test;
+    const double pred = t.n_prompt > 0 ? s.pred.prefill_tps : t.n_seq > 1 ? s.pred.decode_tps_c : s.pred.decode_tps_1;
+    const std::string name = dist ? fmt::format("pipeline {}", r.split) : "local";
+    table.add_row({name, fmt::format("{}", r.n_threads), t.name(), s.feasible ? fmt::format("{:.2f}", pred) : "-",
+                   fmt::format("{:.2f}", r.timing.avg_ts),
+                   s.feasible && pred > 0 ? fmt::format("{:.2f}", r.timing.avg_ts / pred) : "-"});
+  }
+  const std::string text = fmt::format("\nPlanner check (predicted against measured):\n{}", table.render(""));
+  // Standard output stays machine-readable for csv and json.
+  fmt::print(a.output == "md" ? stdout : stderr, "{}", text);
+}
 
 int run_bench(const BenchArgs& a) {
   BenchConfig config;
   config.n_prompt = parse_lists(a.prompts, "-p", 0);
   config.n_gen = parse_lists(a.gens, "-n", 0);
+  config.concurrency = parse_lists(a.concurrency, "--concurrency", 1);
+  for (int64_t c : config.concurrency) {
+    if (c > 4096) fail("--concurrency: {} sequences is more than 4096", c);
+  }
   for (int64_t t : parse_lists(a.threads, "-t", 1)) {
     if (t > 1024) fail("-t: {} threads is more than 1024", t);
     config.threads.push_back(static_cast<int>(t));
@@ -202,38 +313,66 @@ int run_bench(const BenchArgs& a) {
   config.probe = !a.no_probe;
   config.probe_seconds = a.probe_seconds;
   config.probe_buffer_bytes = a.probe_buffer_mib << 20;
-  if (bench_tests(config.n_prompt, config.n_gen).empty()) {
+  if (bench_tests(config.n_prompt, config.n_gen, config.concurrency).empty()) {
     fail("nothing to run: every prompt (-p) and generation (-n) length is 0");
   }
+  const bool distributed = a.cluster.enabled();
+  if (!distributed && !a.cluster.split.empty()) fail("--split needs --workers");
 
   ModelOptions mo = a.model;
+  if (mo.model.empty()) mo.model = default_model_path();
   mo.n_ctx = bench_context(config);
   mo.threads = config.threads.front();
-  LoadedModel first = load_model(mo);
+  const int64_t n_slots = bench_slots(config);
+  LoadedModel first = load_model(mo, n_slots, !distributed || a.check_plan);
   const BenchModel model = describe_bench_model(mo.model, *first.weights);
-  log_info("bench: {} ({}, {:.2f} MB read per decoded token), context {}", mo.model, model.type,
-           static_cast<double>(model.decode_bytes_per_token) / 1e6, mo.n_ctx);
-  // The first thread count reuses the executor loaded above; each other gets its own (a pool's size is fixed).
-  const ExecutorFactory make_executor = [&](int threads) -> std::unique_ptr<Executor> {
+  log_info("bench: {} ({}, {:.2f} MB read per decoded token), context {}, {} sequence slot(s)", mo.model, model.type,
+           static_cast<double>(model.decode_bytes_per_token) / 1e6, mo.n_ctx, n_slots);
+  if (!a.no_plan && !a.check_plan) {
+    const std::vector<BenchTest> tests = bench_tests(config.n_prompt, config.n_gen, config.concurrency);
+    BenchTest t = tests.front();
+    for (const auto& x : tests) {
+      t.n_prompt = std::max(t.n_prompt, x.n_prompt);
+      t.n_gen = std::max(t.n_gen, x.n_gen);
+      t.n_seq = std::max(t.n_seq, x.n_seq);
+    }
+    fmt::print(stderr, "{}", plan::plan_for_cli(plan_request(a, mo, t, config.threads.front(), distributed)));
+  }
+
+  // Local runs: the first thread count reuses the executor loaded above; each other gets its own.
+  const ExecutorFactory make_local = [&](int threads) -> std::unique_ptr<Executor> {
     if (first.executor && first.executor->threads() == threads) return std::move(first.executor);
     ModelOptions o = mo;
     o.threads = threads;
-    return load_model(o).executor;
+    return load_model(o, n_slots).executor;
   };
+  // Distributed runs: a pipeline per thread count (the head's own stage, if any, uses them). run_benchmarks reads
+  // config.split for each result after the executor is made, so the split as built is reported.
+  BenchConfig dist_config = config;
+  const ExecutorFactory make_pipeline = [&](int threads) -> std::unique_ptr<Executor> {
+    ModelOptions o = mo;
+    o.threads = threads;
+    auto pipeline = build_pipeline(first, o, a.cluster, n_slots);
+    dist_config.split = pipeline_split(*pipeline);
+    return pipeline;
+  };
+  if (distributed) dist_config.n_workers = static_cast<int>(parse_workers(a.cluster.workers).size());
+  // The head's bandwidth says nothing about a pipeline's ceiling (the workers read the weights): no roofline.
+  dist_config.probe = false;
 
-  const std::string cpu = cpu_model_name();
-  std::unique_ptr<Printer> printer;
-  if (a.output == "csv") {
-    printer = std::make_unique<CsvPrinter>(cpu);
-  } else if (a.output == "json") {
-    printer = std::make_unique<JsonPrinter>(cpu);
-  } else {
-    printer = std::make_unique<MarkdownPrinter>(model, config.probe);
-  }
+  std::unique_ptr<Printer> printer = make_printer(a, config, model);
   printer->header();
   std::fflush(stdout);
-  run_benchmarks(config, model, make_executor, [&](const BenchResult& r) { printer->row(r); });
+  const auto print = [&](const BenchResult& r) { printer->row(r); };
+  std::vector<BenchResult> results;
+  if (!distributed || a.check_plan) results = run_benchmarks(config, model, make_local, print);
+  if (distributed) {
+    auto d = run_benchmarks(dist_config, model, make_pipeline, print, wire_bytes);
+    results.insert(results.end(), d.begin(), d.end());
+  }
   printer->footer();
+  std::fflush(stdout);
+  if (a.check_plan) print_plan_check(a, mo, results);
   std::fflush(stdout);
   return 0;
 }
@@ -248,6 +387,15 @@ Command add_bench_command(CLI::App& root) {
   app->add_option("-p,--n-prompt", a->prompts, "Prompt lengths to test" + list_help)->capture_default_str();
   app->add_option("-n,--n-gen", a->gens, "Generation lengths to test" + list_help)->capture_default_str();
   app->add_option("-t,--threads", a->threads, "Thread counts to test (default: all cores)" + list_help);
+  app->add_option("--concurrency,--np", a->concurrency,
+                  "Sequences decoding together in generation tests, one batch of one token each per step; the "
+                  "total tokens/s is reported as tgNxC" + list_help)
+      ->capture_default_str();
+  add_cluster_options(*app, a->cluster);
+  app->add_flag("--check-plan", a->check_plan,
+                "Run locally and (with --workers) over the pipeline, then print the planner's predictions against "
+                "the measured tokens/s");
+  app->add_flag("--no-plan", a->no_plan, "Do not print the plan at start");
   app->add_option("-r,--repetitions", a->repetitions, "Timed runs per test")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();

@@ -11,6 +11,7 @@
 #include "cli/model_options.h"
 #include "model/model_config.h"
 #include "plan/cluster_file.h"
+#include "plan/live_cluster.h"
 #include "plan/local_node.h"
 #include "plan/plan_report.h"
 #include "util/error.h"
@@ -25,6 +26,7 @@ struct PlanArgs {
   bool list_shapes = false;
   std::string cluster;
   std::vector<std::string> workers;
+  std::string key_file;
   std::string local_profile;
   double probe_seconds = 1.0;
   bool no_probe_cache = false;
@@ -33,6 +35,7 @@ struct PlanArgs {
   int64_t concurrency = 1;
   int64_t n_ctx = 0;
   int64_t n_batch = 512;
+  int64_t micro_batch = 0;
   std::string kv_type = "f16";
   std::string split;
   bool distribute = false;
@@ -64,11 +67,7 @@ int list_shapes() {
 
 int run_plan(const PlanArgs& a) {
   if (a.list_shapes) return list_shapes();
-  if (!a.workers.empty()) {
-    fail(
-        "--workers needs the distributed runtime to probe live workers, which is not in this build yet; describe "
-        "the workers in a --cluster file to plan with them");
-  }
+  if (!a.workers.empty() && !a.cluster.empty()) fail("give either --workers (live) or --cluster (described), not both");
   if (!a.shape.empty() && !a.model.empty()) fail("give either -m FILE or --model-shape NAME, not both");
   if (!a.cluster.empty() && !a.local_profile.empty()) {
     fail("--local-profile describes this machine when there is no --cluster; describe the head in the cluster file");
@@ -95,6 +94,7 @@ int run_plan(const PlanArgs& a) {
   o.workload.n_gen = a.n_gen;
   o.workload.concurrency = a.concurrency;
   o.workload.n_batch = a.n_batch;
+  o.workload.micro_batch = a.micro_batch;
   // The default context is the model's, at most 4096 as for run, and never shorter than the request.
   o.workload.n_ctx =
       a.n_ctx > 0 ? a.n_ctx : std::max<int64_t>(std::min<int64_t>(model.config.n_ctx_train, 4096), a.prompt + a.n_gen);
@@ -116,9 +116,19 @@ int run_plan(const PlanArgs& a) {
       po.use_cache = !a.no_probe_cache;
       local = plan::probe_local_node(po);
     }
-    cluster.emplace(std::vector<plan::NodeProfile>{local}, "local");
+    if (a.workers.empty()) {
+      cluster.emplace(std::vector<plan::NodeProfile>{local}, "local");
+    } else {
+      // Each worker reports its own profile and the link to it is measured (docs/planner.md, "Live workers").
+      std::string list;
+      for (const auto& w : a.workers) list += (list.empty() ? "" : ",") + w;
+      plan::LiveProbeOptions lo;
+      lo.worker_seconds = a.probe_seconds;
+      lo.key_file = a.key_file;
+      cluster.emplace(plan::live_cluster(local, plan::parse_worker_list(list), lo));
+    }
   }
-  if (a.distribute && cluster->size() < 2) fail("--distribute needs at least two nodes (--cluster)");
+  if (a.distribute && cluster->size() < 2) fail("--distribute needs at least two nodes (--cluster or --workers)");
 
   const plan::Plan p = plan::make_plan(model, *cluster, o);
   if (a.json) {
@@ -147,7 +157,9 @@ Command add_plan_command(CLI::App& root) {
   app->add_option("--type", a->type, "Weight type mix for --model-shape")->capture_default_str();
   app->add_flag("--list-shapes", a->list_shapes, "List the --model-shape presets");
   app->add_option("--cluster", a->cluster, "Nodes and links to plan for (cluster.json; see docs/planner.md)");
-  app->add_option("--workers", a->workers, "Live workers to probe (needs the distributed runtime)")->delimiter(',');
+  app->add_option("--workers", a->workers, "Live workers to ask for their profiles: name=host:port,...")
+      ->delimiter(',');
+  app->add_option("--key-file", a->key_file, "The cluster key (tessera keygen); required off loopback");
   app->add_option("--local-profile", a->local_profile,
                   "This machine's profile from `tessera probe --json` "
                   "instead of probing now");
@@ -169,6 +181,9 @@ Command add_plan_command(CLI::App& root) {
   app->add_option("-b,--batch-size", a->n_batch, "Prompt tokens per forward pass")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  app->add_option("--micro-batch", a->micro_batch,
+                  "Prompt tokens per pipeline micro-batch to predict (0: the fastest the planner finds)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app->add_option("--kv-type", a->kv_type, "KV cache type")
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();

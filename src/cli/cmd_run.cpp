@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/cluster_options.h"
 #include "cli/model_options.h"
+#include "dist/pipeline_executor.h"
 #include "engine/generator.h"
 #include "tokenizer/chat_template.h"
 #include "util/error.h"
@@ -111,9 +112,15 @@ int run_once(const RunArgs& a) {
   cb.on_logits = [&](std::span<const float> row) { logits.write(row); };
   Generator gen(executor, *m.tokenizer);
   const bool strip = text.empty() && m.tokenizer->vocab().add_space_prefix();
+  const auto* pipeline = dynamic_cast<const PipelineExecutor*>(distributed.get());
+  const uint64_t wire_before = pipeline ? pipeline->wire_bytes() : 0;
   const GenerationResult r = gen.generate(prompt, sampler, gp, cb, strip);
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  if (pipeline) {
+    log_info("wire: {} bytes to and from the workers for {} prompt and {} generated tokens",
+             pipeline->wire_bytes() - wire_before, r.n_prompt, r.tokens.size());
+  }
   if (logits.enabled()) {
     log_info("logits: {} rows of {} f32 written to {}", logits.rows(), m.tokenizer->n_vocab(), a.logits_out);
   }

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/serve_replicas.h"
 #include "server/http_server.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -18,6 +19,7 @@ namespace {
 
 struct ServeArgs {
   ModelOptions model;
+  ClusterOptions cluster;
   SamplerParams sampler;
   server::ServerOptions server;
   std::string alias;
@@ -97,18 +99,13 @@ server::ServedModel describe_model(const ServeArgs& a) {
   return m;
 }
 
-// One complete copy of the model in this process. A pipeline over workers would build its ReplicaSpec here from
-// a remote executor and the nodes it placed layers on.
-server::ReplicaSpec local_replica(const ModelOptions& o, int64_t parallel) {
-  LoadedModel m = load_model(o, parallel);
-  server::ReplicaSpec spec;
-  spec.nodes.push_back(server::local_node_info(*m.weights, *m.executor));
-  spec.executor = std::move(m.executor);
-  return spec;
-}
-
 int run_serve(ServeArgs a) {
   a.sampler.validate();
+  // Checked before anything binds or loads, so a mistyped worker list fails at once.
+  const std::vector<std::string> groups = group_workers(a.cluster.workers, a.replicas);
+  if (!a.cluster.split.empty() && a.replicas > 1) {
+    fail("--split applies to one pipeline; with --replicas {} each replica splits its own workers evenly", a.replicas);
+  }
   if (!a.api_key_file.empty()) a.server.api_key = read_key_file(a.api_key_file);
   if (!is_loopback(a.server.host) && a.server.api_key.empty()) {
     log_warn("listening on {} without --api-key: anyone who can reach this address can use the model", a.server.host);
@@ -134,12 +131,20 @@ int run_serve(ServeArgs a) {
   ModelOptions per_replica = a.model;
   if (per_replica.threads <= 0)
     per_replica.threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // Replicas share the machine's cores instead of each taking them all.
-  per_replica.threads = std::max(1, per_replica.threads / a.replicas);
+  // Local replicas share the machine's cores instead of each taking them all.
+  const auto n_local = std::count(groups.begin(), groups.end(), std::string());
+  if (n_local > 0) per_replica.threads = std::max(1, per_replica.threads / static_cast<int>(n_local));
   per_replica.n_ctx = srv.model().n_ctx;
-  for (int r = 0; r < a.replicas; ++r) {
+  for (size_t r = 0; r < groups.size(); ++r) {
     try {
-      srv.add_replica(local_replica(per_replica, a.parallel), so);
+      if (groups[r].empty()) {
+        srv.add_replica(local_replica(per_replica, a.parallel), so);
+      } else {
+        ClusterOptions co = a.cluster;
+        co.workers = groups[r];
+        log_info("tessera serve: replica {}: a pipeline over {}", r, co.workers);
+        srv.add_replica(pipeline_replica(per_replica, co, a.parallel), so);
+      }
     } catch (const Error& e) {
       srv.set_failed(e.what());
       throw;
@@ -161,6 +166,7 @@ Command add_serve_command(CLI::App& root) {
   CLI::App* app = root.add_subcommand("serve", "OpenAI-compatible HTTP server with streaming, metrics and a web page");
   add_model_options(*app, a->model);
   add_sampler_options(*app, a->sampler);
+  add_cluster_options(*app, a->cluster);
   app->add_option("--host", a->server.host, "Address to listen on")->capture_default_str();
   app->add_option("--port", a->server.port, "Port to listen on (0: any free port)")
       ->check(CLI::Range(0, 65535))

@@ -60,7 +60,12 @@ LinkMeasurement measure_link(Connection& connection, const MeasureOptions& optio
   m.rtt_s = rtts[rtts.size() / 2];
   m.pings = options.pings;
   m.transfer_bytes = options.transfer_bytes;
+  // A fresh TCP connection is still in slow start: over a 10 ms path the first few MB move at a fraction of the
+  // link's rate. An untimed transfer each way first opens the congestion window, so the timed one measures the
+  // link, which is what the planner's per-hop times need.
+  exchange(connection, id++, options.transfer_bytes, 0, options.timeout);
   const double up = exchange(connection, id++, options.transfer_bytes, 0, options.timeout);
+  exchange(connection, id++, 0, options.transfer_bytes, options.timeout);
   const double down = exchange(connection, id++, 0, options.transfer_bytes, options.timeout);
   // Each transfer also paid one round trip; never let that subtraction make the time vanish.
   const auto rate = [&](double seconds) {

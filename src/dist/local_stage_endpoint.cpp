@@ -2,6 +2,8 @@
 // never race a forward pass over the same cache.
 #include "dist/local_stage_endpoint.h"
 
+#include <algorithm>
+
 #include "util/error.h"
 
 namespace tessera {
@@ -28,6 +30,8 @@ LocalStageEndpoint::LocalStageEndpoint(std::string node, int stage_index, std::s
       index_(stage_index),
       pool_(threads),
       stage_(std::move(weights), options, pool_),
+      sampler_(static_cast<int32_t>(stage_.config().n_vocab),
+               std::clamp<size_t>(static_cast<size_t>(options.n_slots), 1, 64)),
       done_(done),
       thread_([this] { run(); }) {}
 
@@ -64,7 +68,9 @@ void LocalStageEndpoint::run() {
     done.stage = index_;
     done.id = job.id;
     try {
+      if (!job.sampling.empty() && !stage_.is_last()) fail("sampling asked of a stage without the output head");
       stage_.forward(job.batch, job.hidden.empty() ? nullptr : job.hidden.data(), out);
+      if (stage_.is_last()) sampler_.sample_outputs(job.batch, job.sampling, out.logits, done.sampled);
       done.hidden = std::move(out.hidden);
       done.logits = std::move(out.logits);
     } catch (const Error& e) {

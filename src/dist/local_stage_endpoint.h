@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "dist/stage_endpoint.h"
+#include "dist/stage_sampler.h"
 #include "model/stage.h"
 #include "util/thread_pool.h"
 
@@ -22,6 +23,7 @@ class LocalStageEndpoint : public StageEndpoint {
   void submit(StageJob job) override;
   void clear_sequence(int64_t seq) override;
   void truncate_sequence(int64_t seq, int64_t n) override;
+  uint64_t kv_bytes() const { return stage_.cache().bytes(); }
 
  private:
   void run();
@@ -30,6 +32,7 @@ class LocalStageEndpoint : public StageEndpoint {
   int index_;
   ThreadPool pool_;
   Stage stage_;
+  StageSampler sampler_;  // used by the job thread only
   CompletionQueue& done_;
   std::mutex mutex_;
   std::condition_variable cv_;

@@ -297,6 +297,7 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadSt
   io.enumeration("wire_type", m.wire_type);
   io.u16("threads", m.threads);
   if (m.threads > kMaxThreads) io.bad("threads", fmt::format("{} exceeds the limit {}", m.threads, kMaxThreads));
+  io.u32("max_batch", m.max_batch, 1, kMaxBatchTokens);
 }
 
 template <typename IO, typename V>
@@ -359,10 +360,22 @@ void sampling_fields(IO& io, S& s, int64_t i) {
   io.f32(Field("sampling", i, "presence_penalty"), s.presence_penalty, -kFloatMax, kFloatMax);
   io.f32(Field("sampling", i, "frequency_penalty"), s.frequency_penalty, -kFloatMax, kFloatMax);
   io.u64(Field("sampling", i, "seed"), s.seed);
-  io.u16(Field("sampling", i, "n_logprobs"), s.n_logprobs);
-  if (s.n_logprobs > kMaxLogprobs) {
-    io.bad(Field("sampling", i, "n_logprobs"), fmt::format("{} exceeds the limit {}", s.n_logprobs, kMaxLogprobs));
+  // 0xFFFFFFFF means "pick a random seed" to a Sampler: the sampling stage must use the head's seed instead.
+  if (s.seed == 0xFFFFFFFFu) io.bad(Field("sampling", i, "seed"), "0xFFFFFFFF (random) must be resolved by the head");
+  io.u64(Field("sampling", i, "draws"), s.draws);
+  // The window holds at most repeat_last_n tokens (-1: the whole sequence); 0 turns penalties off.
+  const size_t max_history = s.repeat_last_n < 0 ? kMaxCtx : static_cast<size_t>(s.repeat_last_n);
+  const size_t n_history = io.count(Field("sampling", i, "n_history"), s.history.size(), 0, max_history, 4);
+  io.sized(Field("sampling", i, "history"), s.history, n_history);
+  for (size_t k = 0; k < n_history; ++k) {
+    io.i32(Field("sampling", i, "history"), s.history[k], 0, static_cast<int32_t>(kMaxVocab) - 1);
   }
+  io.boolean(Field("sampling", i, "logprobs"), s.logprobs);
+  io.u16(Field("sampling", i, "top_logprobs"), s.top_logprobs);
+  if (s.top_logprobs > kMaxLogprobs) {
+    io.bad(Field("sampling", i, "top_logprobs"), fmt::format("{} exceeds the limit {}", s.top_logprobs, kMaxLogprobs));
+  }
+  if (!s.logprobs && s.top_logprobs != 0) io.bad(Field("sampling", i, "top_logprobs"), "given but logprobs is 0");
 }
 
 template <typename IO, typename M>
@@ -386,8 +399,8 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, Forwar
   io.optional("activations", m.activations,
               [&](auto& a) { activation_fields(io, "activations", a, kMaxEmbd, static_cast<uint32_t>(n)); });
   if (!has_tokens && !m.activations) io.bad("has_tokens", "a Forward needs tokens or activations");
-  // Smallest entry: 4 x 9 numbers + seed 8 + n_logprobs 2.
-  const size_t n_sampling = io.count("n_sampling", m.sampling.size(), 0, n, 46);
+  // Smallest entry: 4 x 9 numbers + seed 8 + draws 8 + n_history 4 + logprobs 1 + top_logprobs 2.
+  const size_t n_sampling = io.count("n_sampling", m.sampling.size(), 0, n, 59);
   io.sized("sampling", m.sampling, n_sampling);
   for (size_t i = 0; i < n_sampling; ++i) {
     const auto idx = static_cast<int64_t>(i);
@@ -447,6 +460,27 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, Trunca
   io.i32("n", m.n, 0, static_cast<int32_t>(kMaxCtx));
 }
 
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeRequest> {
+  io.f32("seconds", m.seconds, 0.05f, 60.0f);
+  io.u32("max_age_s", m.max_age_s, 0, 86400);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeReply> {
+  io.u32("threads", m.threads, 1, kMaxThreads);
+  io.u32("cores", m.cores, 1, 1u << 20);
+  io.f32("mem_read_gbps", m.mem_read_gbps, 0.0f, 1e6f);
+  io.f32("mem_read_gbps_1t", m.mem_read_gbps_1t, 0.0f, 1e6f);
+  io.f32("int8_gops", m.int8_gops, 0.0f, 1e9f);
+  io.f32("f32_gflops", m.f32_gflops, 0.0f, 1e9f);
+  io.u64("mem_total_bytes", m.mem_total_bytes, kMaxByteCount);
+  io.u64("mem_available_bytes", m.mem_available_bytes, kMaxByteCount);
+  io.f32("age_s", m.age_s, 0.0f, 1e7f);
+  io.string("cpu", m.cpu, 0, kMaxModelName, Charset::Printable);
+  io.string("isa", m.isa, 0, kMaxVersionText, Charset::Printable);
+}
+
 template <typename M>
 Message decode_as(std::span<const uint8_t> body) {
   constexpr MsgType type = kTypeOf<M>;
@@ -498,6 +532,10 @@ std::string_view msg_type_name(MsgType type) {
       return "ClearSequence";
     case MsgType::TruncateSequence:
       return "TruncateSequence";
+    case MsgType::ProbeRequest:
+      return "ProbeRequest";
+    case MsgType::ProbeReply:
+      return "ProbeReply";
   }
   return "?";
 }
@@ -675,6 +713,10 @@ Message decode_body(MsgType type, std::span<const uint8_t> body) {
       return decode_as<ClearSequence>(body);
     case MsgType::TruncateSequence:
       return decode_as<TruncateSequence>(body);
+    case MsgType::ProbeRequest:
+      return decode_as<ProbeRequest>(body);
+    case MsgType::ProbeReply:
+      return decode_as<ProbeReply>(body);
   }
   fail("bad frame: unknown message type {}", static_cast<int>(type));
 }

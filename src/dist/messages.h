@@ -17,7 +17,7 @@ namespace tessera::dist {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -37,6 +37,8 @@ enum class MsgType : uint16_t {
   ForwardResult = 33,
   ClearSequence = 34,
   TruncateSequence = 35,
+  ProbeRequest = 48,
+  ProbeReply = 49,
 };
 
 std::string_view msg_type_name(MsgType type);
@@ -169,6 +171,7 @@ struct LoadStage {
   GgmlType kv_type = GgmlType::F16;  // F16 or F32
   WireType wire_type = WireType::F32;
   uint16_t threads = 0;  // 0: all cores
+  uint32_t max_batch = 512;  // the most tokens one Forward will carry: sizes the buffers the worker reports
   bool operator==(const LoadStage&) const = default;
 };
 
@@ -204,7 +207,9 @@ struct LoadDone {
   bool operator==(const LoadDone&) const = default;
 };
 
-// Sampling for one sequence, done by the stage holding the output head (fields as in engine/sampler.h).
+// Sampling for one sequence, done by the stage holding the output head (fields as in engine/sampler.h). With the
+// sampler's whole state on the wire (random draws so far, penalty window) the stage keeps nothing between
+// requests that it could not rebuild, and picks exactly the token the head's own sampler would.
 struct SamplingParams {
   int32_t seq = 0;
   float temperature = 0.8f;
@@ -215,14 +220,17 @@ struct SamplingParams {
   int32_t repeat_last_n = 64;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
-  uint64_t seed = 0xFFFFFFFF;
-  uint16_t n_logprobs = 0;  // 0: no logprobs; n: the sampled token's logprob and the n most likely
+  uint64_t seed = 0;   // the seed in use (never "random": the head resolves that)
+  uint64_t draws = 0;  // random numbers the sequence's sampler has drawn since its seed: the stream goes on from there
+  std::vector<int32_t> history;  // accepted tokens in the penalty window, oldest first; empty without penalties
+  bool logprobs = false;         // report the sampled token's logprob and the top_logprobs most likely tokens
+  uint16_t top_logprobs = 0;
   bool operator==(const SamplingParams&) const = default;
 };
 
 // A micro-batch for one stage. Per token: seq, pos, want_output. Input: `tokens` (the first stage) and/or
-// `activations` [n_tokens][n_embd] (later stages). The stage that samples also gets `tokens`, so the
-// repetition penalties see every token of a sequence.
+// `activations` [n_tokens][n_embd] (later stages). `sampling` (last stage only) asks for the output token of
+// those sequences to be sampled there, so only token ids come back instead of a row of logits.
 struct Forward {
   static constexpr MsgType kType = MsgType::Forward;
   uint64_t request_id = 0;
@@ -277,8 +285,34 @@ struct TruncateSequence {
   bool operator==(const TruncateSequence&) const = default;
 };
 
+// The planner's view of a worker: the head asks for the worker's profile (as `tessera probe` measures it); the worker
+// measures for about `seconds`, or answers from its own measurement when that is younger than max_age_s.
+struct ProbeRequest {
+  static constexpr MsgType kType = MsgType::ProbeRequest;
+  float seconds = 1.0f;  // 0.05 to 60
+  uint32_t max_age_s = 300;
+  bool operator==(const ProbeRequest&) const = default;
+};
+
+struct ProbeReply {
+  static constexpr MsgType kType = MsgType::ProbeReply;
+  uint32_t threads = 1;  // threads of the multi-threaded figures (the worker's -t)
+  uint32_t cores = 1;    // logical CPUs the worker may run on
+  float mem_read_gbps = 0;
+  float mem_read_gbps_1t = 0;
+  float int8_gops = 0;
+  float f32_gflops = 0;
+  uint64_t mem_total_bytes = 0;
+  uint64_t mem_available_bytes = 0;  // read fresh for every request
+  float age_s = 0;                   // age of the measured figures (0: measured for this request)
+  std::string cpu;
+  std::string isa;
+  bool operator==(const ProbeReply&) const = default;
+};
+
 using Message = std::variant<Hello, HelloAck, Heartbeat, Ping, Pong, ErrorMsg, Bye, LoadStage, LoadReply, WeightChunk,
-                             LoadProgress, LoadDone, Forward, ForwardResult, ClearSequence, TruncateSequence>;
+                             LoadProgress, LoadDone, Forward, ForwardResult, ClearSequence, TruncateSequence,
+                             ProbeRequest, ProbeReply>;
 
 MsgType type_of(const Message& message);
 

@@ -2,10 +2,12 @@
 // receiver thread owned by this object matches ForwardResults to jobs in submission order.
 #include "dist/remote_stage_endpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <unordered_map>
 
 #include "dist/handshake.h"
+#include "dist/stage_sampler.h"
 #include "gguf/gguf_writer.h"
 #include "model/tensor_layout.h"
 #include "util/error.h"
@@ -71,6 +73,7 @@ RemoteStageEndpoint::RemoteStageEndpoint(std::string node, const std::string& ad
       index_(stage_index),
       layers_(layers),
       first_(has_embedding),
+      last_(has_head),
       wire_(options.wire),
       n_embd_(model.config().n_embd),
       n_vocab_(model.config().n_vocab),
@@ -78,11 +81,21 @@ RemoteStageEndpoint::RemoteStageEndpoint(std::string node, const std::string& ad
   try {
     conn_ = connect(address, key, options.connect_timeout, options.transport);
     client_handshake(*conn_, make_hello(Role::Head, "head"), options.connect_timeout);
+    MeasureOptions mo;
+    mo.pings = 5;
+    mo.transfer_bytes = std::max<uint32_t>(1, options.measure_bytes);
+    link_ = measure_link(*conn_, mo);
+    if (options.measure_bytes == 0) link_.upload_bytes_per_s = link_.download_bytes_per_s = 0;
   } catch (const Error& e) {
     fail("worker {} ({}): {}", node_, address, e.what());
   }
   load(model, has_embedding, has_head, options);
   receiver_ = std::thread([this] { receive_loop(); });
+}
+
+bool RemoteStageEndpoint::up() const {
+  std::lock_guard lock(mutex_);
+  return broken_.empty();
 }
 
 RemoteStageEndpoint::~RemoteStageEndpoint() {
@@ -128,6 +141,7 @@ void RemoteStageEndpoint::load(const ModelWeights& model, bool has_embedding, bo
   req.kv_type = options.stage.kv_type;
   req.wire_type = options.wire;
   req.threads = static_cast<uint16_t>(options.threads);
+  req.max_batch = static_cast<uint32_t>(std::clamp<int64_t>(options.max_batch, 1, kMaxBatchTokens));
   conn_->send(req);
 
   const LoadReply reply = expect<LoadReply>(*conn_, 120s, node_, "answer to the stage request");
@@ -156,13 +170,19 @@ void RemoteStageEndpoint::load(const ModelWeights& model, bool has_embedding, bo
 }
 
 void RemoteStageEndpoint::fail_pending(const std::string& why) {
-  std::deque<uint64_t> jobs;
+  std::deque<InFlight> jobs;
   {
     std::lock_guard lock(mutex_);
     if (broken_.empty()) broken_ = why;
     jobs.swap(in_flight_);
   }
-  for (uint64_t id : jobs) done_.push({index_, id, {}, {}, why});
+  for (const auto& job : jobs) {
+    StageDone d;
+    d.stage = index_;
+    d.id = job.id;
+    d.error = why;
+    done_.push(std::move(d));
+  }
 }
 
 void RemoteStageEndpoint::receive_loop() {
@@ -175,24 +195,22 @@ void RemoteStageEndpoint::receive_loop() {
       return;
     }
     if (!msg) continue;
-    uint64_t id = 0;
+    InFlight job;
     {
       std::lock_guard lock(mutex_);
       if (in_flight_.empty()) {
         if (auto* e = std::get_if<ErrorMsg>(&*msg)) log_warn("{}", e->message);
         continue;
       }
-      id = in_flight_.front();
+      job = std::move(in_flight_.front());
       in_flight_.pop_front();
     }
     StageDone d;
     d.stage = index_;
-    d.id = id;
+    d.id = job.id;
     if (auto* r = std::get_if<ForwardResult>(&*msg)) {
       try {
-        if (r->request_id != id) fail("worker {} answered job {} out of order (expected {})", node_, r->request_id, id);
-        if (r->hidden) d.hidden = decode_activations(*r->hidden);
-        if (r->logits) d.logits = decode_activations(*r->logits);
+        check_result(job, *r, d);
       } catch (const Error& e) {
         d.error = e.what();
       }
@@ -202,6 +220,33 @@ void RemoteStageEndpoint::receive_loop() {
       d.error = fmt::format("worker {}: unexpected {} message", node_, msg_type_name(type_of(*msg)));
     }
     done_.push(std::move(d));
+  }
+}
+
+// A worker's answer is checked against what was asked before the pipeline uses it: the right job, the right
+// kind of output, one pick per sampled sequence in order, a logits row per other output token.
+void RemoteStageEndpoint::check_result(const InFlight& job, const ForwardResult& r, StageDone& d) const {
+  if (r.request_id != job.id) fail("worker {} answered job {} out of order (expected {})", node_, r.request_id, job.id);
+  if (!last_) {
+    if (!r.hidden) fail("worker {}: a result without hidden states", node_);
+    d.hidden = decode_activations(*r.hidden);
+    return;
+  }
+  if (r.hidden) fail("worker {}: hidden states from the last stage", node_);
+  const size_t rows = r.logits ? r.logits->n_rows : 0;
+  if (rows != job.logit_rows || (r.logits && r.logits->n_cols != static_cast<uint32_t>(n_vocab_))) {
+    fail("worker {}: {} rows of logits where {} of {} were expected", node_, rows, job.logit_rows, n_vocab_);
+  }
+  if (r.logits) d.logits = decode_activations(*r.logits);
+  if (r.sampled.size() != job.sampled_seqs.size()) {
+    fail("worker {}: {} sampled tokens where {} were asked for", node_, r.sampled.size(), job.sampled_seqs.size());
+  }
+  for (size_t i = 0; i < r.sampled.size(); ++i) {
+    const SampledOutput& o = r.sampled[i];
+    if (o.seq != job.sampled_seqs[i] || o.token >= n_vocab_) {
+      fail("worker {}: sampled token {} of sequence {} does not answer the request", node_, o.token, o.seq);
+    }
+    d.sampled.push_back(from_wire(o));
   }
 }
 
@@ -217,13 +262,36 @@ void RemoteStageEndpoint::submit(StageJob job) {
     f.activations = encode_activations(job.hidden, static_cast<uint32_t>(job.batch.size()),
                                        static_cast<uint32_t>(n_embd_), wire_);
   }
+  InFlight expect;
+  expect.id = job.id;
+  if (last_) {
+    // The worker answers in batch order of the output tokens: picks for sequences with sampling, logits rows
+    // for the others.
+    for (int64_t t = 0; t < job.batch.size(); ++t) {
+      const auto tt = static_cast<size_t>(t);
+      if (!job.batch.want_logits[tt]) continue;
+      const int32_t seq = job.batch.seq[tt];
+      const bool sampled = std::any_of(job.sampling.begin(), job.sampling.end(),
+                                       [&](const StageSample& s) { return s.seq == seq; });
+      if (sampled) {
+        expect.sampled_seqs.push_back(seq);
+      } else {
+        ++expect.logit_rows;
+      }
+    }
+    for (const auto& s : job.sampling) f.sampling.push_back(to_wire(s));
+  }
   {
     std::lock_guard lock(mutex_);
     if (!broken_.empty()) {
-      done_.push({index_, job.id, {}, {}, broken_});
+      StageDone d;
+      d.stage = index_;
+      d.id = job.id;
+      d.error = broken_;
+      done_.push(std::move(d));
       return;
     }
-    in_flight_.push_back(job.id);
+    in_flight_.push_back(std::move(expect));
   }
   try {
     conn_->send(f);

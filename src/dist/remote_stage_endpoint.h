@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "dist/keys.h"
+#include "dist/link_measure.h"
 #include "dist/stage_endpoint.h"
 #include "dist/transport.h"
 #include "model/stage.h"
@@ -23,6 +24,10 @@ struct RemoteStageOptions {
   int threads = 0;
   std::chrono::milliseconds connect_timeout{5000};
   TransportOptions transport;
+  int64_t max_batch = 512;  // the most tokens one micro-batch will carry (the worker sizes its buffers for it)
+  // The link is measured after the handshake (RTT and bandwidth each way, for the connect report, /health and
+  // the planner); 0 bytes skips the bandwidth part.
+  uint32_t measure_bytes = 4u << 20;
   // Called while weights stream: (bytes sent, bytes to send).
   std::function<void(uint64_t, uint64_t)> progress;
 };
@@ -48,8 +53,17 @@ class RemoteStageEndpoint : public StageEndpoint {
   void clear_sequence(int64_t seq) override;
   void truncate_sequence(int64_t seq, int64_t n) override;
 
+  uint64_t wire_bytes() const override {
+    const LinkStats s = conn_->stats();
+    return s.bytes_sent + s.bytes_received;
+  }
+
   const LoadReport& load_report() const { return report_; }
   LinkStats link_stats() const { return conn_->stats(); }
+  const std::string& address() const { return conn_->address(); }
+  const LinkMeasurement& link() const { return link_; }
+  // False once the link broke (the worker died, went silent or closed): its jobs fail and the replica is degraded.
+  bool up() const;
   Connection& connection() { return *conn_; }
 
  private:
@@ -61,14 +75,24 @@ class RemoteStageEndpoint : public StageEndpoint {
   int index_;
   LayerRange layers_;
   bool first_;
+  bool last_;
   WireType wire_;
   int64_t n_embd_ = 0;
   int64_t n_vocab_ = 0;
   CompletionQueue& done_;
   std::unique_ptr<Connection> conn_;
   LoadReport report_;
-  std::mutex mutex_;
-  std::deque<uint64_t> in_flight_;
+  LinkMeasurement link_;
+  // What each job in flight must bring back: its id, the logits rows and the sampled sequences (in order).
+  struct InFlight {
+    uint64_t id = 0;
+    size_t logit_rows = 0;
+    std::vector<int32_t> sampled_seqs;
+  };
+  void check_result(const InFlight& job, const ForwardResult& r, StageDone& d) const;
+
+  mutable std::mutex mutex_;
+  std::deque<InFlight> in_flight_;
   std::atomic<bool> stop_{false};
   std::string broken_;  // set once the link failed
   std::thread receiver_;

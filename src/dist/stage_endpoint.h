@@ -10,22 +10,32 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampler.h"
 #include "model/batch.h"
 #include "model/model_weights.h"
 
 namespace tessera {
 
+// Sample the output token of sequence `seq` on the last stage, from the head sampler's state.
+struct StageSample {
+  int32_t seq = 0;
+  SamplerState state;
+  int32_t top_logprobs = -1;  // -1: no logprobs
+};
+
 struct StageJob {
   uint64_t id = 0;
   Batch batch;
-  std::vector<float> hidden;  // input activations [n_tokens][n_embd]; empty for the first stage
+  std::vector<float> hidden;         // input activations [n_tokens][n_embd]; empty for the first stage
+  std::vector<StageSample> sampling;  // last stage only: at most one per sequence, for its one output token
 };
 
 struct StageDone {
   int stage = 0;  // index of the stage in its pipeline
   uint64_t id = 0;
-  std::vector<float> hidden;  // output activations, or
-  std::vector<float> logits;  // the last stage's logits for the batch's want_logits tokens
+  std::vector<float> hidden;  // output activations, or the last stage's
+  std::vector<float> logits;  // logits of the output tokens of sequences without sampling, batch order, and
+  std::vector<SampledToken> sampled;  // picks for the sequences with sampling, batch order
   std::string error;          // non-empty when the stage failed this job (the message names the node)
 };
 
@@ -50,6 +60,8 @@ class StageEndpoint {
   virtual void submit(StageJob job) = 0;
   virtual void clear_sequence(int64_t seq) = 0;
   virtual void truncate_sequence(int64_t seq, int64_t n) = 0;
+  // Bytes this stage's link has carried both ways (0 for a stage on the head).
+  virtual uint64_t wire_bytes() const { return 0; }
 };
 
 }  // namespace tessera

@@ -85,7 +85,9 @@ Connection::~Connection() { close(); }
 bool Connection::encrypted() const { return stream_ && stream_->encrypted(); }
 
 void Connection::set_peer_identity(Role role, std::string_view name) {
-  peer_ = fmt::format("{} {} ({})", role_name(role), name, address_);
+  // "worker b (10.0.0.2:50061)"; a head that calls itself "head" is just "head (address)", not "head head".
+  peer_ = name == role_name(role) ? fmt::format("{} ({})", name, address_)
+                                  : fmt::format("{} {} ({})", role_name(role), name, address_);
 }
 
 LinkStats Connection::stats() const {
@@ -155,7 +157,8 @@ void Connection::send(const Message& message) {
     try {
       encode_frame(message, tx_);  // validates every field and the type's size limit
     } catch (const Error& e) {
-      fail("{}: {}", peer_, e.what());
+      // Nothing was sent: the message itself is bad, which is this node's fault, not the peer's.
+      fail("cannot send to {}: {}", peer_, e.what());
     }
     error = write_frame(tx_, options_.send_stall);
     if (tx_.capacity() > kKeepBuffer) tx_ = std::vector<uint8_t>();

@@ -2,10 +2,15 @@
 // Worker owns. Every request the head sends is validated by the codec and again by the Stage.
 #include "dist/worker.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <thread>
 
 #include "dist/handshake.h"
+#include "dist/progress.h"
+#include "dist/stage_memory.h"
+#include "dist/stage_sampler.h"
 #include "model/stage.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -15,7 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-ForwardResult run_forward(Stage& stage, const Forward& f, WireType wire, StageOutput& out) {
+ForwardResult run_forward(Stage& stage, const Forward& f, WireType wire, StageSampler& sampler, StageOutput& out) {
   Batch b;
   b.seq = f.seq;
   b.pos = f.pos;
@@ -28,17 +33,64 @@ ForwardResult run_forward(Stage& stage, const Forward& f, WireType wire, StageOu
     if (hidden.size() != need) fail("activations of {} values, expected {}", hidden.size(), need);
     if (b.tokens.empty()) b.tokens.assign(b.seq.size(), 0);
   }
+  if (!f.sampling.empty() && !stage.is_last()) fail("sampling asked of a stage without the output head");
+  std::vector<StageSample> requests;
+  for (const auto& s : f.sampling) requests.push_back(from_wire(s));
   stage.forward(b, hidden.empty() ? nullptr : hidden.data(), out);
   ForwardResult r;
   r.request_id = f.request_id;
   if (stage.is_last()) {
-    const auto rows = static_cast<uint32_t>(b.n_outputs());
-    // Logits travel as f32: they decide sampling, and the last stage's output is small next to the weights.
-    r.logits = encode_activations(out.logits, rows, static_cast<uint32_t>(stage.config().n_vocab), WireType::F32);
+    std::vector<SampledToken> picks;
+    sampler.sample_outputs(b, requests, out.logits, picks);
+    // Picks come in batch order of the sampled output tokens; each goes back named by its sequence.
+    std::map<int32_t, const StageSample*> by_seq;
+    for (const auto& s : requests) by_seq[s.seq] = &s;
+    size_t k = 0;
+    for (int64_t t = 0; t < b.size(); ++t) {
+      const auto tt = static_cast<size_t>(t);
+      const auto it = b.want_logits[tt] ? by_seq.find(b.seq[tt]) : by_seq.end();
+      if (it == by_seq.end()) continue;
+      r.sampled.push_back(to_wire(b.seq[tt], picks.at(k++), it->second->top_logprobs >= 0));
+    }
+    // Logits travel as f32 (they decide sampling on the head), and only for output tokens nobody sampled here:
+    // a micro-batch without such tokens (the early chunks of a prompt, say) carries none.
+    const auto n_vocab = static_cast<size_t>(stage.config().n_vocab);
+    const auto rows = static_cast<uint32_t>(out.logits.size() / n_vocab);
+    if (rows > 0) r.logits = encode_activations(out.logits, rows, static_cast<uint32_t>(n_vocab), WireType::F32);
   } else {
     r.hidden = encode_activations(out.hidden, static_cast<uint32_t>(b.size()),
                                   static_cast<uint32_t>(stage.config().n_embd), wire);
   }
+  return r;
+}
+
+// This machine's profile for the head's planner, from the cache when it is young enough.
+ProbeReply probe_reply(ProbeCache& cache, const ProbeRequest& request, int threads) {
+  ProbeOptions po;
+  po.threads = threads;
+  po.seconds = request.seconds;
+  double age = 0;
+  const ProbeResult p = cache.get(po, request.max_age_s, age);
+  ProbeReply r;
+  r.threads = static_cast<uint32_t>(std::clamp<int>(p.threads, 1, static_cast<int>(kMaxThreads)));
+  r.cores = static_cast<uint32_t>(std::max(p.cores, 1));
+  r.mem_read_gbps = static_cast<float>(p.mem_read_gbps);
+  r.mem_read_gbps_1t = static_cast<float>(p.mem_read_gbps_1t);
+  r.int8_gops = static_cast<float>(p.int8_gops);
+  r.f32_gflops = static_cast<float>(p.f32_gflops);
+  r.mem_total_bytes = p.mem_total_bytes;
+  r.mem_available_bytes = p.mem_available_bytes;
+  r.age_s = static_cast<float>(std::min(age, 1e7));
+  // The fields are printable ASCII: anything else in a CPU name becomes '?'.
+  const auto printable = [](std::string text, size_t max) {
+    text.resize(std::min(text.size(), max));
+    for (char& ch : text) {
+      if (ch < 0x20 || ch > 0x7e) ch = '?';
+    }
+    return text;
+  };
+  r.cpu = printable(p.cpu, kMaxModelName);
+  r.isa = printable(p.isa, kMaxVersionText);
   return r;
 }
 
@@ -87,18 +139,21 @@ void Worker::serve(const std::atomic<bool>& stop) {
         }
         std::this_thread::sleep_for(50ms);
       }
+      // Heads call themselves "head": "head at 10.0.0.1:40000" then, rather than "head head".
+      const std::string who = peer.node_name == "head" ? fmt::format("head at {}", conn->address())
+                                                       : fmt::format("head {} ({})", peer.node_name, conn->address());
       std::lock_guard lock(mutex_);
       if (!active_head_.empty()) {
-        conn->send(refuse_hello(self, HelloStatus::Busy, fmt::format("busy: serving head {}", active_head_)));
+        conn->send(refuse_hello(self, HelloStatus::Busy, fmt::format("busy: serving {}", active_head_)));
         conn->close("busy");
-        log_info("worker {}: refused head {}: busy with head {}", options_.name, peer.node_name, active_head_);
+        log_info("worker {}: refused {}: busy with {}", options_.name, who, active_head_);
         continue;
       }
       if (session_thread_.joinable()) session_thread_.join();
       conn->send(accept_hello(self));
-      active_head_ = peer.node_name;
-      log_info("worker {}: serving head {} ({})", options_.name, peer.node_name, conn->address());
-      session_thread_ = std::thread([this, c = std::move(conn), head = peer.node_name]() mutable {
+      active_head_ = who;
+      log_info("worker {}: serving {}", options_.name, who);
+      session_thread_ = std::thread([this, c = std::move(conn), head = who]() mutable {
         session(std::move(c), head);
       });
     } catch (const Error& e) {
@@ -114,6 +169,8 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
   LoadStage request;
   std::unique_ptr<ThreadPool> pool;
   std::unique_ptr<Stage> stage;
+  std::unique_ptr<StageSampler> sampler;
+  std::unique_ptr<TransferProgress> progress;
   StageOutput out;
   auto reply_error = [&](ErrorCode code, const std::string& message) {
     conn->send(error_message(code, fmt::format("worker {}: {}", options_.name, message)));
@@ -133,18 +190,28 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
                               type_traits(so.kv_type).type_size;
     uint64_t weight_bytes = 0;
     for (const auto& t : request.tensors) weight_bytes += t.n_bytes;
-    if (options_.mem_limit > 0 && weight_bytes + kv_bytes > options_.mem_limit) {
-      fail("not enough memory: the stage needs {:.2f} GiB (weights {:.2f} + KV cache {:.2f}), --mem-limit is {:.2f} GiB",
-           static_cast<double>(weight_bytes + kv_bytes) / (1 << 30), static_cast<double>(weight_bytes) / (1 << 30),
-           static_cast<double>(kv_bytes) / (1 << 30), static_cast<double>(options_.mem_limit) / (1 << 30));
+    const uint64_t buffer_bytes =
+        stage_buffer_bytes(weights->config(), request.max_batch, request.n_ctx, request.has_head);
+    const uint64_t need = weight_bytes + kv_bytes + buffer_bytes;
+    if (options_.mem_limit > 0 && need > options_.mem_limit) {
+      fail("not enough memory: the stage needs {:.2f} GiB (weights {:.2f} + KV cache {:.2f} + buffers {:.2f}), "
+           "--mem-limit is {:.2f} GiB",
+           static_cast<double>(need) / (1 << 30), static_cast<double>(weight_bytes) / (1 << 30),
+           static_cast<double>(kv_bytes) / (1 << 30), static_cast<double>(buffer_bytes) / (1 << 30),
+           static_cast<double>(options_.mem_limit) / (1 << 30));
     }
     const int threads = request.threads > 0 ? request.threads : options_.threads;
     pool = std::make_unique<ThreadPool>(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
     stage = std::make_unique<Stage>(weights, so, *pool);
-    conn->send(LoadDone{weight_bytes, stage->cache().bytes(), 0});
-    log_info("worker {}: holding layers {}-{} of {} ({} bytes received, {} found locally)", options_.name,
-             request.layer_begin, request.layer_end - 1, request.file_name, assembler->bytes_received(),
-             assembler->found_in().empty() ? "none" : assembler->found_in());
+    // One cached sampler per sequence decoding together (up to 64), so a step rebuilds none.
+    sampler = std::make_unique<StageSampler>(static_cast<int32_t>(weights->config().n_vocab),
+                                             std::clamp<size_t>(request.n_slots, 1, 64));
+    conn->send(LoadDone{weight_bytes, stage->cache().bytes(), buffer_bytes});
+    log_info("worker {}: holding layers {}-{} of {} ({} received, {} found locally; KV cache {}, buffers {})",
+             options_.name, request.layer_begin, request.layer_end - 1, request.file_name,
+             TransferProgress::format_bytes(assembler->bytes_received()),
+             assembler->found_in().empty() ? "none" : assembler->found_in(),
+             TransferProgress::format_bytes(stage->cache().bytes()), TransferProgress::format_bytes(buffer_bytes));
     assembler.reset();
   };
 
@@ -157,6 +224,9 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
         request = std::move(*load);
         try {
           assembler = std::make_unique<StageAssembler>(request, options_.weights);
+          progress = std::make_unique<TransferProgress>(
+              fmt::format("worker {}: receiving weights from {}", options_.name, head_name),
+              assembler->bytes_needed());
           conn->send(assembler->reply());
           if (assembler->complete()) finish_load();
         } catch (const Error& e) {
@@ -171,6 +241,7 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
         }
         try {
           assembler->receive(*chunk);
+          progress->update(assembler->bytes_received());
           if (assembler->complete()) finish_load();
         } catch (const Error& e) {
           assembler.reset();
@@ -183,7 +254,7 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
           continue;
         }
         try {
-          conn->send(run_forward(*stage, *fwd, request.wire_type, out));
+          conn->send(run_forward(*stage, *fwd, request.wire_type, *sampler, out));
         } catch (const Error& e) {
           reply_error(ErrorCode::BadRequest, e.what());
         }
@@ -199,6 +270,12 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
         } catch (const Error& e) {
           reply_error(ErrorCode::BadRequest, e.what());
         }
+      } else if (auto* probe = std::get_if<ProbeRequest>(&*msg)) {
+        try {
+          conn->send(probe_reply(probe_cache_, *probe, options_.threads));
+        } catch (const Error& e) {
+          reply_error(ErrorCode::Internal, fmt::format("probe failed: {}", e.what()));
+        }
       } else if (std::holds_alternative<Bye>(*msg)) {
         break;
       } else {
@@ -206,7 +283,7 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
       }
     }
   } catch (const Error& e) {
-    log_info("worker {}: head {} gone: {}", options_.name, head_name, e.what());
+    log_info("worker {}: {} gone: {}", options_.name, head_name, e.what());
   }
   conn->close("session over");
   std::lock_guard lock(mutex_);

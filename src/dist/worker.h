@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "dist/keys.h"
+#include "engine/probe.h"
 #include "dist/stage_assembler.h"
 #include "dist/transport.h"
 
@@ -48,6 +49,7 @@ class Worker {
   std::string active_head_;  // empty when idle
   std::thread session_thread_;
   std::atomic<bool> stopping_{false};
+  ProbeCache probe_cache_;  // this machine's profile for heads' ProbeRequests, kept a few minutes between heads
 };
 
 }  // namespace tessera::dist

@@ -98,7 +98,8 @@ std::string params_label(uint64_t n) {
 }  // namespace
 
 std::string BenchTest::name() const {
-  return n_prompt > 0 ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
+  if (n_prompt > 0) return fmt::format("pp{}", n_prompt);
+  return n_seq > 1 ? fmt::format("tg{}x{}", n_gen, n_seq) : fmt::format("tg{}", n_gen);
 }
 
 MeanSd mean_sd(std::span<const double> values) {
@@ -168,13 +169,17 @@ std::vector<int64_t> parse_int_list(std::string_view text, std::string_view flag
   return out;
 }
 
-std::vector<BenchTest> bench_tests(std::span<const int64_t> prompts, std::span<const int64_t> gens) {
+std::vector<BenchTest> bench_tests(std::span<const int64_t> prompts, std::span<const int64_t> gens,
+                                   std::span<const int64_t> concurrency) {
   std::vector<BenchTest> tests;
   for (int64_t p : prompts) {
     if (p > 0) tests.push_back({p, 0});
   }
+  const std::vector<int64_t> one = {1};
+  const std::span<const int64_t> cs = concurrency.empty() ? std::span<const int64_t>(one) : concurrency;
   for (int64_t n : gens) {
-    if (n > 0) tests.push_back({0, n});
+    if (n <= 0) continue;
+    for (int64_t c : cs) tests.push_back({0, n, std::max<int64_t>(c, 1)});
   }
   return tests;
 }
@@ -183,44 +188,68 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
   if ((test.n_prompt > 0) == (test.n_gen > 0) || test.n_prompt < 0 || test.n_gen < 0) {
     fail("a benchmark test has either a prompt or a generation length, got pp {} tg {}", test.n_prompt, test.n_gen);
   }
+  if (test.n_seq < 1 || (test.n_prompt > 0 && test.n_seq != 1)) {
+    fail("{}: {} sequences; a generation test runs 1 or more, a prompt test 1", test.name(), test.n_seq);
+  }
+  if (test.n_seq > executor.n_slots()) {
+    fail("{} needs {} sequences at once, the executor has {} slots", test.name(), test.n_seq, executor.n_slots());
+  }
   if (options.repetitions < 1) fail("the number of repetitions must be positive, got {}", options.repetitions);
   if (options.n_batch < 1) fail("the batch size must be positive, got {}", options.n_batch);
   const int64_t needed = test.n_prompt > 0 ? test.n_prompt : test.n_gen + 1;
   if (needed > executor.n_ctx()) {
     fail("{} needs a context of {} tokens, the executor has {}", test.name(), needed, executor.n_ctx());
   }
-  constexpr int32_t seq = 0;
+  const int64_t n_seq = test.n_seq;
   const int64_t n_vocab = executor.config().n_vocab;
   std::mt19937_64 rng(options.seed);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(n_vocab - 1));
-  // Drawn before the clock starts; a run reuses them, the cache is cleared in between.
-  std::vector<int32_t> tokens(static_cast<size_t>(needed));
+  // Drawn before the clock starts; a run reuses them, the cache is cleared in between. Sequence s has tokens
+  // [s * needed, (s + 1) * needed).
+  std::vector<int32_t> tokens(static_cast<size_t>(needed * n_seq));
   for (auto& t : tokens) t = pick(rng);
+  const auto token = [&](int64_t s, int64_t i) { return tokens[static_cast<size_t>(s * needed + i)]; };
+  const auto clear = [&] {
+    for (int64_t s = 0; s < n_seq; ++s) executor.clear_sequence(s);
+  };
 
   Batch batch;
   std::vector<float> logits;
-  // Evaluates tokens [begin, end) at their positions, n_batch at a time; logits only for the last when asked.
+  // Evaluates each sequence's tokens [begin, end) at their positions, n_batch at a time (one sequence: prompts;
+  // several: their one-token contexts in one batch); logits only for the last when asked.
   const auto prefill = [&](int64_t begin, int64_t end, bool last_logits) {
     for (int64_t b = begin; b < end; b += options.n_batch) {
       const int64_t e = std::min(end, b + options.n_batch);
       batch.clear();
-      for (int64_t i = b; i < e; ++i) {
-        batch.add(tokens[static_cast<size_t>(i)], seq, static_cast<int32_t>(i), last_logits && i == end - 1);
+      for (int64_t s = 0; s < n_seq; ++s) {
+        for (int64_t i = b; i < e; ++i) {
+          batch.add(token(s, i), static_cast<int32_t>(s), static_cast<int32_t>(i), last_logits && i == end - 1);
+        }
       }
       executor.decode(batch, logits);
     }
   };
-  // One token per step with its logits, as a generation loop runs.
+  // One token per sequence per step, sampled greedily, as a generation loop (or a server's batch) runs: a pipeline
+  // samples on its last node, so only token ids come back, as in real generation.
+  SamplerParams greedy;
+  greedy.temperature = 0.0f;
+  std::vector<Sampler> samplers;
+  for (int64_t s = 0; s < n_seq; ++s) samplers.emplace_back(greedy, static_cast<int32_t>(n_vocab));
+  std::vector<SampleRequest> requests;
+  for (auto& sampler : samplers) requests.push_back({&sampler, -1});
+  std::vector<SampledToken> picks;
   const auto generate = [&](int64_t steps) {
     for (int64_t i = 1; i <= steps; ++i) {
       batch.clear();
-      batch.add(tokens[static_cast<size_t>(i)], seq, static_cast<int32_t>(i), true);
-      executor.decode(batch, logits);
+      for (int64_t s = 0; s < n_seq; ++s) {
+        batch.add(token(s, i), static_cast<int32_t>(s), static_cast<int32_t>(i), true);
+      }
+      executor.decode_sampled(batch, requests, picks);
     }
   };
 
   if (options.warmup) {
-    executor.clear_sequence(seq);
+    clear();
     if (test.n_prompt > 0) {
       prefill(0, std::min(test.n_prompt, options.n_batch), true);
     } else {
@@ -231,9 +260,11 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
 
   BenchTiming r;
   r.test = test;
+  uint64_t wire_bytes = 0;
   for (int rep = 0; rep < options.repetitions; ++rep) {
-    executor.clear_sequence(seq);
+    clear();
     if (test.n_gen > 0) prefill(0, 1, true);  // the short context a generation test starts from
+    const uint64_t wire0 = options.wire_bytes ? options.wire_bytes() : 0;
     const auto t0 = Clock::now();
     if (test.n_prompt > 0) {
       prefill(0, test.n_prompt, true);
@@ -241,11 +272,16 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
       generate(test.n_gen);
     }
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
+    if (options.wire_bytes) wire_bytes += options.wire_bytes() - wire0;
     const auto sample = static_cast<uint64_t>(std::max<int64_t>(ns, 1));
     r.samples_ns.push_back(sample);
     r.samples_ts.push_back(1e9 * static_cast<double>(test.n_tokens()) / static_cast<double>(sample));
   }
-  executor.clear_sequence(seq);
+  clear();
+  if (options.wire_bytes) {
+    r.wire_bytes_per_token = static_cast<double>(wire_bytes) /
+                             static_cast<double>(test.n_tokens() * static_cast<int64_t>(options.repetitions));
+  }
 
   std::vector<double> ns(r.samples_ns.begin(), r.samples_ns.end());
   const MeanSd t = mean_sd(ns);
@@ -269,6 +305,12 @@ BenchModel describe_bench_model(const std::string& filename, const ModelWeights&
   return m;
 }
 
+int64_t bench_slots(const BenchConfig& config) {
+  int64_t n = 1;
+  for (int64_t c : config.concurrency) n = std::max(n, c);
+  return n;
+}
+
 int64_t bench_context(const BenchConfig& config) {
   int64_t n = 1;
   for (int64_t p : config.n_prompt) n = std::max(n, p);
@@ -278,8 +320,12 @@ int64_t bench_context(const BenchConfig& config) {
 
 std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchModel& model,
                                         const ExecutorFactory& make_executor,
-                                        const std::function<void(const BenchResult&)>& on_result) {
-  const std::vector<BenchTest> tests = bench_tests(config.n_prompt, config.n_gen);
+                                        const std::function<void(const BenchResult&)>& on_result,
+                                        const WireCounter& wire_counter) {
+  for (int64_t c : config.concurrency) {
+    if (c < 1) fail("the concurrency must be positive, got {}", c);
+  }
+  const std::vector<BenchTest> tests = bench_tests(config.n_prompt, config.n_gen, config.concurrency);
   if (tests.empty()) fail("nothing to run: every prompt (-p) and generation (-n) length is 0");
   std::vector<int> threads = config.threads;
   if (threads.empty()) threads.push_back(available_cores());
@@ -291,6 +337,11 @@ std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchMo
   std::vector<BenchResult> results;
   for (int t : threads) {
     std::unique_ptr<Executor> executor = make_executor(t);
+    BenchRunOptions run = config.run;
+    if (wire_counter && wire_counter(*executor)) {
+      const Executor* e = executor.get();
+      run.wire_bytes = [e, &wire_counter] { return wire_counter(*e).value_or(0); };
+    }
     std::optional<double> gbps;
     if (config.probe) {
       gbps = measure_read_gbps(t, config.probe_seconds, config.probe_buffer_bytes);
@@ -307,9 +358,12 @@ std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchMo
       r.type_k = config.type_k;
       r.isa = isa;
       r.test_time = now_rfc3339();
-      r.timing = run_bench_test(*executor, test, config.run);
+      r.n_workers = config.n_workers;
+      r.split = config.split;
+      r.timing = run_bench_test(*executor, test, run);
       r.mem_read_gbps = gbps;
-      if (gbps && test.n_gen > 0 && model.decode_bytes_per_token > 0) {
+      // The roofline is one stream's: several sequences share each read of the weights.
+      if (gbps && test.n_gen > 0 && test.n_seq == 1 && model.decode_bytes_per_token > 0) {
         r.roofline_ts = decode_roofline_ts(*gbps, model.decode_bytes_per_token);
         r.roofline_fraction = r.timing.avg_ts / *r.roofline_ts;
       }

@@ -18,10 +18,13 @@ namespace tessera {
 
 // One test: exactly one of n_prompt and n_gen is positive, as in llama-bench.
 struct BenchTest {
-  int64_t n_prompt = 0;      // evaluate this many random tokens from an empty cache, in batches of n_batch
-  int64_t n_gen = 0;         // then this many single-token steps after a context of one token
-  std::string name() const;  // "pp512", "tg128"
-  int64_t n_tokens() const { return n_prompt + n_gen; }
+  int64_t n_prompt = 0;  // evaluate this many random tokens from an empty cache, in batches of n_batch
+  int64_t n_gen = 0;     // then this many single-token steps after a context of one token, each sampled greedily
+  // Sequences decoding together (generation tests): each step is one batch of one token from each of them, as
+  // llama-batched-bench's -npl; the figure is their total tokens per second.
+  int64_t n_seq = 1;
+  std::string name() const;  // "pp512", "tg128", "tg64x4" (4 sequences)
+  int64_t n_tokens() const { return n_prompt + n_gen * n_seq; }
 };
 
 struct BenchRunOptions {
@@ -29,6 +32,8 @@ struct BenchRunOptions {
   int64_t n_batch = 512;
   bool warmup = true;    // one untimed run first: the first batch of a pp test, a few steps of a tg test
   uint64_t seed = 1234;  // the random tokens
+  // Bytes on the wire so far (a distributed executor's links, both ways); unset for a local one.
+  std::function<uint64_t()> wire_bytes;
 };
 
 struct BenchTiming {
@@ -37,10 +42,11 @@ struct BenchTiming {
   std::vector<double> samples_ts;    // each repeat's tokens per second
   uint64_t avg_ns = 0, stddev_ns = 0;
   double avg_ts = 0, stddev_ts = 0;  // over samples_ts
+  std::optional<double> wire_bytes_per_token;  // over the timed runs, when options.wire_bytes is set
 };
 
-// Warm-up, then `repetitions` timed runs of the test on sequence 0 (cleared before each and after the last).
-// Throws Error when the test does not fit the executor's context.
+// Warm-up, then `repetitions` timed runs of the test on sequences 0..n_seq-1 (cleared before each and after the
+// last). Throws Error when the test does not fit the executor's context or its sequence slots.
 BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const BenchRunOptions& options);
 
 // Mean and standard deviation with Bessel's correction, as llama-bench reports them (sd 0 below two samples).
@@ -57,9 +63,10 @@ double decode_roofline_ts(double mem_read_gbps, uint64_t decode_bytes_per_token)
 // Throws Error naming the flag and what is wrong ("-p: bad list '12,,x': empty item ...").
 std::vector<int64_t> parse_int_list(std::string_view text, std::string_view flag, int64_t min_value = 0);
 
-// The tests of one thread count in llama-bench's order: each prompt length, then each generation length; zero
-// lengths are skipped (-n 0 runs no generation test).
-std::vector<BenchTest> bench_tests(std::span<const int64_t> prompts, std::span<const int64_t> gens);
+// The tests of one thread count in llama-bench's order: each prompt length, then each generation length at each
+// concurrency (1 first); zero lengths are skipped (-n 0 runs no generation test).
+std::vector<BenchTest> bench_tests(std::span<const int64_t> prompts, std::span<const int64_t> gens,
+                                   std::span<const int64_t> concurrency = std::span<const int64_t>{});
 
 // What a report says about the model.
 struct BenchModel {
@@ -74,12 +81,16 @@ BenchModel describe_bench_model(const std::string& filename, const ModelWeights&
 struct BenchConfig {
   std::vector<int64_t> n_prompt = {512};
   std::vector<int64_t> n_gen = {128};
-  std::vector<int> threads;  // empty: all cores
+  std::vector<int64_t> concurrency = {1};  // sequences decoding together in generation tests
+  std::vector<int> threads;                // empty: all cores
   BenchRunOptions run;
   std::string type_k = "f16";
   bool probe = true;                // measure bandwidth per thread count for the roofline
   double probe_seconds = 1.0;       // per thread count
   uint64_t probe_buffer_bytes = 0;  // 0: the probe's default
+  // Distributed runs: the workers besides the head and the layer split, reported with each result.
+  int n_workers = 0;
+  std::string split;
 };
 
 // One row of a report (llama-bench's fields, plus the roofline).
@@ -94,18 +105,26 @@ struct BenchResult {
   std::optional<double> mem_read_gbps;      // when probed
   std::optional<double> roofline_ts;        // tg tests, when probed
   std::optional<double> roofline_fraction;  // avg_ts / roofline_ts
+  int n_workers = 0;                        // 0: a local run
+  std::string split;                        // "0-10@a,11-21@b" for a distributed run
 };
 
-// Makes an executor with a pool of the given size; its context must hold the longest test.
+// Makes an executor with a pool of the given size; its context must hold the longest test, its slots the highest
+// concurrency.
 using ExecutorFactory = std::function<std::unique_ptr<Executor>(int threads)>;
+// Reads the wire byte counter of an executor the factory made (unset, or nullopt: no wire, a local run).
+using WireCounter = std::function<std::optional<uint64_t>(const Executor&)>;
 
 // Context the tests need: the longest prompt, or the longest generation plus its one-token start.
 int64_t bench_context(const BenchConfig& config);
+// Sequence slots the tests need: the highest concurrency.
+int64_t bench_slots(const BenchConfig& config);
 
 // Runs every test at every thread count (one executor per thread count, made when its turn comes) and reports
 // each result to on_result as it completes. Progress goes to standard error.
 std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchModel& model,
                                         const ExecutorFactory& make_executor,
-                                        const std::function<void(const BenchResult&)>& on_result = {});
+                                        const std::function<void(const BenchResult&)>& on_result = {},
+                                        const WireCounter& wire_counter = {});
 
 }  // namespace tessera

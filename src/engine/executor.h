@@ -1,14 +1,23 @@
-// The Executor: runs batches through a whole model, wherever its Stages are (one local Stage today; a pipeline of
-// remote Stages later). The generation loop and the server talk only to this interface.
+// The Executor: runs batches through a whole model, wherever its Stages are (one local Stage, or a pipeline of
+// Stages on several nodes). The generation loop and the server talk only to this interface.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
+#include "engine/sampler.h"
 #include "model/batch.h"
 #include "model/model_config.h"
+#include "util/error.h"
 
 namespace tessera {
+
+// One output token to sample: the sequence's own Sampler (whose state says how), and whether to report logprobs.
+struct SampleRequest {
+  Sampler* sampler = nullptr;
+  int32_t top_logprobs = -1;  // -1: no logprobs; n >= 0: the sampled token's logprob and the n most likely
+};
 
 class Executor {
  public:
@@ -21,9 +30,35 @@ class Executor {
   // Evaluates the batch; logits gets [n_outputs][n_vocab] for the tokens that want them, in batch order.
   virtual void decode(const Batch& batch, std::vector<float>& logits) = 0;
 
+  // Evaluates the batch and samples each output token: requests[i] belongs to the i-th token that wants output,
+  // and out[i] gets its pick. The samplers end as if each had sampled the token itself (not accepted: the
+  // caller accepts what it keeps). A pipeline samples on the node that holds the output head, so only token ids
+  // travel; the result is identical to sampling here.
+  virtual void decode_sampled(const Batch& batch, std::span<const SampleRequest> requests,
+                              std::vector<SampledToken>& out) {
+    if (requests.size() != static_cast<size_t>(batch.n_outputs())) {
+      fail("{} sampling requests for a batch with {} output tokens", requests.size(), batch.n_outputs());
+    }
+    decode(batch, sample_logits_);
+    const auto n_vocab = static_cast<size_t>(config().n_vocab);
+    out.resize(requests.size());
+    for (size_t i = 0; i < requests.size(); ++i) {
+      const std::span<const float> row(sample_logits_.data() + i * n_vocab, n_vocab);
+      const SampleRequest& r = requests[i];
+      if (r.top_logprobs >= 0) {
+        out[i] = r.sampler->sample_with_logprobs(row, r.top_logprobs);
+      } else {
+        out[i] = SampledToken{r.sampler->sample(row), 0.0f, {}};
+      }
+    }
+  }
+
   virtual void clear_sequence(int64_t seq) = 0;
   virtual void truncate_sequence(int64_t seq, int64_t n) = 0;
   virtual int64_t sequence_length(int64_t seq) const = 0;
+
+ private:
+  std::vector<float> sample_logits_;  // decode_sampled's buffer, reused between calls
 };
 
 }  // namespace tessera

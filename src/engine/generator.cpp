@@ -1,5 +1,6 @@
-// Generator: prompt in n_batch chunks (only the last position's logits unless all are asked for), then one token
-// per step until end of generation, n_predict, a stop string or a full context.
+// Generator: prompt in n_batch chunks (only the last position has an output unless all logits are asked for), then
+// one token per step until end of generation, n_predict, a stop string or a full context. Tokens are sampled by
+// the executor (decode_sampled) unless the caller wants the logits themselves.
 #include "engine/generator.h"
 
 #include "engine/stop_strings.h"
@@ -24,21 +25,33 @@ std::string_view stop_reason_name(StopReason r) {
 Generator::Generator(Executor& executor, const Tokenizer& tokenizer, int64_t seq)
     : executor_(executor), tokenizer_(tokenizer), seq_(seq) {}
 
-void Generator::evaluate(std::span<const TokenId> tokens, bool all_logits, const GenerationCallbacks& callbacks) {
+TokenId Generator::evaluate(std::span<const TokenId> tokens, Sampler* sampler, bool all_logits,
+                            const GenerationCallbacks& callbacks) {
   const int64_t n_vocab = executor_.config().n_vocab;
   int64_t pos = executor_.sequence_length(seq_);
   batch_.clear();
   for (size_t i = 0; i < tokens.size(); ++i) {
     const bool last = i + 1 == tokens.size();
-    batch_.add(tokens[i], static_cast<int32_t>(seq_), static_cast<int32_t>(pos++), all_logits || last);
+    batch_.add(tokens[i], static_cast<int32_t>(seq_), static_cast<int32_t>(pos++), all_logits || (last && sampler));
+  }
+  if (!all_logits) {
+    if (!sampler) {
+      executor_.decode(batch_, logits_);
+      return -1;
+    }
+    // Sampled where the output head is: with a pipeline only the token id comes back, not a row of logits.
+    const SampleRequest request{sampler, -1};
+    executor_.decode_sampled(batch_, std::span<const SampleRequest>(&request, 1), sampled_);
+    return sampled_.at(0).token;
   }
   executor_.decode(batch_, logits_);
-  if (all_logits && callbacks.on_logits) {
+  if (callbacks.on_logits) {
     for (size_t i = 0; i < tokens.size(); ++i) {
       callbacks.on_logits(std::span<const float>(logits_.data() + i * static_cast<size_t>(n_vocab), n_vocab));
     }
   }
-  last_logits_.assign(logits_.end() - n_vocab, logits_.end());
+  if (!sampler) return -1;
+  return sampler->sample(std::span<const float>(logits_.data() + logits_.size() - n_vocab, n_vocab));
 }
 
 GenerationResult Generator::generate(std::span<const TokenId> prompt, Sampler& sampler, const GenerationParams& params,
@@ -57,9 +70,13 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, Sampler& s
   for (TokenId t : prompt) sampler.accept(t);
 
   const auto t0 = Clock::now();
+  // Only the last prompt chunk has an output: its position gives the first generated token.
+  TokenId pending = -1;
   for (size_t i = 0; i < prompt.size(); i += static_cast<size_t>(params.n_batch)) {
     const size_t n = std::min(prompt.size() - i, static_cast<size_t>(params.n_batch));
-    evaluate(prompt.subspan(i, n), params.all_logits, callbacks);
+    const bool last = i + n == prompt.size();
+    pending = evaluate(prompt.subspan(i, n), last && params.n_predict != 0 ? &sampler : nullptr, params.all_logits,
+                       callbacks);
   }
   const auto t1 = Clock::now();
   result.prompt_seconds = std::chrono::duration<double>(t1 - t0).count();
@@ -78,7 +95,7 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, Sampler& s
 
   result.reason = StopReason::Length;
   for (int64_t i = 0; params.n_predict < 0 || i < params.n_predict; ++i) {
-    const TokenId token = sampler.sample(last_logits_);
+    const TokenId token = pending;
     sampler.accept(token);
     result.tokens.push_back(token);
     if (!params.ignore_eos && tokenizer_.is_eog(token)) {
@@ -96,7 +113,7 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, Sampler& s
       break;
     }
     const TokenId next[1] = {token};
-    evaluate(next, params.all_logits, callbacks);
+    pending = evaluate(next, &sampler, params.all_logits, callbacks);
   }
   if (!filter.stopped()) emit(filter.push(decoder.flush()) + filter.flush());
   result.gen_seconds = std::chrono::duration<double>(Clock::now() - t1).count();

@@ -49,14 +49,16 @@ class Generator {
                             const GenerationCallbacks& callbacks, bool strip_leading_space = false);
 
  private:
-  void evaluate(std::span<const TokenId> tokens, bool all_logits, const GenerationCallbacks& callbacks);
+  // Appends tokens to the sequence; with a sampler, returns the token it picks after the last one (else -1).
+  TokenId evaluate(std::span<const TokenId> tokens, Sampler* sampler, bool all_logits,
+                   const GenerationCallbacks& callbacks);
 
   Executor& executor_;
   const Tokenizer& tokenizer_;
   int64_t seq_;
   Batch batch_;
   std::vector<float> logits_;
-  std::vector<float> last_logits_;
+  std::vector<SampledToken> sampled_;
 };
 
 }  // namespace tessera

@@ -242,6 +242,26 @@ ProbeResult probe_node(const ProbeOptions& options) {
   return r;
 }
 
+ProbeResult ProbeCache::get(const ProbeOptions& options, double max_age_s, double& age_s) {
+  std::lock_guard lock(mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  const int threads = options.threads > 0 ? options.threads : available_cores();
+  if (last_ && last_->threads == threads && last_->cores == available_cores()) {
+    age_s = std::chrono::duration<double>(now - measured_at_).count();
+    if (age_s < max_age_s) {
+      ProbeResult r = *last_;
+      const MemInfo mem = read_meminfo();
+      r.mem_total_bytes = mem.total_bytes;
+      r.mem_available_bytes = mem.available_bytes;
+      return r;
+    }
+  }
+  last_ = probe_node(options);
+  measured_at_ = std::chrono::steady_clock::now();
+  age_s = 0;
+  return *last_;
+}
+
 namespace probe_kernels {
 
 uint64_t xor_words_scalar(const uint64_t* p, size_t n) {

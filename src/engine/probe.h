@@ -2,8 +2,11 @@
 // `tessera probe` prints it, `tessera bench` uses the bandwidth for its roofline, the planner's cost model reads it.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <string>
 
 namespace tessera {
@@ -28,6 +31,20 @@ struct ProbeResult {
 };
 
 ProbeResult probe_node(const ProbeOptions& options);
+
+// The last probe, kept for a while: its measurements take seconds and hardly change within minutes, while free
+// memory does, so that is read again on every call. A worker answers the planner's ProbeRequests from one.
+class ProbeCache {
+ public:
+  // A result for `options`: the kept one when it was measured with the same threads less than max_age_s ago,
+  // else a new measurement (kept for next time). `age_s` gets the measurement's age (0 when just measured).
+  ProbeResult get(const ProbeOptions& options, double max_age_s, double& age_s);
+
+ private:
+  std::mutex mutex_;  // one measurement at a time; a second caller waits and reuses it
+  std::optional<ProbeResult> last_;
+  std::chrono::steady_clock::time_point measured_at_{};
+};
 
 // Streaming read bandwidth alone (1e9 bytes/s, best pass) over a fresh buffer (buffer_bytes 0: the default size).
 double measure_read_gbps(int threads, double seconds, uint64_t buffer_bytes = 0);

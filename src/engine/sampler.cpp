@@ -56,7 +56,13 @@ void SamplerParams::validate() const {
 Sampler::Sampler(SamplerParams params, int32_t n_vocab) : params_(params), n_vocab_(n_vocab) {
   params_.validate();
   if (n_vocab <= 0) fail("sampler needs a vocabulary of at least one token, got n_vocab = {}", n_vocab);
-  seed_ = params_.seed == SamplerParams::kRandomSeed ? std::random_device{}() : params_.seed;
+  seed_ = params_.seed;
+  if (seed_ == SamplerParams::kRandomSeed) {
+    // A drawn seed must not read as "random" when it is sent to another node's sampler.
+    std::random_device device;
+    do seed_ = device();
+    while (seed_ == SamplerParams::kRandomSeed);
+  }
   penalised_.resize(static_cast<size_t>(n_vocab));
   candidates_.resize(static_cast<size_t>(n_vocab));
   if (penalties_active()) {
@@ -80,13 +86,55 @@ void Sampler::reset() {
   // Both halves of a 64-bit seed matter, so it goes through a seed_seq rather than being truncated.
   std::seed_seq seq{static_cast<uint32_t>(seed_), static_cast<uint32_t>(seed_ >> 32)};
   rng_.seed(seq);
+  draws_ = 0;
+}
+
+SamplerState Sampler::state() const {
+  SamplerState s;
+  s.params = params_;
+  s.params.seed = seed_;
+  s.draws = draws_;
+  s.history = history();
+  return s;
+}
+
+std::vector<int32_t> Sampler::history() const {
+  if (!penalties_active()) return {};
+  if (params_.repeat_last_n < 0 || window_.size() < static_cast<size_t>(params_.repeat_last_n)) return window_;
+  // A full ring: the oldest token sits at window_head_.
+  std::vector<int32_t> out(window_.begin() + static_cast<ptrdiff_t>(window_head_), window_.end());
+  out.insert(out.end(), window_.begin(), window_.begin() + static_cast<ptrdiff_t>(window_head_));
+  return out;
+}
+
+void Sampler::restore(uint64_t draws, std::span<const int32_t> history) {
+  if (draws < draws_) {
+    reset();
+  } else {
+    for (int32_t token : present_) counts_[static_cast<size_t>(token)] = 0;
+    present_.clear();
+    window_.clear();
+    window_head_ = 0;
+  }
+  rng_.discard(draws - draws_);
+  draws_ = draws;
+  for (int32_t token : history) accept(token);
+}
+
+void Sampler::skip_sample() {
+  // pick() draws exactly one number unless it is greedy.
+  if (params_.greedy()) return;
+  rng_.discard(1);
+  ++draws_;
 }
 
 void Sampler::accept(int32_t token) {
   if (token < 0 || token >= n_vocab_) fail("accepted token {} is outside the vocabulary [0, {})", token, n_vocab_);
   if (!penalties_active()) return;
-  if (params_.repeat_last_n > 0) {
-    // Only a bounded window needs the tokens themselves, to know which one leaves.
+  if (params_.repeat_last_n < 0) {
+    window_.push_back(token);  // the whole sequence counts: kept only so history() can be sent
+  } else {
+    // A bounded window needs the tokens themselves, to know which one leaves.
     if (window_.size() < static_cast<size_t>(params_.repeat_last_n)) {
       window_.push_back(token);
     } else {
@@ -299,6 +347,7 @@ int32_t Sampler::draw(size_t n_keep, bool weighted) {
   // Built from the raw 32-bit output rather than std::uniform_real_distribution, whose algorithm differs
   // between standard libraries: a seed must give the same tokens everywhere.
   const double u = static_cast<double>(rng_()) / 4294967296.0;
+  ++draws_;
   const double target = u * total;
   double cumulative = 0.0;
   for (size_t i = 0; i < n_keep; ++i) {

@@ -30,6 +30,7 @@ struct SamplerParams {
   void validate() const;
   // True when the candidate set is reduced to the single best token, so no random draw is needed.
   bool greedy() const { return temperature <= 0.0f; }
+  bool operator==(const SamplerParams&) const = default;
 };
 
 struct TokenLogprob {
@@ -43,6 +44,15 @@ struct SampledToken {
   int32_t token = 0;
   float logprob = 0.0f;
   std::vector<TokenLogprob> top;
+};
+
+// Everything a sampler's next pick depends on besides the logits, small enough to send with each request: a
+// Sampler restored from it (restore()) picks exactly what the original would. Penalties count only `history`,
+// and the random stream is a function of (seed, draws).
+struct SamplerState {
+  SamplerParams params;  // seed resolved (never kRandomSeed)
+  uint64_t draws = 0;    // random numbers drawn since the seed
+  std::vector<int32_t> history;  // accepted tokens in the penalty window, oldest first; empty without penalties
 };
 
 class Sampler {
@@ -59,6 +69,17 @@ class Sampler {
   void accept(int32_t token);
   // Forgets the accepted tokens and restarts the random stream from the seed, so a rerun repeats itself.
   void reset();
+
+  // The state to send to whoever samples for this sequence elsewhere (see SamplerState).
+  SamplerState state() const;
+  // Puts the random stream after `draws` draws (cheap when moving forward) and replaces the penalty window with
+  // `history`; with the parameters of the SamplerState, the next pick then equals the original sampler's.
+  void restore(uint64_t draws, std::span<const int32_t> history);
+  // Moves the random stream past one sample() made elsewhere from this sampler's state, so the two stay in step.
+  void skip_sample();
+  uint64_t draws() const { return draws_; }
+  // Accepted tokens the penalties count, oldest first (empty when penalties are off).
+  std::vector<int32_t> history() const;
 
   // Applies the repeat/frequency/presence penalties for the accepted tokens to logits in place.
   void apply_penalties(std::span<float> logits) const;
@@ -89,8 +110,10 @@ class Sampler {
   int32_t n_vocab_;
   uint64_t seed_;
   std::mt19937 rng_;
+  uint64_t draws_ = 0;  // rng_ outputs used since the seed
 
-  // Penalty state: accepted tokens in the window (a ring once full), how often each token occurs in it, and
+  // Penalty state: accepted tokens in the window (a ring once full; every token with repeat_last_n = -1, so the
+  // history can be sent), how often each token occurs in it, and
   // the distinct tokens present (with each one's slot in that list) so a call touches only those.
   std::vector<int32_t> window_;
   size_t window_head_ = 0;  // index of the oldest token once the ring is full

@@ -224,7 +224,7 @@ void Scheduler::step() {
 
   const auto start = Clock::now();
   batch_.clear();
-  std::vector<Sequence*> wants;                      // the sequences whose logits come back, in batch order
+  std::vector<Sequence*> wants;                      // the sequences that sample a token, in batch order
   std::vector<std::pair<Sequence*, size_t>> chunks;  // prompt tokens each prefilling sequence put in the batch
   int64_t n_decode = 0;
   for (auto& s : active_) {
@@ -254,8 +254,12 @@ void Scheduler::step() {
   }
   if (batch_.empty()) return;
 
+  // Sampling happens where the output head is (a pipeline's last stage), so only token ids come back.
+  std::vector<SampleRequest> requests;
+  requests.reserve(wants.size());
+  for (Sequence* s : wants) requests.push_back({&s->sampler, s->request.logprobs});
   try {
-    executor_.decode(batch_, logits_);
+    executor_.decode_sampled(batch_, requests, sampled_);
   } catch (const std::exception& e) {
     // The stage checks a batch before changing anything, but a remote executor may have lost state: the
     // sequences of this batch end with the error and their slots start clean.
@@ -277,15 +281,14 @@ void Scheduler::step() {
     s->n_past += static_cast<int64_t>(n);
     s->n_prefilled += n;
   }
-  // Each sequence with logits samples exactly one token below. The figures are recorded first: a request's
+  // Each sequence with an output took exactly one token below. The figures are recorded first: a request's
   // on_done may fire while sampling, and whoever it wakes must already see this step in stats().
   std::vector<size_t> rows;
   for (size_t row = 0; row < wants.size(); ++row) {
     if (!wants[row]->done && !wants[row]->handle->cancelled()) rows.push_back(row);
   }
   record_step(start, n_prompt, static_cast<int64_t>(rows.size()), true, {});
-  const auto n_vocab = static_cast<size_t>(executor_.config().n_vocab);
-  for (size_t row : rows) sample(*wants[row], std::span<const float>(logits_.data() + row * n_vocab, n_vocab));
+  for (size_t row : rows) take(*wants[row], sampled_[row]);
   retire();
 }
 
@@ -295,14 +298,10 @@ void Scheduler::retire() {
   n_active_ = static_cast<int64_t>(active_.size());
 }
 
-void Scheduler::sample(Sequence& s, std::span<const float> logits) {
+void Scheduler::take(Sequence& s, SampledToken& picked) {
   SequenceDelta delta;
-  if (s.request.logprobs >= 0) {
-    delta.logprobs = s.sampler.sample_with_logprobs(logits, s.request.logprobs);
-    delta.token = delta.logprobs->token;
-  } else {
-    delta.token = s.sampler.sample(logits);
-  }
+  delta.token = picked.token;
+  if (s.request.logprobs >= 0) delta.logprobs = std::move(picked);
   const TokenId token = delta.token;
   s.sampler.accept(token);
   s.result.tokens.push_back(token);

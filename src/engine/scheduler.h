@@ -83,7 +83,7 @@ class Scheduler {
   void admit(std::unique_ptr<Sequence> s);
   void step();
   void retire();  // drops finished sequences from active_
-  void sample(Sequence& s, std::span<const float> logits);
+  void take(Sequence& s, SampledToken& picked);  // a sampled token: accept, stream, maybe finish
   void emit(Sequence& s, SequenceDelta& delta);
   void finish(Sequence& s, FinishReason reason, std::string error = {});
   void record_step(Clock::time_point start, int64_t prompt_tokens, int64_t sampled_tokens, bool ok,
@@ -110,7 +110,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> active_;
   std::vector<int64_t> free_slots_;
   Batch batch_;
-  std::vector<float> logits_;
+  std::vector<SampledToken> sampled_;
 
   std::thread thread_;  // last: started once everything above exists
 };

@@ -227,12 +227,16 @@ Prediction CostModel::predict_pipeline(std::span<const StageSpec> stages, const 
     const double ctx = static_cast<double>(w.prompt_tokens) / 2.0;
     const int64_t cap = std::min<int64_t>(w.n_batch, static_cast<int64_t>(std::ceil(total)));
     std::vector<int64_t> sizes;
-    if (stages.size() > 1) {
-      for (int64_t m : PlanConstants::kMicroBatches) {
-        if (m < cap) sizes.push_back(m);
+    if (stages.size() > 1 && w.micro_batch > 0) {
+      sizes.push_back(std::min(w.micro_batch, cap));
+    } else {
+      if (stages.size() > 1) {
+        for (int64_t m : PlanConstants::kMicroBatches) {
+          if (m < cap) sizes.push_back(m);
+        }
       }
+      sizes.push_back(cap);
     }
-    sizes.push_back(cap);
     for (int64_t m : sizes) {
       const double n_mb = std::ceil(total / static_cast<double>(m));
       const double mean = total / n_mb;
@@ -277,7 +281,17 @@ Prediction CostModel::predict_pipeline(std::span<const StageSpec> stages, const 
   double best_tps = 0;
   TimeParts best_parts;
   int64_t best_groups = 1;
-  for (int64_t g = 1; g <= std::min<int64_t>(w.concurrency, 64); ++g) {
+  if (!k_.decode_steps_overlap) {
+    // The runtime's steps: min(stages, C) groups of whole sequences enter one after another, and the step ends when
+    // the last group is back: the ring once plus (g - 1) times its busiest element.
+    const int64_t g = std::min<int64_t>(w.concurrency, static_cast<int64_t>(stages.size()));
+    const RingTime r = decode_round(c / static_cast<double>(g));
+    best_parts = r.sum;
+    best_parts += r.busiest.scaled(static_cast<double>(g - 1));
+    best_tps = c / best_parts.total();
+    best_groups = g;
+  }
+  for (int64_t g = 1; k_.decode_steps_overlap && g <= std::min<int64_t>(w.concurrency, 64); ++g) {
     const RingTime r = decode_round(c / static_cast<double>(g));
     const double round = std::max(r.sum.total(), static_cast<double>(g) * r.busy);
     const double tps = c / round;

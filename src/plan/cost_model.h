@@ -33,6 +33,9 @@ struct Workload {
   int64_t concurrency = 1;      // sequences decoding at once (each has its own KV slot)
   int64_t n_ctx = 4096;         // KV cache positions per sequence
   int64_t n_batch = 512;        // largest prompt batch per forward pass
+  // Prompt micro-batch of a pipeline: > 0 this size (what --micro-batch or the runtime's own rule runs), 0 the
+  // fastest of PlanConstants::kMicroBatches (what the planner would advise).
+  int64_t micro_batch = 0;
 };
 
 // A contiguous run of layers on one node of the cluster; `fraction` < 1 when a tensor-parallel group shares them.

@@ -12,13 +12,16 @@ struct PlanConstants {
   double bandwidth_efficiency = 0.80;
   // Fraction of the probe's peak int8 dot-product rate a quantized matmul reaches: block scales, nibble unpacking,
   // activation quantization and cache misses on the weight rows all cost issue slots the probe's loop never spends.
-  double int8_efficiency = 0.30;
+  // Calibrated by `bench --check-plan` on the 1B Q4_K_M (1 thread, AVX-512 VNNI): 64-512 token batches ran at
+  // 125-188 GFLOPS against a probed ~400 int8 GOPS; 0.40 centres the medians of three runs (docs/benchmarks.md).
+  double int8_efficiency = 0.40;
   // Fraction of the peak f32 FMA rate a matmul over F32/F16/BF16 weights reaches (F16/BF16 convert on the fly).
   double f32_efficiency = 0.45;
   // With few tokens per pass the kernels cannot reuse a weight row across enough activations to hide its unpacking:
   // the compute rate starts at this fraction for one token and ramps linearly to the full rate at
-  // full_rate_batch tokens.
-  double small_batch_compute_factor = 0.5;
+  // full_rate_batch tokens. Calibrated as above: one token runs at ~26 GFLOPS, 0.14 of the 64-token rate, so a
+  // single-thread decode step of that model is compute-bound (~85 ms) rather than memory-bound (~45 ms).
+  double small_batch_compute_factor = 0.14;
   double full_rate_batch = 64;
 
   // Fixed time per layer per forward pass: thread-pool fork/join, norms, RoPE, softmax and other small ops.
@@ -41,6 +44,12 @@ struct PlanConstants {
   // recent x86 server core with AVX-512 VNNI, as `tessera probe` measures them (2 vCPUs: ~670 int8 GOPS, ~165 f32).
   double int8_gops_per_core = 300.0;
   double f32_gflops_per_core = 80.0;
+
+  // Whether a pipeline's decode steps overlap: false while the runtime's decode() returns only when every group of
+  // sequences is back, so the next step's first group cannot enter the ring before the last one leaves (a step
+  // is then the flow-shop makespan of min(stages, C) groups); true for a scheduler that keeps steps in flight
+  // (a round is then the ring's latency or g x the busiest element, whichever is longer).
+  bool decode_steps_overlap = false;
 
   // A plan with more nodes is chosen over one with fewer only when it predicts at least this much less time: the
   // model's error is larger than a few percent, and every extra machine is one more thing to fail.

@@ -1,37 +1,143 @@
 // matmul: activations converted once per call (split over threads by token), then output rows split over threads
-// in multiples of 64, each thread running the CPU's gemm kernel on its rows for all tokens.
+// in chunks of 64 rows, each thread running the CPU's gemm kernel on its chunks for all tokens.
 #include "tensor/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "tensor/kernels.h"
 #include "util/error.h"
 
 namespace tessera {
 
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-            MatmulScratch& scratch) {
+namespace {
+
+// Row chunks are multiples of 64 so every kernel works on whole register panels.
+constexpr int64_t kChunkRows = 64;
+// Up to this many tokens a chunk's gemm call costs little beyond its weights (no per-call repacking of all the
+// tokens), so threads take chunks from a shared counter: a thread slowed by anything else on the machine then
+// does fewer chunks instead of holding everyone at the join.
+constexpr int64_t kDynamicMaxTokens = 3;
+
+struct Job {
+  const TensorView* w;
+  float* y;
+  GemmFn gemm;
+  const uint8_t* act;
+  size_t act_row;
+  int64_t first_chunk;  // chunks of all jobs are numbered consecutively
+};
+
+const Kernels& kernels_of(MatmulScratch& scratch) {
   if (scratch.kernels == nullptr) scratch.kernels = &Kernels::get(select_isa());
-  const Kernels& kernels = *scratch.kernels;
-  const int64_t k = w.cols();
-  const int64_t n = w.rows();
-  const GgmlType act_type = Kernels::act_type(w.type);
+  return *scratch.kernels;
+}
+
+// Converts n_tokens rows of x into buf (resized) in the activation format; returns the bytes per row.
+size_t quantize_into(const Kernels& kernels, GgmlType act_type, const float* x, int64_t n_tokens, int64_t k,
+                     std::vector<uint8_t>& buf, ThreadPool& pool) {
   const size_t act_row = row_size(act_type, k);
   const ActQuantFn quantize = kernels.quantize_act(act_type);
-  const GemmFn gemm = kernels.gemm(w.type);
-  if (quantize == nullptr || gemm == nullptr) fail("no kernel for {} weights", type_name(w.type));
+  if (quantize == nullptr) fail("no activation kernel for {}", type_name(act_type));
+  buf.resize(act_row * static_cast<size_t>(n_tokens));
+  uint8_t* act = buf.data();
+  if (n_tokens == 1) {
+    quantize(x, act, k);
+  } else {
+    pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) quantize(x + t * k, act + static_cast<size_t>(t) * act_row, k);
+    });
+  }
+  return act_row;
+}
 
-  scratch.act.resize(act_row * static_cast<size_t>(n_tokens));
-  pool.parallel_for(n_tokens, [&](int64_t begin, int64_t end) {
-    for (int64_t t = begin; t < end; ++t) quantize(x + t * k, scratch.act.data() + static_cast<size_t>(t) * act_row, k);
+void run_chunks(const Job& job, int64_t c0, int64_t c1, int64_t n_tokens) {
+  const int64_t n = job.w->rows();
+  const int64_t r0 = c0 * kChunkRows;
+  const int64_t r1 = std::min(n, c1 * kChunkRows);
+  job.gemm(job.w->row(r0), job.w->row_bytes, r1 - r0, job.act, job.act_row, n_tokens, job.w->cols(), job.y + r0, n);
+}
+
+int64_t chunks_of(const TensorView& w) { return (w.rows() + kChunkRows - 1) / kChunkRows; }
+
+// Every chunk of every job, threads taking the next few from a shared counter: about four takes per thread, as
+// each gemm call has a small fixed cost (scratch, activation layout) next to its rows.
+void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, int64_t n_tokens, ThreadPool& pool) {
+  const int64_t grain = std::max<int64_t>(1, total_chunks / (4 * pool.size()));
+  std::atomic<int64_t> next{0};
+  pool.run([&](int) {
+    size_t j = 0;
+    for (int64_t c = next.fetch_add(grain, std::memory_order_relaxed); c < total_chunks;
+         c = next.fetch_add(grain, std::memory_order_relaxed)) {
+      const int64_t end = std::min(total_chunks, c + grain);
+      while (c < end) {
+        while (j + 1 < jobs.size() && c >= jobs[j + 1].first_chunk) ++j;
+        const int64_t job_end = j + 1 < jobs.size() ? std::min(end, jobs[j + 1].first_chunk) : end;
+        run_chunks(jobs[j], c - jobs[j].first_chunk, job_end - jobs[j].first_chunk, n_tokens);
+        c = job_end;
+      }
+    }
   });
-  // Row chunks are multiples of 64 so every kernel works on whole register panels.
-  const int64_t chunks = (n + 63) / 64;
-  pool.parallel_for(chunks, [&](int64_t begin, int64_t end) {
-    const int64_t r0 = begin * 64;
-    const int64_t r1 = std::min(n, end * 64);
-    gemm(w.row(r0), w.row_bytes, r1 - r0, scratch.act.data(), act_row, n_tokens, k, y + r0, n);
+}
+
+GemmFn gemm_for(const Kernels& kernels, const TensorView& w) {
+  const GemmFn gemm = kernels.gemm(w.type);
+  if (gemm == nullptr) fail("no kernel for {} weights", type_name(w.type));
+  return gemm;
+}
+
+}  // namespace
+
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
+            MatmulScratch& scratch) {
+  const Kernels& kernels = kernels_of(scratch);
+  const GgmlType act_type = Kernels::act_type(w.type);
+  const GemmFn gemm = gemm_for(kernels, w);
+  const size_t act_row = quantize_into(kernels, act_type, x, n_tokens, w.cols(), scratch.act, pool);
+  const Job job{&w, y, gemm, scratch.act.data(), act_row, 0};
+  const int64_t chunks = chunks_of(w);
+  if (pool.size() == 1 || chunks == 1) return run_chunks(job, 0, chunks, n_tokens);
+  if (n_tokens <= kDynamicMaxTokens) return run_dynamic({&job, 1}, chunks, n_tokens, pool);
+  // Many tokens: one contiguous range of chunks per thread, since every gemm call prepares all the tokens.
+  const int64_t threads = std::min<int64_t>(pool.size(), chunks);
+  pool.run([&](int t) {
+    if (t < threads) run_chunks(job, chunks * t / threads, chunks * (t + 1) / threads, n_tokens);
   });
+}
+
+void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool,
+                  MatmulScratch& scratch) {
+  if (outs.empty()) return;
+  // Prefill spends its time inside the gemm, not in fork/join: plain matmuls, each with all threads.
+  if (n_tokens > kDynamicMaxTokens || pool.size() == 1) {
+    for (const MatmulOut& o : outs) matmul(*o.w, x, n_tokens, o.y, pool, scratch);
+    return;
+  }
+  const Kernels& kernels = kernels_of(scratch);
+  const int64_t k = outs[0].w->cols();
+  GgmlType formats[2] = {Kernels::act_type(outs[0].w->type), GgmlType::F32};
+  size_t rows[2] = {quantize_into(kernels, formats[0], x, n_tokens, k, scratch.act, pool), 0};
+  int n_formats = 1;
+  Job jobs[8];
+  if (outs.size() > std::size(jobs)) fail("matmul_multi: at most {} outputs", std::size(jobs));
+  int64_t total = 0;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const TensorView& w = *outs[i].w;
+    if (w.cols() != k) fail("matmul_multi: weights of {} and {} columns share an input", k, w.cols());
+    const GgmlType at = Kernels::act_type(w.type);
+    int f = at == formats[0] ? 0 : 1;
+    if (f == 1 && n_formats == 1) {
+      formats[1] = at;
+      rows[1] = quantize_into(kernels, at, x, n_tokens, k, scratch.act2, pool);
+      n_formats = 2;
+    } else if (f == 1 && at != formats[1]) {
+      fail("matmul_multi: more than two activation formats");
+    }
+    jobs[i] = Job{&w, outs[i].y, gemm_for(kernels, w), f == 0 ? scratch.act.data() : scratch.act2.data(), rows[f],
+                  total};
+    total += chunks_of(w);
+  }
+  run_dynamic({jobs, outs.size()}, total, n_tokens, pool);
 }
 
 }  // namespace tessera

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tensor/tensor_view.h"
@@ -14,6 +15,7 @@ class Kernels;
 
 struct MatmulScratch {
   std::vector<uint8_t> act;
+  std::vector<uint8_t> act2;  // matmul_multi: a second activation format
   const Kernels* kernels = nullptr;  // chosen on first use (select_isa: TESSERA_ISA or the CPU's best)
 };
 
@@ -21,5 +23,16 @@ struct MatmulScratch {
 // Quantized weights use integer dot products against activations quantized the way ggml's CPU backend does
 // (Q8_0/Q8_1/Q8_K), so results track llama.cpp's; F32/F16/BF16 weights keep f32 activations.
 void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch);
+
+struct MatmulOut {
+  const TensorView* w;
+  float* y;  // y[t * w->rows() + r], as matmul
+};
+
+// Several weights with the same input (q/k/v, gate/up): each output exactly as matmul would compute it, but for a
+// token or a few the activations are converted once per format and all the row chunks share one pass of the
+// thread pool, so a decode step pays one fork/join instead of one per weight. At most two activation formats.
+void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool,
+                  MatmulScratch& scratch);
 
 }  // namespace tessera

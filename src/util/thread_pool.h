@@ -26,7 +26,9 @@ class ThreadPool {
   // Calls fn(thread_index) once on each of the size() threads and waits for all; rethrows the first exception.
   void run(const std::function<void(int)>& fn);
 
-  // Splits [0, n) into contiguous chunks, one per thread: fn(begin, end).
+  // Covers [0, n) with calls fn(begin, end) on consecutive ranges that the threads take from a shared counter
+  // (about eight per thread), so items of unequal cost, or a thread slowed by other work, still finish together.
+  // A thread may run several ranges; fn must not rely on one call per thread.
   void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
  private:

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "../dist/worker_process.h"
 #include "support/test_paths.h"
 
 namespace tessera {
@@ -159,6 +160,111 @@ TEST(CliBench, BadInputIsAClearError) {
 
   auto bad_format = tessera({"bench", "-o", "xml"});
   EXPECT_NE(bad_format.exit_code, 0);
+}
+
+// A row's per-repeat rates agree with its token count (every sequence's tokens) and its times.
+void check_rate(const json& row) {
+  const auto ns = row["samples_ns"].get<std::vector<uint64_t>>();
+  const auto ts = row["samples_ts"].get<std::vector<double>>();
+  ASSERT_EQ(ns.size(), ts.size());
+  ASSERT_FALSE(ns.empty());
+  // Concurrent rows count every sequence's tokens: n_prompt + n_gen x concurrency per repeat.
+  const double tokens = row["n_prompt"].get<double>() + row["n_gen"].get<double>() * row["concurrency"].get<double>();
+  for (size_t k = 0; k < ns.size(); ++k) {
+    EXPECT_NEAR(ts[k], 1e9 * tokens / static_cast<double>(ns[k]), 1e-9 * ts[k]);
+    EXPECT_TRUE(std::isfinite(ts[k]) && ts[k] > 0);
+  }
+}
+
+TEST(CliBench, ConcurrentDecodeLocally) {
+  auto r = bench({"-m", stories(), "-p", "0", "-n", "6", "--concurrency", "1,3", "-t", "1", "-r", "2", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u) << r.out;
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(j[i]["n_gen"], 6);
+    EXPECT_EQ(j[i]["n_workers"], 0);
+    EXPECT_EQ(j[i]["split"], "");
+    EXPECT_TRUE(j[i]["wire_bytes_per_token"].is_null());
+    check_rate(j[i]);
+  }
+  EXPECT_EQ(j[0]["concurrency"], 1);
+  EXPECT_EQ(j[1]["concurrency"], 3);
+  EXPECT_FALSE(j[0]["roofline_ts"].is_null());
+  EXPECT_TRUE(j[1]["roofline_ts"].is_null());  // one stream's ceiling does not apply to three
+
+  auto md = bench({"-m", stories(), "-p", "0", "-n", "4", "--concurrency", "2", "-t", "1", "-r", "1", "--no-probe"});
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find("tg4x2"), std::string::npos) << md.out;
+
+  auto bad = tessera({"bench", "-m", stories(), "--np", "0"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--concurrency: bad list '0': 0 is below the minimum of 1"), std::string::npos) << bad.err;
+  auto split_alone = tessera({"bench", "-m", stories(), "--split", "a:1"});
+  EXPECT_EQ(split_alone.exit_code, 1);
+  EXPECT_NE(split_alone.err.find("--split needs --workers"), std::string::npos) << split_alone.err;
+}
+
+TEST(CliBench, OverTwoWorkersWithWireBytesAndThePlan) {
+  test::WorkerProcess a, b;
+  const std::string workers = fmt::format("a={},b={}", a.address(), b.address());
+  auto r = bench({"-m", stories(), "--workers", workers, "-p", "16", "-n", "5", "--np", "1,4", "-t", "1", "-r", "2",
+                  "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j.size(), 3u) << r.out;
+  const std::vector<std::pair<int, int>> tests = {{16, 0}, {0, 5}, {0, 5}};
+  for (size_t i = 0; i < j.size(); ++i) {
+    const json& row = j[i];
+    EXPECT_EQ(row["n_prompt"], tests[i].first);
+    EXPECT_EQ(row["n_gen"], tests[i].second);
+    EXPECT_EQ(row["concurrency"], i == 2 ? 4 : 1);
+    EXPECT_EQ(row["n_workers"], 2);
+    // The even default split over the two workers, in --split syntax, the head computing nothing.
+    const std::string split = row["split"].get<std::string>();
+    EXPECT_EQ(split.rfind("0-", 0), 0u) << split;
+    EXPECT_NE(split.find("@a,"), std::string::npos) << split;
+    EXPECT_EQ(split.substr(split.size() - 2), "@b") << split;
+    ASSERT_TRUE(row["wire_bytes_per_token"].is_number()) << row;
+    EXPECT_GT(row["wire_bytes_per_token"].get<double>(), 0);
+    check_rate(row);
+  }
+  // Decode sends token ids and activations, never the logits (sampling happens on the last worker): well under
+  // one f32 logits row (512 x 4 bytes for this model) per token beyond the activations (64 values each way per hop).
+  EXPECT_LT(j[1]["wire_bytes_per_token"].get<double>(), 2048 + 8 * 64 * 4);
+  // The plan printed at start names both workers, with the measured links and the split that runs.
+  EXPECT_NE(r.err.find("your split"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("worker a:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("worker b:"), std::string::npos) << r.err;
+  EXPECT_TRUE(a.running());
+  EXPECT_TRUE(b.running());
+}
+
+TEST(CliBench, CheckPlanRunsLocalAndPipelineAndComparesWithThePlanner) {
+  test::WorkerProcess a, b;
+  const std::string workers = fmt::format("a={},b={}", a.address(), b.address());
+  auto r = bench({"-m", stories(), "--workers", workers, "--split", "0-1@a,2-4@b", "-p", "16", "-n", "4", "-t", "1",
+                  "-r", "1", "--check-plan", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);  // the comparison goes to standard error with JSON output
+  ASSERT_EQ(j.size(), 4u) << r.out;
+  EXPECT_EQ(j[0]["n_workers"], 0);
+  EXPECT_EQ(j[1]["n_workers"], 0);
+  EXPECT_EQ(j[2]["n_workers"], 2);
+  EXPECT_EQ(j[2]["split"], "0-1@a,2-4@b");
+  const size_t at = r.err.find("Planner check (predicted against measured):");
+  ASSERT_NE(at, std::string::npos) << r.err;
+  const auto rows = lines(r.err.substr(at));
+  ASSERT_GE(rows.size(), 6u) << r.err;
+  EXPECT_NE(rows[1].find("measured/predicted"), std::string::npos) << rows[1];
+  int local = 0, pipeline = 0;
+  for (size_t i = 2; i < 6; ++i) {
+    local += rows[i].rfind("local", 0) == 0;
+    pipeline += rows[i].rfind("pipeline 0-1@a,2-4@b", 0) == 0;
+    EXPECT_EQ(rows[i].find(" - "), std::string::npos) << rows[i];  // every strategy fits: all have predictions
+  }
+  EXPECT_EQ(local, 2);
+  EXPECT_EQ(pipeline, 2);
 }
 
 TEST(CliProbe, JsonHasEveryKey) {

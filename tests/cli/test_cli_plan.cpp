@@ -1,10 +1,12 @@
 // `tessera plan` as a user runs it: the worked example's clusters and models, JSON for scripts, exit codes and the
 // messages for what cannot be placed.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "../dist/worker_process.h"
 #include "support/test_paths.h"
 
 namespace tessera {
@@ -95,10 +97,33 @@ TEST(CliPlan, BundledModelWithASavedProbe) {
   EXPECT_EQ(j["strategies"][j["chosen"].get<size_t>()]["name"], "local");
 }
 
+TEST(CliPlan, LiveWorkersReportTheirProfiles) {
+  test::WorkerProcess a, b;
+  auto r = plan({"--workers", fmt::format("a={},b={}", a.address(), b.address()), "--probe-seconds", "0.05",
+                 "--split", "0-1@a,2-4@b", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["nodes"].size(), 3u);
+  EXPECT_EQ(j["nodes"][0]["name"], "local");
+  for (size_t i : {1u, 2u}) {
+    EXPECT_EQ(j["nodes"][i]["name"], i == 1 ? "a" : "b");
+    EXPECT_EQ(j["nodes"][i]["source"].get<std::string>().rfind("worker probe", 0), 0u) << j["nodes"][i];
+    EXPECT_GT(j["nodes"][i]["mem_read_gbps"].get<double>(), 0);
+  }
+  bool user = false;
+  for (const auto& s : j["strategies"]) user = user || s["name"] == "your split";
+  EXPECT_TRUE(user) << r.out;
+  EXPECT_TRUE(a.running());
+  EXPECT_TRUE(b.running());
+}
+
 TEST(CliPlan, UsageErrors) {
-  auto r = plan({"--workers", "a:7000"});
+  auto r = plan({"--workers", "a=127.0.0.1:1", "--probe-seconds", "0.05"});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("--cluster"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("worker a (127.0.0.1:1): cannot get its profile"), std::string::npos) << r.err;
+  r = plan({"--workers", "a=127.0.0.1:1", "--cluster", vms()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("either --workers (live) or --cluster"), std::string::npos) << r.err;
   r = plan({"--cluster", "/nonexistent/c.json", "--model-shape", "qwen2.5-7b"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("/nonexistent/c.json: cannot open"), std::string::npos) << r.err;

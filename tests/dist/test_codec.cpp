@@ -45,6 +45,7 @@ LoadStage sample_load_stage() {
   m.kv_type = GgmlType::F32;
   m.wire_type = WireType::BF16;
   m.threads = 8;
+  m.max_batch = 96;
   return m;
 }
 
@@ -67,7 +68,10 @@ Forward sample_forward() {
   s.presence_penalty = 0.5f;
   s.frequency_penalty = -0.25f;
   s.seed = 42;
-  s.n_logprobs = 3;
+  s.draws = 17;
+  s.history = {4, 4, 9};
+  s.logprobs = true;
+  s.top_logprobs = 3;
   m.sampling.push_back(s);
   return m;
 }
@@ -106,6 +110,9 @@ std::vector<Message> samples() {
   out.push_back(sample_result());
   out.push_back(ClearSequence{3});
   out.push_back(TruncateSequence{3, 17});
+  out.push_back(ProbeRequest{1.5f, 300});
+  out.push_back(ProbeReply{2, 4, 12.5f, 9.75f, 640.0f, 160.0f, uint64_t{32} << 30, uint64_t{20} << 30, 42.0f, "Xeon",
+                           "avx512"});
   return out;
 }
 
@@ -232,14 +239,14 @@ TEST(WireCodec, BadEnumsAndBooleans) {
   expect_error([&] { decode(MsgType::Error, err.take()); }, {"Error", "code"});
 
   auto body = encode_body(sample_load_stage());
-  // wire_type is the body's second-to-last field (u8) before threads (u16).
-  body[body.size() - 3] = 7;
+  // The body ends kv_type (u32), wire_type (u8), threads (u16), max_batch (u32).
+  body[body.size() - 7] = 7;
   expect_error([&] { decode(MsgType::LoadStage, body); }, {"LoadStage", "wire_type"});
   body = encode_body(sample_load_stage());
-  body[body.size() - 7] = static_cast<uint8_t>(GgmlType::Q4_0);  // kv_type (u32)
+  body[body.size() - 11] = static_cast<uint8_t>(GgmlType::Q4_0);  // kv_type (u32)
   expect_error([&] { decode(MsgType::LoadStage, body); }, {"LoadStage", "kv_type", "q4_0"});
   body = encode_body(sample_load_stage());
-  body[body.size() - 7] = 200;  // not a ggml type at all
+  body[body.size() - 11] = 200;  // not a ggml type at all
   expect_error([&] { decode(MsgType::LoadStage, body); }, {"LoadStage", "kv_type", "200"});
 
   Forward f = sample_forward();
@@ -297,6 +304,7 @@ TEST(WireCodec, LoadStageFieldChecks) {
   bad([](LoadStage& m) { m.n_slots = 0; }, {"n_slots"});
   bad([](LoadStage& m) { m.n_ctx = kMaxCtx + 1; }, {"n_ctx"});
   bad([](LoadStage& m) { m.threads = 5000; }, {"threads"});
+  bad([](LoadStage& m) { m.max_batch = 0; }, {"max_batch"});
   // The same checks run on decode: flip a byte of a tensor name to a space in a valid encoding.
   auto body = encode_body(sample_load_stage());
   const std::string name = "blk.0.attn_q.weight";
@@ -329,7 +337,11 @@ TEST(WireCodec, ForwardFieldChecks) {
   bad([](Forward& m) { m.sampling[0].min_p = 1.5f; }, {"sampling[0].min_p"});
   bad([](Forward& m) { m.sampling[0].repeat_penalty = 0.0f; }, {"sampling[0].repeat_penalty"});
   bad([](Forward& m) { m.sampling[0].top_k = -2; }, {"sampling[0].top_k"});
-  bad([](Forward& m) { m.sampling[0].n_logprobs = 1000; }, {"sampling[0].n_logprobs"});
+  bad([](Forward& m) { m.sampling[0].top_logprobs = 1000; }, {"sampling[0].top_logprobs"});
+  bad([](Forward& m) { m.sampling[0].logprobs = false; }, {"sampling[0].top_logprobs", "logprobs is 0"});
+  bad([](Forward& m) { m.sampling[0].seed = 0xFFFFFFFF; }, {"sampling[0].seed", "resolved"});
+  bad([](Forward& m) { m.sampling[0].repeat_last_n = 2; }, {"sampling[0].n_history"});
+  bad([](Forward& m) { m.sampling[0].history[1] = -1; }, {"sampling[0].history"});
   bad([](Forward& m) { m.sampling[0].seq = 5; }, {"sampling[0].seq", "no output token"});
   bad([](Forward& m) { m.sampling.push_back(m.sampling[0]); }, {"sampling[1].seq", "two entries"});
   bad([](Forward& m) { m.seq.clear(), m.pos.clear(), m.want_output.clear(), m.tokens.clear(); }, {"n_tokens"});

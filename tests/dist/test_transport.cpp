@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -318,7 +320,7 @@ std::string refused_with(const Hello& head, const std::function<HelloAck(const H
 TEST(Handshake, VersionMismatchIsReportedClearly) {
   const Hello worker = make_hello(Role::Worker, "wb");
   Hello future = make_hello(Role::Head, "h1");
-  future.protocol_version = 2;
+  future.protocol_version = kProtocolVersion + 1;
   const std::string e = refused_with(future, [&](const Hello& h) {
     auto refusal = check_hello(h, worker);
     EXPECT_TRUE(refusal.has_value());
@@ -326,7 +328,7 @@ TEST(Handshake, VersionMismatchIsReportedClearly) {
   });
   EXPECT_TRUE(contains(e, "worker wb (127.0.0.1:")) << e;
   EXPECT_TRUE(contains(e, "version mismatch")) << e;
-  EXPECT_TRUE(contains(e, "protocol version 2, expected 1")) << e;
+  EXPECT_TRUE(contains(e, fmt::format("protocol version {}, expected {}", kProtocolVersion + 1, kProtocolVersion))) << e;
 }
 
 TEST(Handshake, BusyWorkerRefusesASecondHead) {

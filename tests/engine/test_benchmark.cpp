@@ -117,6 +117,48 @@ TEST(Benchmark, GenerationTestStepsOneTokenAtATimeAfterAOneTokenContext) {
   EXPECT_EQ(ex.sequence_length(0), 0);
 }
 
+TEST(Benchmark, ConcurrentGenerationStepsEverySequenceInOneBatch) {
+  StageOptions so;
+  so.n_ctx = 64;
+  so.n_slots = 3;
+  RecordingExecutor ex(std::make_unique<LocalExecutor>(stories(), so, 1));
+  BenchRunOptions o = run_options(2, 512, false);
+  // A wire that moves 1000 bytes per forward pass.
+  o.wire_bytes = [&] { return static_cast<uint64_t>(ex.batch_sizes.size()) * 1000; };
+  const BenchTiming t = run_bench_test(ex, {0, 4, 3}, o);
+  EXPECT_EQ(t.test.name(), "tg4x3");
+  EXPECT_EQ(t.test.n_tokens(), 12);
+  expect_consistent_statistics(t, 2);
+  // Each repeat: the three one-token contexts in one batch, then 4 steps of one token from each sequence.
+  ASSERT_EQ(ex.batch_sizes.size(), 2u * 5u);
+  for (size_t i = 0; i < ex.batch_sizes.size(); ++i) {
+    EXPECT_EQ(ex.batch_sizes[i], 3) << i;
+    EXPECT_EQ(ex.outputs[i], 3) << i;
+    EXPECT_EQ(ex.first_pos[i], static_cast<int64_t>(i % 5)) << i;
+  }
+  // Only the timed steps count: 4 passes x 1000 bytes for 12 tokens.
+  ASSERT_TRUE(t.wire_bytes_per_token.has_value());
+  EXPECT_DOUBLE_EQ(*t.wire_bytes_per_token, 4000.0 / 12.0);
+  for (int64_t s = 0; s < 3; ++s) EXPECT_EQ(ex.sequence_length(s), 0) << s;
+
+  EXPECT_THROW(run_bench_test(ex, {0, 4, 4}, run_options(1)), Error);  // 4 sequences, 3 slots
+  EXPECT_THROW(run_bench_test(ex, {8, 0, 2}, run_options(1)), Error);  // prompts run one sequence
+  const BenchTiming local = run_bench_test(ex, {0, 2}, run_options(1));
+  EXPECT_FALSE(local.wire_bytes_per_token.has_value());
+}
+
+TEST(Benchmark, ConcurrencyListsAddGenerationTests) {
+  const std::vector<int64_t> p = {16}, n = {8}, c = {1, 4};
+  const auto tests = bench_tests(p, n, c);
+  ASSERT_EQ(tests.size(), 3u);
+  EXPECT_EQ(tests[0].name(), "pp16");
+  EXPECT_EQ(tests[1].name(), "tg8");
+  EXPECT_EQ(tests[2].name(), "tg8x4");
+  BenchConfig config;
+  config.concurrency = {1, 4, 2};
+  EXPECT_EQ(bench_slots(config), 4);
+}
+
 TEST(Benchmark, WarmupCanBeSkipped) {
   RecordingExecutor ex(executor());
   run_bench_test(ex, {0, 3}, run_options(2, 512, false));

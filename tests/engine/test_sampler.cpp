@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
@@ -99,6 +100,60 @@ TEST(Sampler, SameSeedSameTokensDifferentSeedDifferentTokens) {
   std::vector<int32_t> again;
   for (int i = 0; i < 200; ++i) again.push_back(sampler.sample(logits));
   EXPECT_EQ(first, again);
+}
+
+// What a pipeline's last stage does: a fresh sampler restored from another's state picks what the original
+// would, token for token; the original then skips the draw the copy made and the two stay in step.
+TEST(Sampler, RestoredFromItsStateASamplerPicksTheSame) {
+  for (int32_t last_n : {0, 6, -1}) {
+    SamplerParams p = plain(1.0f, 77);
+    p.repeat_penalty = 1.5f;
+    p.frequency_penalty = 0.4f;
+    p.presence_penalty = 0.3f;
+    p.repeat_last_n = last_n;
+    p.top_k = 20;
+    Sampler original(p, 64);
+    std::unique_ptr<Sampler> cached;  // a long-lived copy, as a worker keeps per sequence
+    for (int32_t t : {3, 5, 5, 9}) original.accept(t);
+    for (int step = 0; step < 60; ++step) {
+      const auto logits = random_logits(64, static_cast<uint32_t>(step));
+      const SamplerState state = original.state();
+      EXPECT_EQ(state.params.seed, 77u);
+      if (last_n == 0) {
+        EXPECT_TRUE(state.history.empty());
+      } else if (last_n > 0) {
+        EXPECT_LE(state.history.size(), static_cast<size_t>(last_n));
+      }
+      Sampler fresh(state.params, 64);
+      fresh.restore(state.draws, state.history);
+      if (!cached || step % 7 == 0) cached = std::make_unique<Sampler>(state.params, 64);
+      cached->restore(state.draws, state.history);
+      const SampledToken remote = fresh.sample_with_logprobs(logits, 3);
+      const int32_t again = cached->sample(logits);
+      const SampledToken here = original.sample_with_logprobs(logits, 3);
+      ASSERT_EQ(remote.token, here.token) << "last_n " << last_n << " step " << step;
+      EXPECT_EQ(again, here.token);
+      EXPECT_EQ(remote.logprob, here.logprob);
+      EXPECT_EQ(fresh.draws(), original.draws());
+      original.accept(here.token);
+    }
+    // skip_sample moves the stream as one sample() would.
+    Sampler a(p, 64), b(p, 64);
+    const auto logits = random_logits(64, 1);
+    a.sample(logits);
+    b.skip_sample();
+    EXPECT_EQ(a.draws(), 1u);
+    EXPECT_EQ(b.draws(), 1u);
+    EXPECT_EQ(a.sample(logits), b.sample(logits));
+  }
+  // Greedy draws nothing, and a randomly seeded sampler's state names a seed that is not "random".
+  Sampler greedy(plain(0.0f), 8);
+  greedy.sample(random_logits(8, 2));
+  greedy.skip_sample();
+  EXPECT_EQ(greedy.draws(), 0u);
+  Sampler random(plain(1.0f, SamplerParams::kRandomSeed), 8);
+  EXPECT_NE(random.state().params.seed, SamplerParams::kRandomSeed);
+  EXPECT_EQ(random.state().params.seed, random.seed());
 }
 
 TEST(Sampler, TopKOfOneIsGreedy) {

@@ -347,6 +347,29 @@ TEST_P(KernelTest, GemmLargeTile) {
   }
 }
 
+// One token against many long rows: the decode path (multi-row gemv kernels, row groups plus a remainder).
+TEST_P(KernelTest, GemvManyRows) {
+  for (GgmlType t : kWeightTypes) {
+    if (is_float(t) || t == GgmlType::Q8_1 || t == GgmlType::Q8_K) continue;
+    const GgmlType at = Kernels::act_type(t);
+    const int64_t k_len = type_traits(t).block_size == 256 ? 2304 : 2080, n_rows = 39;
+    const size_t w_row = row_size(t, k_len), x_row = row_size(at, k_len);
+    std::vector<uint8_t> w(w_row * n_rows);
+    std::vector<std::vector<uint8_t>> rows;
+    for (int64_t r = 0; r < n_rows; ++r) {
+      rows.push_back(make_weights(t, k_len, 7000 + static_cast<unsigned>(r)));
+      std::memcpy(w.data() + r * w_row, rows.back().data(), w_row);
+    }
+    const Act a = make_act(t, normal_data(k_len, 4242));
+    std::vector<float> y(static_cast<size_t>(n_rows));
+    k().gemm(t)(w.data(), w_row, n_rows, a.bytes.data(), x_row, 1, k_len, y.data(), n_rows);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const Reference ref = reference(t, rows[r], a, k_len);
+      EXPECT_NEAR(y[r], ref.dot, tolerance(ref.magnitude)) << type_name(t) << " row " << r;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, KernelTest, ::testing::ValuesIn(supported_isas()),
                          [](const ::testing::TestParamInfo<Isa>& param) { return std::string(isa_name(param.param)); });
 

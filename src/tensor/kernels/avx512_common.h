@@ -30,6 +30,7 @@ using GemvFn = void (*)(const uint8_t* w, size_t w_stride, int64_t n_rows, const
 VecDotFn legacy_vec_dot(GgmlType weight);
 GemvFn legacy_gemv(GgmlType weight);
 VecDotFn kquant_vec_dot(GgmlType weight);
+GemvFn kquant_gemv(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
 
 // 64-byte aligned heap scratch. Deliberately not std::vector: its template code would be compiled with AVX-512

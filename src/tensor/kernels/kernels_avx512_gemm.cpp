@@ -216,10 +216,11 @@ template <class F>
 void gemm_quant(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k,
                 float* y, int64_t ldy) {
   const int64_t nblk = k / F::kBlock;
-  if constexpr (!F::kSuper) {
-    if (n_tok == 1) return legacy_gemv(F::kType)(w, ws, n_rows, x, k, y);
-  }
   if (n_tok < kMinTokens<F>) {
+    // One token (decode): the multi-row gemv. More tokens loop over vec_dot with rows outer, so each row is
+    // streamed from memory once.
+    const GemvFn gemv = F::kSuper ? kquant_gemv(F::kType) : legacy_gemv(F::kType);
+    if (n_tok == 1 && gemv != nullptr) return gemv(w, ws, n_rows, x, k, y);
     const VecDotFn dot = F::kSuper ? kquant_vec_dot(F::kType) : legacy_vec_dot(F::kType);
     for (int64_t r = 0; r < n_rows; ++r) {
       for (int64_t t = 0; t < n_tok; ++t) y[t * ldy + r] = dot(w + r * ws, x + t * xs, k);

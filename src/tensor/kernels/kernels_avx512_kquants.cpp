@@ -57,81 +57,114 @@ inline void k4_scales(const uint8_t* s, uint64_t* sc, uint64_t* mn) {
   *mn = (b & 0x3f3f3f3fu) | static_cast<uint64_t>(mn_hi) << 32;
 }
 
-// Sum over the block of min_g * (group g's activation sum), for eight 32-element groups: bsums come in 16s.
-inline __m256i k4_min_sums(uint64_t mn, const BlockQ8_K& x) {
-  const __m128i m8 = _mm_cvtsi64_si128(static_cast<int64_t>(mn));
-  return _mm256_madd_epi16(_mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)), load256(x.bsums));
+// The activation side of one Q8_K block as the Q4_K/Q5_K sums read it: the levels as the register pairs
+// [g0|g2], [g1|g3], [g4|g6], [g5|g7] (the order of the weights' nibbles), the eight 32-element group sums (for the
+// mins) and d. A gemv builds these once per call and shares them by every row.
+struct K4Act {
+  __m512i xs[4];
+  __m128i gsum;  // int16
+  __m128 xd;     // d in every lane
+};
+
+inline K4Act k4_act(const BlockQ8_K& x) {
+  const int8_t* q = x.qs;
+  return {{load2x256(q, q + 64), load2x256(q + 32, q + 96), load2x256(q + 128, q + 192), load2x256(q + 160, q + 224)},
+          _mm_hadd_epi16(load128(x.bsums), load128(x.bsums + 8)),
+          _mm_set1_ps(x.d)};
 }
 
-// Shared tail of Q4_K/Q5_K: levels (u8, < 32) of the four register-pairs [g0|g2], [g1|g3], [g4|g6], [g5|g7].
-// The scale words reach their products through vpshufb on the scales repeated in every 128-bit lane.
-inline __m512i k4_block_sum(const __m512i (&lv)[4], uint64_t sc, const int8_t* xq) {
+// Shared tail of Q4_K/Q5_K: levels (u8, < 32) of the four register pairs, against prepared activations. The scale
+// words reach their products through vpshufb on the scales repeated in every 128-bit lane. Adds d * x.d * sum to
+// acc and dmin * x.d * (sum of min_g * group sum_g) to acc_min.
+template <class B>
+inline void k4_accumulate(const B& w, const __m512i (&lv)[4], const K4Act& a, __m512& acc, __m128& acc_min) {
+  uint64_t sc, mn;
+  k4_scales(w.scales, &sc, &mn);
   const __m512i scw = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(sc))));
-  const __m512i xs[4] = {load2x256(xq, xq + 64), load2x256(xq + 32, xq + 96), load2x256(xq + 128, xq + 192),
-                         load2x256(xq + 160, xq + 224)};
   constexpr int kPairs[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
   __m512i s = _mm512_setzero_si512();
   for (int c = 0; c < 4; ++c) {
     const __m512i sc_words = _mm512_shuffle_epi8(scw, word_pick2(kPairs[c][0], kPairs[c][1]));
-    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(lv[c], xs[c]), sc_words);
+    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(lv[c], a.xs[c]), sc_words);
   }
-  return s;
+  // x.d * fp16 d and x.d * fp16 dmin (adjacent), converted together.
+  const __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(&w.d)))), a.xd);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_broadcastss_ps(dd), acc);
+  const __m128i m = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<int64_t>(mn))), a.gsum);
+  acc_min = _mm_fmadd_ps(_mm_cvtepi32_ps(m), _mm_shuffle_ps(dd, dd, 0x55), acc_min);
 }
 
-// x.d * fp16 d and x.d * fp16 dmin (adjacent in Q4_K/Q5_K/Q2_K), converted together.
-inline __m128 scales_dx(const void* d_dmin, float dx) {
-  return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(load_u32(d_dmin)))), _mm_set1_ps(dx));
-}
-
-float dot_q4_k(const void* vw, const void* vx, int64_t n) {
-  const auto* w = static_cast<const BlockQ4_K*>(vw);
-  const auto* x = static_cast<const BlockQ8_K*>(vx);
+inline void k4_levels(const BlockQ4_K& w, __m512i (&lv)[4]) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
-  __m512 acc = _mm512_setzero_ps();
-  __m256 acc_min = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n / 256; ++i) {
-    prefetch_ahead<sizeof *w>(w + i);
-    uint64_t sc, mn;
-    k4_scales(w[i].scales, &sc, &mn);
-    const __m512i q0 = load512(w[i].qs);
-    const __m512i q1 = load512(w[i].qs + 64);
-    const __m512i lv[4] = {_mm512_and_si512(q0, m4), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4),
-                           _mm512_and_si512(q1, m4), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4)};
-    const __m512i s = k4_block_sum(lv, sc, x[i].qs);
-    const __m128 dd = scales_dx(&w[i].d, x[i].d);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_broadcastss_ps(dd), acc);
-    acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_sums(mn, x[i])),
-                              _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), _mm256_set1_epi32(1)), acc_min);
-  }
-  return hsum(acc) - hsum(acc_min);
+  const __m512i q0 = load512(w.qs);
+  const __m512i q1 = load512(w.qs + 64);
+  lv[0] = _mm512_and_si512(q0, m4);
+  lv[1] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
+  lv[2] = _mm512_and_si512(q1, m4);
+  lv[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
 }
 
-float dot_q5_k(const void* vw, const void* vx, int64_t n) {
-  const auto* w = static_cast<const BlockQ5_K*>(vw);
-  const auto* x = static_cast<const BlockQ8_K*>(vx);
+// Group g's fifth bit is bit g of qh[e % 32]; rotate it to bit 4.
+inline void k4_levels(const BlockQ5_K& w, __m512i (&lv)[4]) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   const __m512i b4 = _mm512_set1_epi8(0x10);
+  const __m512i q0 = load512(w.qs);
+  const __m512i q1 = load512(w.qs + 64);
+  const __m512i qh = bcast256(w.qh);
+  lv[0] = or_and(_mm512_and_si512(q0, m4), rotl2(qh, 4, 2), b4);
+  lv[1] = or_and(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), rotl2(qh, 3, 1), b4);
+  lv[2] = or_and(_mm512_and_si512(q1, m4), rotl2(qh, 0, 62), b4);
+  lv[3] = or_and(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), rotl2(qh, 63, 61), b4);
+}
+
+template <class B>
+float dot_k4(const void* vw, const void* vx, int64_t n) {
+  const auto* w = static_cast<const B*>(vw);
+  const auto* x = static_cast<const BlockQ8_K*>(vx);
   __m512 acc = _mm512_setzero_ps();
-  __m256 acc_min = _mm256_setzero_ps();
+  __m128 acc_min = _mm_setzero_ps();
   for (int64_t i = 0; i < n / 256; ++i) {
     prefetch_ahead<sizeof *w>(w + i);
-    uint64_t sc, mn;
-    k4_scales(w[i].scales, &sc, &mn);
-    const __m512i q0 = load512(w[i].qs);
-    const __m512i q1 = load512(w[i].qs + 64);
-    // Group g's fifth bit is bit g of qh[e % 32]; rotate it to bit 4.
-    const __m512i qh = bcast256(w[i].qh);
-    const __m512i lv[4] = {or_and(_mm512_and_si512(q0, m4), rotl2(qh, 4, 2), b4),
-                           or_and(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), rotl2(qh, 3, 1), b4),
-                           or_and(_mm512_and_si512(q1, m4), rotl2(qh, 0, 62), b4),
-                           or_and(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), rotl2(qh, 63, 61), b4)};
-    const __m512i s = k4_block_sum(lv, sc, x[i].qs);
-    const __m128 dd = scales_dx(&w[i].d, x[i].d);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_broadcastss_ps(dd), acc);
-    acc_min = _mm256_fmadd_ps(_mm256_cvtepi32_ps(k4_min_sums(mn, x[i])),
-                              _mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), _mm256_set1_epi32(1)), acc_min);
+    __m512i lv[4];
+    k4_levels(w[i], lv);
+    k4_accumulate(w[i], lv, k4_act(x[i]), acc, acc_min);
   }
   return hsum(acc) - hsum(acc_min);
+}
+
+// R rows at once against activations prepared by k4_act: R independent chains keep the multiply ports busy, and
+// the activation side is paid once per call instead of once per row.
+template <class B, int R>
+void k4_rows(const uint8_t* w, size_t ws, const K4Act* act, int64_t nb, float* y) {
+  __m512 acc[R];
+  __m128 acc_min[R];
+  for (int r = 0; r < R; ++r) {
+    acc[r] = _mm512_setzero_ps();
+    acc_min[r] = _mm_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const B& blk = reinterpret_cast<const B*>(w + r * ws)[b];
+      prefetch_ahead<sizeof(B)>(&blk);
+      __m512i lv[4];
+      k4_levels(blk, lv);
+      k4_accumulate(blk, lv, act[b], acc[r], acc_min[r]);
+    }
+  }
+  for (int r = 0; r < R; ++r) y[r] = hsum(acc[r]) - hsum(acc_min[r]);
+}
+
+template <class B>
+void gemv_k4(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* vx, int64_t k, float* y) {
+  const auto* x = reinterpret_cast<const BlockQ8_K*>(vx);
+  const int64_t nb = k / 256;
+  Scratch scratch(sizeof(K4Act) * static_cast<size_t>(nb) + 64);
+  auto* act = reinterpret_cast<K4Act*>(scratch.get());
+  for (int64_t b = 0; b < nb; ++b) act[b] = k4_act(x[b]);
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) k4_rows<B, 4>(w + r * ws, ws, act, nb, y + r);
+  for (; r < n_rows; ++r) k4_rows<B, 1>(w + r * ws, ws, act, nb, y + r);
 }
 
 // 16 groups of 16: levels lv[c] cover elements 64c..64c+63 (groups 4c..4c+3, one per 128-bit lane); sc16 holds
@@ -267,6 +300,17 @@ float dot_iq4_xs(const void* vw, const void* vx, int64_t n) {
 
 }  // namespace
 
+GemvFn kquant_gemv(GgmlType weight) {
+  switch (weight) {
+    case GgmlType::Q4_K:
+      return &gemv_k4<BlockQ4_K>;
+    case GgmlType::Q5_K:
+      return &gemv_k4<BlockQ5_K>;
+    default:
+      return nullptr;
+  }
+}
+
 VecDotFn kquant_vec_dot(GgmlType weight) {
   switch (weight) {
     case GgmlType::Q2_K:
@@ -274,9 +318,9 @@ VecDotFn kquant_vec_dot(GgmlType weight) {
     case GgmlType::Q3_K:
       return &dot_q3_k;
     case GgmlType::Q4_K:
-      return &dot_q4_k;
+      return &dot_k4<BlockQ4_K>;
     case GgmlType::Q5_K:
-      return &dot_q5_k;
+      return &dot_k4<BlockQ5_K>;
     case GgmlType::Q6_K:
       return &dot_q6_k;
     case GgmlType::IQ4_XS:

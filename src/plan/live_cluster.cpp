@@ -1,0 +1,132 @@
+// Live profiles: one short connection per worker (handshake, link measurement, ProbeRequest, Bye), so the worker is
+// free for the run's own connection right after.
+#include "plan/live_cluster.h"
+
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <set>
+
+#include "dist/handshake.h"
+#include "dist/keys.h"
+#include "dist/link_measure.h"
+#include "dist/transport.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera::plan {
+
+std::vector<WorkerEndpoint> parse_worker_list(std::string_view text) {
+  std::vector<WorkerEndpoint> out;
+  if (text.empty()) return out;
+  std::set<std::string, std::less<>> names;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    start = comma + 1;
+    if (item.empty()) fail("--workers: empty entry in '{}'", text);
+    const size_t eq = item.find('=');
+    WorkerEndpoint w{std::string(eq == std::string_view::npos ? item : item.substr(0, eq)),
+                     std::string(eq == std::string_view::npos ? item : item.substr(eq + 1))};
+    const size_t colon = w.address.rfind(':');
+    if (w.name.empty() || colon == std::string::npos || colon == 0 || colon + 1 == w.address.size()) {
+      fail("--workers: '{}' is not name=host:port or host:port", item);
+    }
+    if (w.name == "local") fail("--workers: 'local' is the head's own name; give the worker another");
+    if (!names.insert(w.name).second) fail("--workers: the name '{}' is used twice", w.name);
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+std::string plan_node_name(std::string_view typed) {
+  std::string name;
+  for (char ch : typed.substr(0, 63)) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(ch)) || ch == '.' || ch == '_' || ch == '-';
+    name += ok ? ch : '_';
+  }
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front()))) name = "w" + name;
+  return name;
+}
+
+WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& o) {
+  std::optional<dist::ClusterKey> key;
+  if (!o.key_file.empty()) key = dist::load_cluster_key(o.key_file);
+  const std::string name = plan_node_name(worker.name);
+  WorkerProbe r;
+  try {
+    auto conn = dist::connect(worker.address, key ? &*key : nullptr, o.timeout);
+    dist::client_handshake(*conn, dist::make_hello(dist::Role::Head, "head"), o.timeout);
+    r.link = {"local", name, 0.0002, 10.0, "assumed (not measured)"};
+    if (o.measure_links) {
+      dist::MeasureOptions mo;
+      mo.timeout = o.timeout;
+      const dist::LinkMeasurement m = dist::measure_link(*conn, mo);
+      // The planner's links are symmetric: the slower direction stands for both.
+      const double bytes_per_s = std::min(m.upload_bytes_per_s, m.download_bytes_per_s);
+      r.link = {"local", name, m.rtt_s, std::min(bytes_per_s * 8.0 / 1e9, 10000.0),
+                fmt::format("measured: {}", dist::describe(m))};
+    }
+    dist::ProbeRequest req;
+    req.seconds = static_cast<float>(std::clamp(o.worker_seconds, 0.05, 60.0));
+    req.max_age_s = static_cast<uint32_t>(std::clamp(o.worker_max_age_s, 0.0, 86400.0));
+    conn->send(req);
+    // The worker measures for about `seconds` (plus setting up its buffer) while its heartbeats keep the link alive.
+    const auto wait = o.timeout + std::chrono::milliseconds(static_cast<int64_t>(req.seconds * 3000));
+    const auto reply = conn->recv(wait);
+    if (!reply) fail("no answer to the profile request within {:.0f} s", std::chrono::duration<double>(wait).count());
+    if (const auto* err = std::get_if<dist::ErrorMsg>(&*reply)) fail("{}", err->message);
+    const auto* p = std::get_if<dist::ProbeReply>(&*reply);
+    if (p == nullptr) fail("expected ProbeReply, got {}", dist::msg_type_name(dist::type_of(*reply)));
+    conn->close("profile taken");
+    NodeProfile& n = r.node;
+    n.name = name;
+    n.mem_available_bytes = p->mem_available_bytes;
+    n.mem_read_gbps = p->mem_read_gbps;
+    n.int8_gops = p->int8_gops;
+    n.f32_gflops = p->f32_gflops;
+    n.cores = static_cast<int>(p->cores);
+    n.source = p->age_s > 0 ? fmt::format("worker probe, {:.0f} s old", p->age_s) : "worker probe";
+    validate_node(n);
+  } catch (const Error& e) {
+    fail("worker {} ({}): cannot get its profile: {}", worker.name, worker.address, e.what());
+  }
+  return r;
+}
+
+Cluster probe_live_cluster(std::span<const WorkerEndpoint> workers, const LiveProbeOptions& o) {
+  return live_cluster(probe_local_node(o.local), workers, o);
+}
+
+Cluster live_cluster(NodeProfile head, std::span<const WorkerEndpoint> workers, const LiveProbeOptions& o) {
+  head.name = "local";
+  std::vector<NodeProfile> nodes = {std::move(head)};
+  std::vector<LinkProfile> links;
+  std::set<std::string, std::less<>> names = {"local"};
+  for (const auto& w : workers) {
+    WorkerProbe p = probe_worker(w, o);
+    if (!names.insert(p.node.name).second) {
+      fail("--workers: '{}' and another worker have the same name for the planner ({})", w.name, p.node.name);
+    }
+    log_info("plan: worker {}: {:.1f} GB/s read, {:.0f} int8 GOPS, {:.1f} GiB free ({}); link {}", w.name,
+             p.node.mem_read_gbps, p.node.int8_gops, static_cast<double>(p.node.mem_available_bytes) / (1 << 30),
+             p.node.source, p.link.source);
+    nodes.push_back(std::move(p.node));
+    links.push_back(std::move(p.link));
+  }
+  // The runtime relays activations through the head (a star), so a worker-to-worker hop is two links in a row:
+  // both latencies, and each byte crosses both.
+  const size_t n_direct = links.size();
+  for (size_t i = 0; i < n_direct; ++i) {
+    for (size_t j = i + 1; j < n_direct; ++j) {
+      const LinkProfile& a = links[i];
+      const LinkProfile& b = links[j];
+      links.push_back({a.b, b.b, a.rtt_s + b.rtt_s, 1.0 / (1.0 / a.gbit_per_s + 1.0 / b.gbit_per_s),
+                       "relayed by the head"});
+    }
+  }
+  return Cluster(std::move(nodes), "local", std::move(links));
+}
+
+}  // namespace tessera::plan

@@ -1,0 +1,119 @@
+// plan_for_cli: profiles the chosen nodes, plans the requests the command will serve, and renders the table with a
+// plain sentence when one machine would beat the split that is about to run.
+#include "plan/plan_cli.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "gguf/gguf_file.h"
+#include "model/model_config.h"
+#include "model/model_profile.h"
+#include "plan/plan_report.h"
+#include "util/error.h"
+
+namespace tessera::plan {
+namespace {
+
+// The split the runtime will run, in the planner's names: the user's, or an even one over the workers
+// (build_pipeline's default: the same byte-balanced cut).
+std::optional<SplitSpec> runtime_split(const CliPlanRequest& r, const std::vector<WorkerEndpoint>& workers,
+                                       const std::vector<uint64_t>& layer_bytes) {
+  if (workers.empty()) return std::nullopt;
+  const auto rename = [&](std::string_view typed) {
+    if (typed == "local") return std::string("local");
+    for (const auto& w : workers) {
+      if (w.name == typed) return plan_node_name(w.name);
+    }
+    return std::string(typed);  // resolve_split names it as unknown, with the valid names
+  };
+  if (!r.split.empty()) {
+    SplitSpec spec = parse_split(r.split);
+    for (auto& part : spec.parts) part.node = rename(part.node);
+    return spec;
+  }
+  const std::vector<double> even(workers.size(), 1.0);
+  const auto counts = proportional_counts(layer_bytes, even);
+  std::vector<LayerRange> ranges;
+  int64_t first = 0;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (counts[i] <= 0) fail("an even split leaves worker {} without layers", workers[i].name);
+    ranges.push_back({plan_node_name(workers[i].name), first, first + counts[i] - 1});
+    first += counts[i];
+  }
+  return parse_split(format_ranges(ranges));
+}
+
+std::string tps(double v) { return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.1f}", v); }
+
+}  // namespace
+
+CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
+  const auto workers = parse_worker_list(r.workers);
+  const auto file = gguf::GgufFile::open(r.model_path);
+  const ModelConfig config = ModelConfig::from_gguf(file);
+  const GgmlType kv = r.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
+  CliPlan out;
+  out.model = model_cost_from_file(file, config, kv, std::filesystem::path(r.model_path).filename().string());
+
+  LiveProbeOptions lo;
+  lo.local.seconds = r.probe_seconds;
+  lo.local.threads = r.threads;
+  lo.worker_seconds = r.probe_seconds;
+  lo.key_file = r.key_file;
+  if (cluster != nullptr) {
+    out.cluster.emplace(*cluster);
+  } else if (workers.empty()) {
+    out.cluster.emplace(std::vector<NodeProfile>{probe_local_node(lo.local)}, "local");
+  } else {
+    out.cluster.emplace(probe_live_cluster(workers, lo));
+  }
+
+  PlanOptions o;
+  o.workload.prompt_tokens = r.prompt_tokens;
+  o.workload.n_gen = r.n_gen;
+  o.workload.concurrency = r.concurrency;
+  o.workload.n_batch = r.n_batch;
+  const int64_t ctx = r.n_ctx > 0 ? r.n_ctx : std::min<int64_t>(config.n_ctx_train, 4096);
+  o.workload.n_ctx = std::max(ctx, r.prompt_tokens + r.n_gen);
+  o.split = runtime_split(r, workers, profile_model(file, config).layer_bytes);
+  if (o.split) {
+    // Predict the micro-batches that will run: the user's, or PipelineExecutor's rule (about four per stage of
+    // each prompt batch, at least 16 tokens).
+    const auto stages = static_cast<int64_t>(o.split->parts.size());
+    const int64_t n = std::min(r.prompt_tokens, r.n_batch);
+    o.workload.micro_batch =
+        r.micro_batch > 0 ? r.micro_batch : std::max<int64_t>(16, (n + 4 * stages - 1) / (4 * stages));
+  }
+  out.plan = make_plan(out.model, *out.cluster, o);
+  for (size_t i = 0; i < out.plan.strategies.size(); ++i) {
+    const auto kind = out.plan.strategies[i].kind;
+    if (kind == (o.split ? StrategyKind::UserSplit : StrategyKind::Local)) out.user = i;
+  }
+
+  out.text = plan_text(out.plan, out.model, *out.cluster);
+  if (out.user && out.plan.strategies[*out.user].kind == StrategyKind::UserSplit) {
+    const Strategy& u = out.plan.strategies[*out.user];
+    const Strategy& local = out.plan.strategies.front();
+    const std::string what = r.split.empty() ? "the even split over the workers (no --split given)" : "your split";
+    if (local.kind == StrategyKind::Local && local.feasible && u.feasible && local.pred.score_s < u.pred.score_s) {
+      out.text += fmt::format(
+          "One machine would be faster: local alone predicts {} tok/s prefill, {} tok/s decode against {} and {} "
+          "for {}. Running {} as asked.\n",
+          tps(local.pred.prefill_tps), tps(local.pred.decode_tps_c), tps(u.pred.prefill_tps),
+          tps(u.pred.decode_tps_c), what, what);
+    } else {
+      out.text += fmt::format("Running {} as asked.\n", what);
+    }
+  }
+  return out;
+}
+
+std::string plan_for_cli(const CliPlanRequest& request) {
+  try {
+    return make_cli_plan(request).text;
+  } catch (const Error& e) {
+    return fmt::format("plan: not available: {}\n", e.what());
+  }
+}
+
+}  // namespace tessera::plan

@@ -1,0 +1,50 @@
+// The plan that `run`, `bench` and `serve` print at start: the nodes the user chose (this machine and its --workers,
+// profiled live), the user's split (or the runtime's even default) against the planner's choice and against one
+// machine, as the same table `tessera plan` prints.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "plan/cluster.h"
+#include "plan/live_cluster.h"
+#include "plan/model_shape.h"
+#include "plan/planner.h"
+
+namespace tessera::plan {
+
+struct CliPlanRequest {
+  std::string model_path;
+  std::string workers;   // --workers text; empty: this machine alone
+  std::string split;     // --split text; empty: the runtime's default, an even split over the workers
+  std::string key_file;  // --key-file
+  int threads = 0;       // the head's compute threads (-t); 0: all cores
+  int64_t prompt_tokens = 512;
+  int64_t n_gen = 128;
+  int64_t concurrency = 1;
+  int64_t n_ctx = 0;  // 0: the model's training context, at most 4096 (and never shorter than the request)
+  int64_t n_batch = 512;
+  int64_t micro_batch = 0;  // --micro-batch; 0: the runtime's own rule for the split that runs
+  std::string kv_type = "f16";
+  double probe_seconds = 1.0;  // each node's measuring time when it keeps no recent probe
+};
+
+// Everything a caller may want to read besides the text (bench --check-plan takes its predictions from here).
+struct CliPlan {
+  ModelCost model;
+  std::optional<Cluster> cluster;
+  Plan plan;
+  std::optional<size_t> user;  // the row of the split that will run (the user's, or the even default)
+  std::string text;
+};
+
+// Throws Error when the model cannot be read or a worker cannot be profiled. With `cluster` the nodes are not
+// profiled again (bench --check-plan plans several workloads on one set of profiles).
+CliPlan make_cli_plan(const CliPlanRequest& request, const Cluster* cluster = nullptr);
+
+// The plan as text for standard error; never throws: when planning fails the text says why in one line, and the
+// run goes on as asked. One line to add to a command: log_info("{}", plan::plan_for_cli({...}));
+std::string plan_for_cli(const CliPlanRequest& request);
+
+}  // namespace tessera::plan

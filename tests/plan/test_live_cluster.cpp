@@ -1,0 +1,150 @@
+// Live profiles: a worker answers the head's ProbeRequest with its measured profile (kept for later requests), the
+// link to it is measured, and run/bench/serve's plan shows the split that runs against the planner's choice.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "../dist/worker_process.h"
+#include "dist/handshake.h"
+#include "dist/messages.h"
+#include "plan/live_cluster.h"
+#include "plan/plan_cli.h"
+#include "support/test_paths.h"
+#include "util/error.h"
+
+namespace tessera::plan {
+namespace {
+
+std::string stories() { return (test::source_dir() / "models/stories260K.gguf").string(); }
+
+LiveProbeOptions quick(const std::filesystem::path& cache) {
+  LiveProbeOptions o;
+  o.local.seconds = 0.05;
+  o.local.cache_path = cache;
+  o.worker_seconds = 0.05;
+  return o;
+}
+
+TEST(LiveCluster, ProbeMessagesRoundTrip) {
+  dist::ProbeReply reply;
+  reply.threads = 2;
+  reply.cores = 4;
+  reply.mem_read_gbps = 12.5f;
+  reply.mem_read_gbps_1t = 9.0f;
+  reply.int8_gops = 400.0f;
+  reply.f32_gflops = 100.0f;
+  reply.mem_total_bytes = uint64_t{16} << 30;
+  reply.mem_available_bytes = uint64_t{8} << 30;
+  reply.age_s = 12.0f;
+  reply.cpu = "Some CPU";
+  reply.isa = "avx512";
+  for (const dist::Message& m : {dist::Message(dist::ProbeRequest{0.5f, 60}), dist::Message(reply)}) {
+    EXPECT_EQ(dist::decode_frame(dist::encode_frame(m)), m);
+  }
+  EXPECT_THROW(dist::encode_frame(dist::ProbeRequest{0.0f, 60}), Error);  // below 0.05 s
+  dist::ProbeReply bad = reply;
+  bad.threads = 0;
+  EXPECT_THROW(dist::encode_frame(bad), Error);
+  EXPECT_EQ(dist::msg_type_name(dist::MsgType::ProbeReply), "ProbeReply");
+}
+
+TEST(LiveCluster, ParsesWorkerListsAndNamesNodes) {
+  const auto w = parse_worker_list("a=127.0.0.1:5000,127.0.0.1:5001");
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].name, "a");
+  EXPECT_EQ(w[0].address, "127.0.0.1:5000");
+  EXPECT_EQ(w[1].name, "127.0.0.1:5001");
+  EXPECT_EQ(plan_node_name("a"), "a");
+  EXPECT_EQ(plan_node_name("127.0.0.1:5001"), "w127.0.0.1_5001");
+  EXPECT_THROW(parse_worker_list("a=h:1,a=h:2"), Error);
+  EXPECT_THROW(parse_worker_list("local=h:1"), Error);
+  EXPECT_THROW(parse_worker_list("a=h"), Error);
+  EXPECT_THROW(parse_worker_list("a=h:1,,b=h:2"), Error);
+}
+
+TEST(LiveCluster, WorkersReportTheirProfileAndKeepIt) {
+  test::TempDir dir;
+  test::WorkerProcess worker;
+  const WorkerEndpoint ep{"b", worker.address()};
+  const WorkerProbe first = probe_worker(ep, quick(dir / "probe.json"));
+  EXPECT_EQ(first.node.name, "b");
+  EXPECT_GT(first.node.mem_read_gbps, 0);
+  EXPECT_GT(first.node.int8_gops, 0);
+  EXPECT_GT(first.node.f32_gflops, 0);
+  EXPECT_GT(first.node.mem_available_bytes, 0u);
+  EXPECT_EQ(first.node.source, "worker probe");
+  EXPECT_EQ(first.link.a, "local");
+  EXPECT_EQ(first.link.b, "b");
+  EXPECT_GT(first.link.rtt_s, 0);
+  EXPECT_LT(first.link.rtt_s, 0.5);
+  EXPECT_GT(first.link.gbit_per_s, 0);
+  EXPECT_EQ(first.link.source.rfind("measured: rtt", 0), 0u) << first.link.source;
+  // The second head's request is answered from the worker's kept measurement, and the worker is free again.
+  const WorkerProbe second = probe_worker(ep, quick(dir / "probe.json"));
+  EXPECT_EQ(second.node.source.rfind("worker probe, ", 0), 0u) << second.node.source;
+  EXPECT_EQ(second.node.mem_read_gbps, first.node.mem_read_gbps);
+  EXPECT_TRUE(worker.running());
+
+  try {
+    probe_worker({"gone", "127.0.0.1:1"}, quick(dir / "probe.json"));
+    FAIL() << "no error for an unreachable worker";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("worker gone (127.0.0.1:1): cannot get its profile"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(LiveCluster, ClusterOfTheHeadAndTwoWorkersRelaysThroughTheHead) {
+  test::TempDir dir;
+  test::WorkerProcess a, b;
+  const std::vector<WorkerEndpoint> ws = {{"a", a.address()}, {"b", b.address()}};
+  const Cluster c = probe_live_cluster(ws, quick(dir / "probe.json"));
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c.node_names(), "local, a, b");
+  const LinkProfile la = c.link("local", "a"), lb = c.link("local", "b"), ab = c.link("a", "b");
+  EXPECT_DOUBLE_EQ(ab.rtt_s, la.rtt_s + lb.rtt_s);
+  EXPECT_LT(ab.gbit_per_s, std::min(la.gbit_per_s, lb.gbit_per_s));
+}
+
+TEST(LiveCluster, CliPlanShowsTheSplitThatRuns) {
+  test::TempDir dir;
+  test::WorkerProcess a, b;
+  CliPlanRequest r;
+  r.model_path = stories();
+  r.workers = fmt::format("a={},b={}", a.address(), b.address());
+  r.prompt_tokens = 64;
+  r.n_gen = 16;
+  r.probe_seconds = 0.05;
+  const CliPlan even = make_cli_plan(r);
+  ASSERT_TRUE(even.user.has_value());
+  const Strategy& s = even.plan.strategies[*even.user];
+  EXPECT_EQ(s.kind, StrategyKind::UserSplit);
+  ASSERT_EQ(s.stages.size(), 2u);
+  EXPECT_EQ(s.stages[0].node, "a");
+  EXPECT_EQ(s.stages[1].node, "b");
+  EXPECT_EQ(s.stages[0].first, 0);
+  EXPECT_EQ(s.stages[1].last, even.model.n_layer() - 1);
+  EXPECT_NE(even.text.find("your split"), std::string::npos) << even.text;
+  EXPECT_NE(even.text.find("the even split over the workers (no --split given)"), std::string::npos) << even.text;
+
+  r.split = "0-0@local,1-4@b";
+  const CliPlan given = make_cli_plan(r);
+  const Strategy& g = given.plan.strategies[*given.user];
+  ASSERT_EQ(g.stages.size(), 2u);
+  EXPECT_EQ(g.stages[0].node, "local");
+  EXPECT_EQ(g.stages[1].node, "b");
+  EXPECT_NE(given.text.find("your split"), std::string::npos) << given.text;
+
+  // A tiny model over loopback: one machine wins (the hops cost more than a whole forward pass), and the text says
+  // so in plain words.
+  EXPECT_LT(given.plan.strategies.front().pred.score_s, g.pred.score_s);
+  EXPECT_NE(given.text.find("One machine would be faster"), std::string::npos) << given.text;
+
+  r.split = "0-4@nosuch";
+  const std::string text = plan_for_cli(r);
+  EXPECT_EQ(text.rfind("plan: not available: ", 0), 0u) << text;
+  EXPECT_NE(text.find("nosuch"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace tessera::plan

@@ -1,0 +1,118 @@
+// matmul against the scalar reference and identical with one or two threads (dynamic or static row chunks);
+// matmul_multi equal to separate matmuls, including weights that need two activation formats.
+#include "tensor/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "tensor/kernels.h"
+#include "tensor/quant.h"
+
+namespace tessera {
+namespace {
+
+struct Weight {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+
+Weight make_weight(GgmlType t, int64_t rows, int64_t k, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<float> f(static_cast<size_t>(k));
+  Weight w;
+  const size_t row = row_size(t, k);
+  w.bytes.resize(row * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : f) v = dist(rng);
+    quantize_row(t, f.data(), w.bytes.data() + r * row, k);
+  }
+  w.view.type = t;
+  w.view.ne = {k, rows, 1, 1};
+  w.view.data = w.bytes.data();
+  w.view.row_bytes = row;
+  return w;
+}
+
+std::vector<float> inputs(int64_t n_tokens, int64_t k) {
+  std::mt19937 rng(99);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n_tokens * k));
+  for (auto& v : x) v = dist(rng);
+  return x;
+}
+
+// The reference: quant.h's activation conversion and vec_dot_row for every (row, token).
+void expect_matches_reference(const Weight& w, const std::vector<float>& x, int64_t n_tokens,
+                              const std::vector<float>& y) {
+  const int64_t k = w.view.cols();
+  const int64_t n = w.view.rows();
+  const GgmlType at = Kernels::act_type(w.view.type);
+  std::vector<uint8_t> act(row_size(at, k));
+  std::vector<float> wf(static_cast<size_t>(k));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    quantize_row_activation(at, x.data() + t * k, act.data(), k);
+    std::vector<float> xf(static_cast<size_t>(k));
+    dequantize_row(at, act.data(), xf.data(), k);
+    for (int64_t r = 0; r < n; ++r) {
+      dequantize_row(w.view.type, w.view.row(r), wf.data(), k);
+      double want = 0, mag = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        want += static_cast<double>(wf[i]) * xf[i];
+        mag += std::fabs(static_cast<double>(wf[i]) * xf[i]);
+      }
+      if (at != GgmlType::F32) want = vec_dot_row(w.view.type, w.view.row(r), act.data(), k);
+      EXPECT_NEAR(y[t * n + r], want, 1e-5 * mag + 1e-6) << type_name(w.view.type) << " row " << r << " tok " << t;
+    }
+  }
+}
+
+TEST(Matmul, OneAndTwoThreadsMatchTheReference) {
+  const int64_t k = 512;
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16}) {
+    const Weight w = make_weight(t, 300, k, 5);
+    for (int64_t n_tokens : {1, 2, 5, 20}) {
+      const auto x = inputs(n_tokens, k);
+      std::vector<float> y1(static_cast<size_t>(300 * n_tokens)), y2(y1.size());
+      ThreadPool one(1), two(2);
+      MatmulScratch s1, s2;
+      matmul(w.view, x.data(), n_tokens, y1.data(), one, s1);
+      matmul(w.view, x.data(), n_tokens, y2.data(), two, s2);
+      EXPECT_EQ(y1, y2) << type_name(t) << " tokens " << n_tokens;
+      expect_matches_reference(w, x, n_tokens, y2);
+    }
+  }
+}
+
+TEST(Matmul, MultiEqualsSeparateMatmuls) {
+  const int64_t k = 768;
+  // q/k/v of a Q4_K_M file: two K-quant types (one activation format) plus a Q8_0 (a second format).
+  const Weight wq = make_weight(GgmlType::Q4_K, 1100, k, 1);
+  const Weight wk = make_weight(GgmlType::Q6_K, 70, k, 2);
+  const Weight wv = make_weight(GgmlType::Q8_0, 650, k, 3);
+  for (int threads : {1, 2}) {
+    for (int64_t n_tokens : {1, 3, 9}) {
+      const auto x = inputs(n_tokens, k);
+      ThreadPool pool(threads);
+      MatmulScratch scratch;
+      std::vector<float> want[3], got[3];
+      const Weight* ws[3] = {&wq, &wk, &wv};
+      MatmulOut outs[3];
+      for (int i = 0; i < 3; ++i) {
+        const auto size = static_cast<size_t>(ws[i]->view.rows() * n_tokens);
+        want[i].resize(size);
+        got[i].assign(size, std::nanf(""));
+        matmul(ws[i]->view, x.data(), n_tokens, want[i].data(), pool, scratch);
+        outs[i] = {&ws[i]->view, got[i].data()};
+      }
+      matmul_multi(outs, x.data(), n_tokens, pool, scratch);
+      for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "output " << i << " tokens " << n_tokens;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera
