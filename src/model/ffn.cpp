@@ -15,8 +15,8 @@ void FeedForward::dense(const LayerWeights& w, const ModelConfig& c, const float
   gate_.resize(n);
   up_.resize(n);
   hidden_.resize(n);
-  matmul(w.ffn_gate, x, n_tokens, gate_.data(), pool, scratch_);
-  matmul(w.ffn_up, x, n_tokens, up_.data(), pool, scratch_);
+  const MatmulOut gate_up[] = {{&w.ffn_gate, gate_.data()}, {&w.ffn_up, up_.data()}};
+  matmul_multi(gate_up, x, n_tokens, pool, scratch_);
   swiglu(gate_.data(), up_.data(), static_cast<int64_t>(n), hidden_.data());
   matmul(w.ffn_down, hidden_.data(), n_tokens, out, pool, scratch_);
 }

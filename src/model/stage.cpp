@@ -131,9 +131,8 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
   q_.resize(sz(n_tokens * c.n_embd_q()));
   k_.resize(sz(n_tokens * c.n_embd_k()));
   v_.resize(sz(n_tokens * c.n_embd_v()));
-  matmul(w.wq, norm_.data(), n_tokens, q_.data(), pool_, scratch_);
-  matmul(w.wk, norm_.data(), n_tokens, k_.data(), pool_, scratch_);
-  matmul(w.wv, norm_.data(), n_tokens, v_.data(), pool_, scratch_);
+  const MatmulOut qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
+  matmul_multi(qkv, norm_.data(), n_tokens, pool_, scratch_);
   add_bias(q_.data(), w.q_bias, n_tokens);
   add_bias(k_.data(), w.k_bias, n_tokens);
   add_bias(v_.data(), w.v_bias, n_tokens);

@@ -108,8 +108,15 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
 void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool,
                   MatmulScratch& scratch) {
   if (outs.empty()) return;
-  // Prefill spends its time inside the gemm, not in fork/join: plain matmuls, each with all threads.
-  if (n_tokens > kDynamicMaxTokens || pool.size() == 1) {
+  // Prefill spends its time inside the gemm, not in fork/join: plain matmuls, each with all threads. So do
+  // mixes of more than two activation formats (a file may give q, k and v three unrelated types).
+  GgmlType seen[3] = {};
+  size_t n_seen = 0;
+  for (const MatmulOut& o : outs) {
+    const GgmlType at = Kernels::act_type(o.w->type);
+    if (std::find(seen, seen + n_seen, at) == seen + n_seen && n_seen < std::size(seen)) seen[n_seen++] = at;
+  }
+  if (n_tokens > kDynamicMaxTokens || pool.size() == 1 || n_seen > 2 || outs.size() > 8) {
     for (const MatmulOut& o : outs) matmul(*o.w, x, n_tokens, o.y, pool, scratch);
     return;
   }
