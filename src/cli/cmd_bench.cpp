@@ -151,7 +151,7 @@ class MarkdownPrinter : public Printer {
              {"test", 13},
              {"t/s", 20}};
     if (distributed) {
-      cols_.insert(cols_.begin() + 3, {"nodes", -std::max(8, static_cast<int>(split.size()))});
+      cols_.insert(cols_.begin() + 3, {"nodes", -std::max(16, static_cast<int>(split.size()))});
       cols_.push_back({"wire B/token", 12});
     }
     if (roofline) {

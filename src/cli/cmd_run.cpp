@@ -12,6 +12,7 @@
 #include "cli/model_options.h"
 #include "dist/pipeline_executor.h"
 #include "engine/generator.h"
+#include "plan/plan_cli.h"
 #include "tokenizer/chat_template.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -33,7 +34,27 @@ struct RunArgs {
   std::string chat_template;
   std::string system_prompt;
   std::string logits_out;
+  bool no_plan = false;
 };
+
+// With --workers: what the planner predicts for the nodes given, the split that will run against its choice and
+// against this machine alone (one line when planning is not possible; the run goes on as asked either way).
+void print_plan(const RunArgs& a, int64_t prompt_tokens) {
+  if (!a.cluster.enabled() || a.no_plan) return;
+  plan::CliPlanRequest r;
+  r.model_path = a.model.model.empty() ? default_model_path() : a.model.model;
+  r.workers = a.cluster.workers;
+  r.split = a.cluster.split;
+  r.key_file = a.cluster.key_file;
+  r.threads = a.model.threads;
+  r.prompt_tokens = std::max<int64_t>(1, prompt_tokens);
+  r.n_gen = a.n_predict > 0 ? a.n_predict : 128;
+  r.n_ctx = a.model.n_ctx;
+  r.n_batch = a.model.n_batch;
+  r.micro_batch = a.cluster.micro_batch;
+  r.kv_type = a.model.kv_type;
+  std::fputs(plan::plan_for_cli(r).c_str(), stderr);
+}
 
 std::string read_text_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -77,6 +98,7 @@ int run_once(const RunArgs& a) {
   std::string text = a.prompt_file.empty() ? a.prompt.value_or("") : read_text_file(a.prompt_file);
   if (!a.no_escape && a.prompt_file.empty()) text = process_escapes(text);
   LoadedModel m = load_model(a.model, 1, !a.cluster.enabled());
+  print_plan(a, static_cast<int64_t>(m.tokenizer->encode(text, true, true).size()));
   std::unique_ptr<Executor> distributed;
   if (a.cluster.enabled()) distributed = build_pipeline(m, a.model, a.cluster, 1);
   Executor& executor = distributed ? *distributed : static_cast<Executor&>(*m.executor);
@@ -130,6 +152,7 @@ int run_once(const RunArgs& a) {
 
 int run_chat(const RunArgs& a) {
   LoadedModel m = load_model(a.model, 1, !a.cluster.enabled());
+  print_plan(a, 128);
   std::unique_ptr<Executor> distributed;
   if (a.cluster.enabled()) distributed = build_pipeline(m, a.model, a.cluster, 1);
   Executor& executor = distributed ? *distributed : static_cast<Executor&>(*m.executor);
@@ -199,6 +222,7 @@ Command add_run_command(CLI::App& root) {
   add_model_options(*app, a->model);
   add_sampler_options(*app, a->sampler);
   add_cluster_options(*app, a->cluster);
+  app->add_flag("--no-plan", a->no_plan, "With --workers: do not print the plan at start");
   auto* p = app->add_option("-p,--prompt", a->prompt, "Prompt text (\"\" starts from BOS alone)");
   auto* f = app->add_option("-f,--file", a->prompt_file, "Read the prompt from a file");
   p->excludes(f);

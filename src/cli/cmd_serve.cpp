@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/serve_replicas.h"
+#include "plan/plan_cli.h"
 #include "server/http_server.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -30,6 +31,7 @@ struct ServeArgs {
   int64_t queue = 64;
   int64_t prefill_chunk = 128;
   int http_threads = 0;
+  bool no_plan = false;
 };
 
 // Signals are taken synchronously by the main thread (sigwait): they are blocked before any thread starts, so
@@ -106,6 +108,21 @@ int run_serve(ServeArgs a) {
   if (!a.cluster.split.empty() && a.replicas > 1) {
     fail("--split applies to one pipeline; with --replicas {} each replica splits its own workers evenly", a.replicas);
   }
+  for (const auto& g : groups) {
+    if (g.empty() || a.no_plan) continue;
+    plan::CliPlanRequest r;
+    r.model_path = a.model.model.empty() ? default_model_path() : a.model.model;
+    r.workers = g;
+    r.split = a.cluster.split;
+    r.key_file = a.cluster.key_file;
+    r.threads = a.model.threads;
+    r.concurrency = a.parallel;
+    r.n_ctx = a.model.n_ctx;
+    r.n_batch = a.model.n_batch;
+    r.micro_batch = a.cluster.micro_batch;
+    r.kv_type = a.model.kv_type;
+    std::fputs(plan::plan_for_cli(r).c_str(), stderr);
+  }
   if (!a.api_key_file.empty()) a.server.api_key = read_key_file(a.api_key_file);
   if (!is_loopback(a.server.host) && a.server.api_key.empty()) {
     log_warn("listening on {} without --api-key: anyone who can reach this address can use the model", a.server.host);
@@ -167,6 +184,7 @@ Command add_serve_command(CLI::App& root) {
   add_model_options(*app, a->model);
   add_sampler_options(*app, a->sampler);
   add_cluster_options(*app, a->cluster);
+  app->add_flag("--no-plan", a->no_plan, "With --workers: do not print the plan of each replica at start");
   app->add_option("--host", a->server.host, "Address to listen on")->capture_default_str();
   app->add_option("--port", a->server.port, "Port to listen on (0: any free port)")
       ->check(CLI::Range(0, 65535))
