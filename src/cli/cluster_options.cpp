@@ -2,7 +2,6 @@
 // layer order (the head's own part, `local`, runs on the head).
 #include "cli/cluster_options.h"
 
-#include <set>
 #include <thread>
 
 #include "cli/table.h"
@@ -30,27 +29,8 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
 }
 
 std::vector<WorkerAddress> parse_workers(const std::string& text) {
-  std::vector<WorkerAddress> out;
-  std::set<std::string> names;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start);
-    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    start = comma == std::string::npos ? text.size() + 1 : comma + 1;
-    if (item.empty()) fail("--workers: empty entry in '{}'", text);
-    WorkerAddress w;
-    const size_t eq = item.find('=');
-    w.address = eq == std::string::npos ? item : item.substr(eq + 1);
-    w.name = eq == std::string::npos ? item : item.substr(0, eq);
-    const size_t colon = w.address.rfind(':');
-    if (w.name.empty() || colon == std::string::npos || colon == 0 || colon + 1 == w.address.size()) {
-      fail("--workers: '{}' is not name=host:port or host:port", item);
-    }
-    if (w.name == "local") fail("--workers: 'local' is the head's own name; give the worker another");
-    if (!names.insert(w.name).second) fail("--workers: the name '{}' is used twice", w.name);
-    out.push_back(std::move(w));
-  }
-  return out;
+  if (text.empty()) fail("--workers: no workers given");
+  return plan::parse_worker_list(text);
 }
 
 std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOptions& mo, const ClusterOptions& co,

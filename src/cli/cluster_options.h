@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/model_options.h"
+#include "plan/live_cluster.h"
 #include "engine/executor.h"
 
 namespace tessera {
@@ -24,11 +25,9 @@ struct ClusterOptions {
 
 void add_cluster_options(CLI::App& app, ClusterOptions& o);
 
-struct WorkerAddress {
-  std::string name;
-  std::string address;
-};
-// Throws Error for an empty entry, a missing port, a duplicate name, or the reserved name "local".
+// The planner's parser (plan/live_cluster.h): one set of rules for the runtime and the plan.
+using WorkerAddress = plan::WorkerEndpoint;
+// Throws Error for an empty list or entry, a missing port, a duplicate name, or the reserved name "local".
 std::vector<WorkerAddress> parse_workers(const std::string& text);
 
 // Connects to the workers, loads each stage (sending only weights a worker lacks) and prints the memory table.

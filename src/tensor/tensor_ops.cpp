@@ -2,17 +2,7 @@
 // measurably), and AVX-512 versions of softmax and SwiGLU, whose libm exp calls dominated attention in prefill.
 #include "tensor/tensor_ops.h"
 
-// GCC 12 warns (-Wuninitialized) about the deliberately undefined vectors inside its own AVX-512 intrinsics once
-// they are inlined; the diagnostic state at the header's lines decides, so silence it for the include only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "tensor/simd_intrinsics.h"
 
 #include <cmath>
 

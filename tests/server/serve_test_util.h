@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -79,6 +80,20 @@ inline json post(httplib::Client& c, const std::string& path, const json& body, 
   if (!r) return {};
   EXPECT_EQ(r->status, want_status) << r->body;
   return parse(r->body);
+}
+
+// The same completion request sent n times at once, each from its own client; the texts in order.
+inline std::vector<std::string> concurrent_completions(const ServeProcess& s, const json& ask, int n) {
+  std::vector<std::future<std::string>> answers;
+  for (int i = 0; i < n; ++i) {
+    answers.push_back(std::async(std::launch::async, [&s, ask] {
+      auto c = client(s);
+      return post(c, "/v1/completions", ask)["choices"][0]["text"].get<std::string>();
+    }));
+  }
+  std::vector<std::string> out;
+  for (auto& a : answers) out.push_back(a.get());
+  return out;
 }
 
 }  // namespace tessera::test

@@ -135,15 +135,9 @@ TEST(ServeBatching, ReplicasShareTheLoadAndAnswerAlike) {
   ASSERT_EQ(h0["replicas"].size(), 2u);
   for (const auto& r : h0["replicas"]) EXPECT_EQ(r["nodes"][0]["layers"]["last"], 4);
   const json ask = {{"prompt", "Lily"}, {"max_tokens", 60}, {"seed", 5}};
-  std::vector<std::future<std::string>> answers;
-  for (int i = 0; i < 4; ++i) {
-    answers.push_back(std::async(std::launch::async, [&s, ask] {
-      auto c = client(s);
-      return post(c, "/v1/completions", ask)["choices"][0]["text"].get<std::string>();
-    }));
-  }
-  const std::string first = answers[0].get();
-  for (size_t i = 1; i < answers.size(); ++i) EXPECT_EQ(answers[i].get(), first);
+  const auto answers = concurrent_completions(s, ask, 4);
+  const std::string& first = answers[0];
+  for (size_t i = 1; i < answers.size(); ++i) EXPECT_EQ(answers[i], first);
   const json h = health(s);
   // Two requests at once on two single-slot replicas: the router sends them to different replicas.
   EXPECT_GT(h["replicas"][0]["requests"].get<int>(), 0);

@@ -70,15 +70,9 @@ TEST(ServeWorkers, ReplicasEachRunOverTheirOwnWorkers) {
   EXPECT_EQ(h0["replicas"][1]["nodes"][0]["layers"]["last"], 4);
 
   const json ask = {{"prompt", "Lily"}, {"max_tokens", 40}, {"seed", 5}};
-  std::vector<std::future<std::string>> answers;
-  for (int i = 0; i < 4; ++i) {
-    answers.push_back(std::async(std::launch::async, [&s, ask] {
-      auto cl = client(s);
-      return post(cl, "/v1/completions", ask)["choices"][0]["text"].get<std::string>();
-    }));
-  }
-  const std::string first = answers[0].get();
-  for (size_t i = 1; i < answers.size(); ++i) EXPECT_EQ(answers[i].get(), first);
+  const auto answers = concurrent_completions(s, ask, 4);
+  const std::string& first = answers[0];
+  for (size_t i = 1; i < answers.size(); ++i) EXPECT_EQ(answers[i], first);
   EXPECT_EQ("Lily" + first + "\n", tessera_run({"-m", stories(), "-p", "Lily", "-n", "40", "--seed", "5"}));
   const json h = health(s);
   EXPECT_GT(h["replicas"][0]["requests"].get<int>(), 0);
