@@ -164,7 +164,7 @@ int register_all() {
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.2);
       }
-      for (int64_t n : {1, 2, 3, 4, 8, 16}) {
+      for (int64_t n : {1, 2, 3, 4, 8, 12, 16, 24, 32}) {
         benchmark::RegisterBenchmark(("gemm_tokens/" + path + "/" + name + "/" + std::to_string(n)).c_str(),
                                      bench_gemm_tokens, isa, t, n)
             ->Unit(benchmark::kMillisecond)

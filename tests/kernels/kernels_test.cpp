@@ -273,7 +273,8 @@ TEST_P(KernelTest, GemmMatchesVecDot) {
   struct Shape {
     int64_t rows, toks;
   };
-  const Shape shapes[] = {{1, 1}, {7, 1}, {70, 1}, {7, 3}, {16, 4}, {33, 7}, {70, 17}, {5, 33}, {64, 8}, {17, 12}};
+  const Shape shapes[] = {{1, 1}, {7, 1}, {70, 1}, {7, 3}, {16, 4}, {33, 7}, {70, 17}, {5, 33}, {64, 8}, {17, 12},
+                          {9, 2}, {6, 5}, {11, 9}, {5, 16}};
   unsigned seed = 500;
   for (GgmlType t : kWeightTypes) {
     const GgmlType at = Kernels::act_type(t);

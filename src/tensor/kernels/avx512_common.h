@@ -31,6 +31,8 @@ VecDotFn legacy_vec_dot(GgmlType weight);
 GemvFn legacy_gemv(GgmlType weight);
 VecDotFn kquant_vec_dot(GgmlType weight);
 GemvFn kquant_gemv(GgmlType weight);
+// A few tokens at once without repacking (gemm_quant uses it up to kBatchMaxTokens); nullptr if none.
+GemmFn kquant_gemm_batch(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
 
 // 64-byte aligned heap scratch. Deliberately not std::vector: its template code would be compiled with AVX-512

@@ -209,6 +209,10 @@ void micro_n(int n, const uint8_t* panel, const uint8_t* tok, int64_t nblk, floa
 template <class F>
 constexpr int kMinTokens = F::kSuper ? 4 : 2;
 
+// K-quants (those with kquant_gemm_batch) from 2 up to this many tokens: unpack each block once and dot it with
+// every token, no repack. Above it the panels' per-call repack is amortized and their tiles win (measured).
+constexpr int kBatchMaxTokens = 8;
+
 template <class F>
 constexpr int kTokGroup = F::kSuper ? 12 : 10;
 
@@ -216,6 +220,11 @@ template <class F>
 void gemm_quant(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k,
                 float* y, int64_t ldy) {
   const int64_t nblk = k / F::kBlock;
+  if constexpr (F::kSuper) {
+    if (n_tok >= 2 && n_tok <= kBatchMaxTokens) {
+      if (const GemmFn batch = kquant_gemm_batch(F::kType)) return batch(w, ws, n_rows, x, xs, n_tok, k, y, ldy);
+    }
+  }
   if (n_tok < kMinTokens<F>) {
     // One token (decode): the multi-row gemv. More tokens loop over vec_dot with rows outer, so each row is
     // streamed from memory once.
