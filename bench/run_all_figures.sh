@@ -10,7 +10,8 @@ O=${OUT:-/tmp/tessera-bench-out}; mkdir -p "$O"
 exec > >(tee -a "$O/log.txt") 2>&1
 S=$(date +%s)
 # Pinned on a machine with the cores for it; unpinned (figures not comparable) on a smaller one.
-pin() { if (($(nproc) >= 6)); then taskset -c "$@"; else shift; "$@"; fi; }
+# Always called in a subshell, `(pin CPUS CMD...)`: it execs, so `$!` of a background one is the command's own pid.
+pin() { if (($(nproc) >= 6)); then exec taskset -c "$@"; else shift; exec "$@"; fi; }
 el() { echo "[+$(( $(date +%s) - S )) s] $*"; }
 lscpu | grep -E "Model name|^CPU\(s\)|Thread|Socket|NUMA node\(|L3|Flags" | cut -c1-300
 free -g | head -2; uptime
@@ -24,31 +25,31 @@ PHASE=${PHASE:-all}
 if [[ $PHASE == all || $PHASE == single ]]; then
 el "single node"
 echo '$ taskset -c 0,1 tessera bench -m 1b-q4_k_m.gguf -p 512 -n 64 -t 1,2 -r 3'
-pin 0,1 $T bench -m $M/1b-q4_k_m.gguf -p 512 -n 64 -t 1,2 -r 3 --no-plan 2>&1 | grep -v "^bench:.*warm"
+(pin 0,1 $T bench -m $M/1b-q4_k_m.gguf -p 512 -n 64 -t 1,2 -r 3 --no-plan) 2>&1 | grep -v "^bench:.*warm"
 for m in 1b-q4_0 1b-q8_0 moe-small-q4_k_m; do
   el $m
   echo "\$ taskset -c 0,1 tessera bench -m $m.gguf -p 512 -n 64 -t 2 -r 3"
-  pin 0,1 $T bench -m $M/$m.gguf -p 512 -n 64 -t 2 -r 3 --no-plan 2>&1 | grep -v "^bench:.*warm"
+  (pin 0,1 $T bench -m $M/$m.gguf -p 512 -n 64 -t 2 -r 3 --no-plan) 2>&1 | grep -v "^bench:.*warm"
 done
 fi
 if [[ $PHASE == all || $PHASE == dist ]]; then
 el "distributed"
 D=/dev/shm/w; mkdir -p $D/a $D/b; ln -sf $M/1b-q4_k_m.gguf $D/a/; ln -sf $M/1b-q4_k_m.gguf $D/b/
-pin 2 $T worker --listen 127.0.0.1:50061 --name a --models $D/a -t 1 2>$O/wa.log >/dev/null &
+(pin 2 $T worker --listen 127.0.0.1:50061 --name a --models $D/a -t 1) 2>$O/wa.log >/dev/null &
 WA=$!
-pin 3 $T worker --listen 127.0.0.1:50062 --name b --models $D/b -t 1 2>$O/wb.log >/dev/null &
+(pin 3 $T worker --listen 127.0.0.1:50062 --name b --models $D/b -t 1) 2>$O/wb.log >/dev/null &
 WB=$!
 sleep 1
 echo '$ taskset -c 2 tessera bench -m 1b-q4_k_m.gguf -p 512 -n 64 -t 1 --np 1,4 -r 3'
-pin 2 $T bench -m $M/1b-q4_k_m.gguf -p 512 -n 64 -t 1 --np 1,4 -r 3 --no-plan 2>&1 | grep -v "warm"
+(pin 2 $T bench -m $M/1b-q4_k_m.gguf -p 512 -n 64 -t 1 --np 1,4 -r 3 --no-plan) 2>&1 | grep -v "warm"
 el "pipeline"
 echo '$ taskset -c 4 tessera bench -m 1b-q4_k_m.gguf -p 512 -n 64 -t 1 --np 1,4 -r 3 --workers a=127.0.0.1:50061,b=127.0.0.1:50062  --check-plan  # a on core 2, b on core 3'
-pin 4 $T bench -m $M/1b-q4_k_m.gguf -p 512 -n 64 -t 1 --np 1,4 -r 3 --workers a=127.0.0.1:50061,b=127.0.0.1:50062 --check-plan 2>&1 | grep -v "warm\|sending weights"
+(pin 4 $T bench -m $M/1b-q4_k_m.gguf -p 512 -n 64 -t 1 --np 1,4 -r 3 --workers a=127.0.0.1:50061,b=127.0.0.1:50062 --check-plan) 2>&1 | grep -v "warm\|sending weights"
 kill $WA $WB; wait $WA $WB 2>/dev/null
 fi
 if [[ $PHASE == all || $PHASE == serve ]]; then
 el "serve: aggregate decode at 1 and 8 concurrent clients, --parallel 8, 2 cores"
-pin 0,1 $T serve -m $M/1b-q4_k_m.gguf --port 0 --parallel 8 -t 2 2>$O/serve.log &
+(pin 0,1 $T serve -m $M/1b-q4_k_m.gguf --port 0 --parallel 8 -t 2) 2>$O/serve.log &
 SP=$!
 port=""
 for _ in $(seq 600); do
@@ -58,10 +59,10 @@ for _ in $(seq 600); do
 done
 for c in 1 8; do
   echo "\$ python3 bench/serve_parallel.py --url http://127.0.0.1:PORT --clients $c --seconds 20 --max-tokens 64"
-  pin 5 python3 $root/bench/serve_parallel.py --url http://127.0.0.1:$port --clients $c --seconds 20 --max-tokens 64
+  (pin 5 python3 $root/bench/serve_parallel.py --url http://127.0.0.1:$port --clients $c --seconds 20 --max-tokens 64)
 done
 kill $SP; wait $SP 2>/dev/null
 echo '$ taskset -c 0,1 tessera bench -m 1b-q4_k_m.gguf -p 16 -n 64 -t 2 --np 1,8 -r 3'
-pin 0,1 $T bench -m $M/1b-q4_k_m.gguf -p 16 -n 64 -t 2 --np 1,8 -r 3 --no-plan 2>&1 | grep -v warm
+(pin 0,1 $T bench -m $M/1b-q4_k_m.gguf -p 16 -n 64 -t 2 --np 1,8 -r 3 --no-plan) 2>&1 | grep -v warm
 fi
 el done
