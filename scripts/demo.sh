@@ -28,14 +28,15 @@ section "The model"
 section "A cluster key, shared by the head and the workers (mode 0600)"
 "$tessera" keygen -o "$work/cluster.key"
 
-# Each worker prints "listening on HOST:PORT" once it is ready; port 0 lets the OS choose a free one.
+# Each worker prints "listening on HOST:PORT" once it is ready; port 0 lets the OS choose a free one. Called
+# directly (not in $(...)), so the pid it records reaches the cleanup trap.
 start_worker() {
   local name=$1 out="$work/$1.out"
   "$tessera" worker --listen 127.0.0.1:0 --name "$name" --key-file "$work/cluster.key" -t 1 \
     --cache "$work/cache-$name" >"$out" 2>"$work/$name.log" &
   pids+=($!)
   for _ in $(seq 100); do
-    if grep -q '^listening on ' "$out"; then sed -n 's/^listening on //p' "$out"; return; fi
+    if grep -q '^listening on ' "$out"; then sed -n 's/^listening on //p' "$out" >"$work/$name.addr"; return; fi
     sleep 0.1
   done
   echo "worker $name did not start:" >&2
@@ -43,8 +44,10 @@ start_worker() {
   exit 1
 }
 section "Two worker daemons on loopback"
-addr_a=$(start_worker a)
-addr_b=$(start_worker b)
+start_worker a
+start_worker b
+addr_a=$(cat "$work/a.addr")
+addr_b=$(cat "$work/b.addr")
 echo "a listens on $addr_a, b on $addr_b"
 workers="a=$addr_a,b=$addr_b"
 
