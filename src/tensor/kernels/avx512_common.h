@@ -2,17 +2,7 @@
 // AVX-512 target flags, and the namespace keeps these inline functions apart from the other paths' copies).
 #pragma once
 
-// GCC 12 warns (-Wuninitialized) about the deliberately undefined vectors inside its own AVX-512 intrinsics once
-// they are inlined here; the diagnostic state at the header's lines decides, so silence it for the include only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "tensor/simd_intrinsics.h"
 
 #include <cstddef>
 #include <cstdint>
