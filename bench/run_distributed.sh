@@ -18,6 +18,7 @@
 #   --concurrency C      sequences decoded at once, in both runs (passed to tessera bench) [unset]
 #   --split SPEC         passed to tessera bench [even split over the workers]
 #   --bench-arg ARG      one more argument for both tessera bench runs (repeatable), e.g. --no-probe
+#   --repack             pack weights at load on the one node and on every worker (tessera --repack)
 #   --build DIR          the build tree with tessera, tessera-relay [build]
 #   --out DIR            where one-node.json, distributed.json and the worker logs go [a temporary folder]
 set -euo pipefail
@@ -38,6 +39,7 @@ split=""
 build="$root/build"
 out=""
 extra=()
+repack=0
 
 die() {
   echo "run_distributed: $*" >&2
@@ -59,6 +61,7 @@ while [ $# -gt 0 ]; do
     --concurrency) concurrency="$2"; shift 2 ;;
     --split) split="$2"; shift 2 ;;
     --bench-arg) extra+=("$2"); shift 2 ;;
+    --repack) repack=1; shift ;;
     --build) build="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     *) die "unknown option '$1' (see the usage at the top of $0)" ;;
@@ -91,6 +94,7 @@ fi
 mkdir -p "$out"
 
 bench_args=(-m "$model" -p "$n_prompt" -n "$n_gen" -t 1 -r "$reps" -o json ${extra[@]+"${extra[@]}"})
+[ "$repack" == 0 ] || bench_args+=(--repack)
 # Both runs decode the same number of sequences at once, so the ratio compares like with like.
 [ -z "$concurrency" ] || bench_args+=(--concurrency "$concurrency")
 echo "one node on core ${cpu_list[0]}: tessera bench ${bench_args[*]}" >&2
@@ -101,6 +105,7 @@ dist_args=("${bench_args[@]}")
 harness=(--mode "$mode" --workers "$n_workers" --cpus "$cpus" --threads 1 --bin-dir "$build" --log-dir "$out/logs"
   --delay-ms "$delay_ms" --worker-arg --models --worker-arg "$(dirname "$model")")
 [ "$rate" == none ] || harness+=(--rate "$rate")
+[ "$repack" == 0 ] || harness+=(--worker-arg --repack)
 echo "$n_workers workers on cores $cpus ($mode, rate $rate, ${delay_ms} ms each way), head on core $head_cpu" >&2
 # The worker list and key exist only once the harness has started the cluster, so the inner shell reads them.
 # shellcheck disable=SC2016

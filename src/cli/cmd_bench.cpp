@@ -389,7 +389,8 @@ Command add_bench_command(CLI::App& root) {
   app->add_option("-t,--threads", a->threads, "Thread counts to test (default: all cores)" + list_help);
   app->add_option("--concurrency,--np", a->concurrency,
                   "Sequences decoding together in generation tests, one batch of one token each per step; the "
-                  "total tokens/s is reported as tgNxC" + list_help)
+                  "total tokens/s is reported as tgNxC" +
+                      list_help)
       ->capture_default_str();
   add_cluster_options(*app, a->cluster);
   app->add_flag("--check-plan", a->check_plan,
@@ -405,6 +406,7 @@ Command add_bench_command(CLI::App& root) {
   app->add_option("-b,--batch-size", a->model.n_batch, "Prompt tokens per forward pass")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
+  add_repack_option(*app, a->model.repack);
   app->add_option("--kv-type,--cache-type-k", a->model.kv_type, "KV cache type: f16 or f32")
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();

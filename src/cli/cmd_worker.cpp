@@ -2,6 +2,7 @@
 #include <csignal>
 
 #include "cli/commands.h"
+#include "cli/model_options.h"
 #include "dist/worker.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -17,6 +18,7 @@ struct WorkerArgs {
   std::string cache;
   uint64_t mem_limit = 0;
   int threads = 0;
+  bool repack = false;
 };
 
 // The stop flag a signal handler may touch must be a lock-free atomic with static storage.
@@ -40,6 +42,7 @@ Command add_worker_command(CLI::App& root) {
   app->add_option("--cache", a->cache, "Folder where received weights are kept, so the next start sends nothing");
   app->add_option("--mem-limit", a->mem_limit, "Refuse stages needing more bytes than this (0: no limit)");
   app->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
+  add_repack_option(*app, a->repack);
   return {app, [a] {
             dist::WorkerOptions o;
             o.listen = a->listen;
@@ -49,6 +52,7 @@ Command add_worker_command(CLI::App& root) {
             if (!a->cache.empty()) o.weights.cache_dir = a->cache;
             o.mem_limit = a->mem_limit;
             o.threads = a->threads;
+            o.repack = a->repack;
             dist::Worker worker(o);
             std::signal(SIGINT, on_stop_signal);
             std::signal(SIGTERM, on_stop_signal);

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "cli/table.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -25,6 +26,13 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute) {
   app.add_option("--kv-type,--cache-type-k", o.kv_type, "KV cache type: f16 or f32")
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
+  add_repack_option(app, o.repack);
+}
+
+void add_repack_option(CLI::App& app, bool& repack) {
+  app.add_flag("--repack", repack,
+               "Pack the weights at load into the layout of the CPU's matrix kernels: faster prompt processing and "
+               "batched decode, for about 1.3 bytes per weight more memory (AVX-512 machines)");
 }
 
 void add_sampler_options(CLI::App& app, SamplerParams& p) {
@@ -49,11 +57,23 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   }
 }
 
+void log_repack(uint64_t packed_bytes, std::string_view node) {
+  const std::string who = node.empty() ? std::string() : fmt::format("{}: ", node);
+  if (packed_bytes > 0) {
+    log_info("{}weights packed for the CPU's matrix kernels: {} of memory besides the mapped file", who,
+             human_bytes(packed_bytes));
+  } else {
+    log_warn("{}--repack: this CPU's kernels have no packed layout for these weights (AVX-512 only); they stay as "
+             "mapped", who);
+  }
+}
+
 StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots) {
   StageOptions so;
   so.n_slots = n_slots;
   so.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
   so.kv_type = o.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
+  so.repack = o.repack;
   return so;
 }
 
@@ -73,7 +93,10 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executo
   }
   const StageOptions so = stage_options(o, c, n_slots);
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (with_executor) m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads);
+  if (with_executor) {
+    m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads);
+    if (so.repack) log_repack(m.executor->stage().packed_bytes(), "");
+  }
   m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }

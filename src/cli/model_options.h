@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 
@@ -19,9 +18,12 @@ struct ModelOptions {
   int64_t n_ctx = 0;  // 0: the model's training context, at most 4096
   int64_t n_batch = 512;
   std::string kv_type = "f16";
+  bool repack = false;  // --repack: weights packed at load for the gemm (StageOptions::repack)
 };
 
 void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute = true);
+// --repack, for the commands that register their own compute options (bench).
+void add_repack_option(CLI::App& app, bool& repack);
 void add_sampler_options(CLI::App& app, SamplerParams& p);
 
 // The bundled model's path (built into the binary).
@@ -38,6 +40,8 @@ struct LoadedModel {
 // with_executor false: weights and tokenizer only (the caller builds a distributed executor).
 LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1, bool with_executor = true);
 StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots);
+// The log line of --repack: the memory the packed weights took, or why nothing was packed.
+void log_repack(uint64_t packed_bytes, std::string_view node);
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 
 // Turns \n, \t, \r, \\, \", \' and \xNN into their characters (llama.cpp's default for -p).

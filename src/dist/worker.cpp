@@ -153,9 +153,7 @@ void Worker::serve(const std::atomic<bool>& stop) {
       conn->send(accept_hello(self));
       active_head_ = who;
       log_info("worker {}: serving {}", options_.name, who);
-      session_thread_ = std::thread([this, c = std::move(conn), head = who]() mutable {
-        session(std::move(c), head);
-      });
+      session_thread_ = std::thread([this, c = std::move(conn), head = who]() mutable { session(std::move(c), head); });
     } catch (const Error& e) {
       log_warn("worker {}: {}", options_.name, e.what());
     }
@@ -177,13 +175,14 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
   };
   auto finish_load = [&] {
     auto source = assembler->finish();
-    auto weights = ModelWeights::load(source, {request.layer_begin, request.layer_end}, request.has_embedding,
-                                      request.has_head);
+    auto weights =
+        ModelWeights::load(source, {request.layer_begin, request.layer_end}, request.has_embedding, request.has_head);
     StageOptions so;
     so.n_slots = request.n_slots;
     so.n_ctx = request.n_ctx;
     so.kv_type = request.kv_type;
-    KvCacheConfig probe{weights->layers().size(), so.n_slots, so.n_ctx, weights->config().n_embd_k(),
+    so.repack = options_.repack;
+    KvCacheConfig probe{weights->layers().size(),     so.n_slots, so.n_ctx, weights->config().n_embd_k(),
                         weights->config().n_embd_v(), so.kv_type};
     const uint64_t kv_bytes = static_cast<uint64_t>(probe.n_layers * probe.n_slots * probe.n_ctx) *
                               static_cast<uint64_t>(probe.n_embd_k + probe.n_embd_v) *
@@ -194,15 +193,20 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
         stage_buffer_bytes(weights->config(), request.max_batch, request.n_ctx, request.has_head);
     const uint64_t need = weight_bytes + kv_bytes + buffer_bytes;
     if (options_.mem_limit > 0 && need > options_.mem_limit) {
-      fail("not enough memory: the stage needs {:.2f} GiB (weights {:.2f} + KV cache {:.2f} + buffers {:.2f}), "
-           "--mem-limit is {:.2f} GiB",
-           static_cast<double>(need) / (1 << 30), static_cast<double>(weight_bytes) / (1 << 30),
-           static_cast<double>(kv_bytes) / (1 << 30), static_cast<double>(buffer_bytes) / (1 << 30),
-           static_cast<double>(options_.mem_limit) / (1 << 30));
+      fail(
+          "not enough memory: the stage needs {:.2f} GiB (weights {:.2f} + KV cache {:.2f} + buffers {:.2f}), "
+          "--mem-limit is {:.2f} GiB",
+          static_cast<double>(need) / (1 << 30), static_cast<double>(weight_bytes) / (1 << 30),
+          static_cast<double>(kv_bytes) / (1 << 30), static_cast<double>(buffer_bytes) / (1 << 30),
+          static_cast<double>(options_.mem_limit) / (1 << 30));
     }
     const int threads = request.threads > 0 ? request.threads : options_.threads;
     pool = std::make_unique<ThreadPool>(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
     stage = std::make_unique<Stage>(weights, so, *pool);
+    if (so.repack) {
+      log_info("worker {}: weights packed for the CPU's matrix kernels: {} of memory besides the mapped layers",
+               options_.name, TransferProgress::format_bytes(stage->packed_bytes()));
+    }
     // One cached sampler per sequence decoding together (up to 64), so a step rebuilds none.
     sampler = std::make_unique<StageSampler>(static_cast<int32_t>(weights->config().n_vocab),
                                              std::clamp<size_t>(request.n_slots, 1, 64));
@@ -225,8 +229,7 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
         try {
           assembler = std::make_unique<StageAssembler>(request, options_.weights);
           progress = std::make_unique<TransferProgress>(
-              fmt::format("worker {}: receiving weights from {}", options_.name, head_name),
-              assembler->bytes_needed());
+              fmt::format("worker {}: receiving weights from {}", options_.name, head_name), assembler->bytes_needed());
           conn->send(assembler->reply());
           if (assembler->complete()) finish_load();
         } catch (const Error& e) {

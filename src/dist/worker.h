@@ -11,9 +11,9 @@
 #include <thread>
 
 #include "dist/keys.h"
-#include "engine/probe.h"
 #include "dist/stage_assembler.h"
 #include "dist/transport.h"
+#include "engine/probe.h"
 
 namespace tessera::dist {
 
@@ -24,6 +24,7 @@ struct WorkerOptions {
   AssemblerOptions weights;
   uint64_t mem_limit = 0;  // bytes; 0: no limit
   int threads = 0;         // 0: all cores
+  bool repack = false;     // pack weights at load (StageOptions::repack)
   TransportOptions transport;
 };
 

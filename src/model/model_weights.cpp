@@ -85,8 +85,7 @@ std::shared_ptr<const ModelWeights> ModelWeights::load(std::shared_ptr<const ggu
   const ModelConfig& c = w->config_;
   if (layers.end < 0) layers.end = c.n_layer;
   if (layers.begin < 0 || layers.begin > layers.end || layers.end > c.n_layer) {
-    fail("{}: layer range {}-{} is outside the model's {} layers", path, layers.begin, layers.end - 1,
-         c.n_layer);
+    fail("{}: layer range {}-{} is outside the model's {} layers", path, layers.begin, layers.end - 1, c.n_layer);
   }
   if (c.rope_scaling == RopeScaling::Yarn) {
     fail("{}: YaRN rope scaling is not supported yet (rope.scaling.type = yarn)", path);
@@ -131,6 +130,34 @@ std::shared_ptr<const ModelWeights> ModelWeights::load(std::shared_ptr<const ggu
     w->output_ = c.tied_output ? w->token_embd_ : ld.matrix("output.weight");
   }
   if (!with_embedding) w->token_embd_ = TensorView{};
+  return w;
+}
+
+template <class Fn>
+void ModelWeights::for_each_matrix(Fn&& fn) {
+  for (LayerWeights& lw : layer_weights_) {
+    for (TensorView* v : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_gate_inp,
+                          &lw.ffn_gate_exps, &lw.ffn_up_exps, &lw.ffn_down_exps}) {
+      fn(*v);
+    }
+  }
+  // The embedding is only looked up by row: packing it would be memory for nothing (unless it is the tied head).
+  fn(output_);
+}
+
+uint64_t ModelWeights::packed_bytes_for(const ModelWeights& weights, const Kernels& kernels) {
+  ModelWeights copy(weights);
+  uint64_t total = 0;
+  copy.for_each_matrix([&](TensorView& v) { total += PackedWeights::bytes_for(v, kernels); });
+  return total;
+}
+
+std::shared_ptr<const ModelWeights> ModelWeights::packed(const std::shared_ptr<const ModelWeights>& weights,
+                                                         const Kernels& kernels, ThreadPool& pool) {
+  auto w = std::shared_ptr<ModelWeights>(new ModelWeights(*weights));
+  auto packed = std::make_shared<PackedWeights>();
+  w->for_each_matrix([&](TensorView& v) { packed->pack(v, kernels, pool); });
+  w->packed_ = std::move(packed);
   return w;
 }
 

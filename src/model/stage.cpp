@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "tensor/kernels.h"
 #include "tensor/quant.h"
 #include "tensor/tensor_ops.h"
 #include "util/error.h"
@@ -36,7 +37,7 @@ void add_bias(float* x, const std::vector<float>& bias, int64_t n_tokens) {
 }  // namespace
 
 Stage::Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, ThreadPool& pool)
-    : weights_(std::move(weights)),
+    : weights_(options.repack ? ModelWeights::packed(weights, Kernels::get(select_isa()), pool) : std::move(weights)),
       pool_(pool),
       vec_(VecOps::get(select_isa())),
       cache_(cache_config(*weights_, options)) {}

@@ -20,6 +20,9 @@ struct StageOptions {
   int64_t n_slots = 1;  // sequences live at once
   int64_t n_ctx = 0;    // positions per sequence (0: the model's training context)
   GgmlType kv_type = GgmlType::F16;
+  // Pack the weight matrices at load for the CPU's gemm (ModelWeights::packed): faster prefill and batched
+  // decode, for about 1.3 bytes per weight more memory.
+  bool repack = false;
 };
 
 struct StageOutput {
@@ -32,6 +35,8 @@ class Stage {
   Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, ThreadPool& pool);
 
   const ModelConfig& config() const { return weights_->config(); }
+  // Memory of the weights packed at load (StageOptions::repack); 0 when none were.
+  uint64_t packed_bytes() const { return weights_->packed_bytes(); }
   LayerRange layers() const { return weights_->layers(); }
   bool is_first() const { return weights_->has_embedding(); }
   bool is_last() const { return weights_->has_head(); }

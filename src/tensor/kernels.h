@@ -35,6 +35,22 @@ using VecDotFn = float (*)(const void* w, const void* x, int64_t n);
 using GemmFn = void (*)(const uint8_t* w, size_t w_stride, int64_t n_rows, const uint8_t* x, size_t x_stride,
                         int64_t n_tok, int64_t k, float* y, int64_t ldy);
 
+// Weights repacked once (at load) into the layout a path's gemm reads fastest, so prefill and batched decode no
+// longer rebuild it on every call. Rows are packed in groups of group_rows; a group's size depends only on k, so
+// rows [r, ...) of a packed matrix start at group r / group_rows when r is a multiple of group_rows.
+struct PackedGemm {
+  int group_rows = 0;
+  // Below this many tokens the plain gemm (gemv, small-batch kernels) is faster.
+  int min_tokens = 0;
+  size_t (*group_bytes)(int64_t k) = nullptr;
+  // Packs rows [0, n_rows) (rows are w_stride bytes apart) into ceil(n_rows / group_rows) groups at out, which
+  // must be 64-byte aligned (group_bytes is a multiple of 64).
+  void (*pack)(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t* out) = nullptr;
+  // As GemmFn, for rows [0, n_rows) of the packed groups at p.
+  void (*gemm)(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t x_stride, int64_t n_tok, int64_t k, float* y,
+               int64_t ldy) = nullptr;
+};
+
 class Kernels {
  public:
   Isa isa() const { return isa_; }
@@ -44,6 +60,8 @@ class Kernels {
   ActQuantFn quantize_act(GgmlType act) const;  // never null for Q8_0, Q8_1, Q8_K, F32
   VecDotFn vec_dot(GgmlType weight) const;      // never null for a type with can_dequantize
   GemmFn gemm(GgmlType weight) const;           // never null for a type with can_dequantize
+  // The packed layout of this path for a weight type; nullptr where the path has none (the plain gemm is used).
+  const PackedGemm* packed(GgmlType weight) const;
 
   // The kernel set of one path (the path must be supported by the CPU to be called).
   static const Kernels& get(Isa isa);
@@ -54,6 +72,7 @@ class Kernels {
   ActQuantFn quantize_[64] = {};
   VecDotFn dot_[64] = {};
   GemmFn gemm_[64] = {};
+  const PackedGemm* packed_[64] = {};
 };
 
 }  // namespace tessera

@@ -12,7 +12,7 @@ namespace tessera {
 
 namespace {
 
-// Row chunks are multiples of 64 so every kernel works on whole register panels.
+// Row chunks are multiples of 64 so every kernel works on whole register panels (and packed row groups).
 constexpr int64_t kChunkRows = 64;
 // Up to this many tokens a chunk's gemm call costs little beyond its weights (no per-call repacking of all the
 // tokens), so threads take chunks from a shared counter: a thread slowed by anything else on the machine then
@@ -23,6 +23,7 @@ struct Job {
   const TensorView* w;
   float* y;
   GemmFn gemm;
+  const PackedGemm* packed;  // set when w's packed rows serve this call
   const uint8_t* act;
   size_t act_row;
   int64_t first_chunk;  // chunks of all jobs are numbered consecutively
@@ -55,6 +56,11 @@ void run_chunks(const Job& job, int64_t c0, int64_t c1, int64_t n_tokens) {
   const int64_t n = job.w->rows();
   const int64_t r0 = c0 * kChunkRows;
   const int64_t r1 = std::min(n, c1 * kChunkRows);
+  if (job.packed != nullptr) {
+    const auto group = static_cast<size_t>(r0 / job.w->packed_group_rows);
+    return job.packed->gemm(job.w->packed + group * job.w->packed_group_bytes, r1 - r0, job.act, job.act_row, n_tokens,
+                            job.w->cols(), job.y + r0, n);
+  }
   job.gemm(job.w->row(r0), job.w->row_bytes, r1 - r0, job.act, job.act_row, n_tokens, job.w->cols(), job.y + r0, n);
 }
 
@@ -80,6 +86,11 @@ void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, int64_t n_toke
   });
 }
 
+// The packed rows when they exist and pay for this many tokens.
+const PackedGemm* packed_for(const TensorView& w, int64_t n_tokens) {
+  return w.packed != nullptr && n_tokens >= w.packed_fns->min_tokens ? w.packed_fns : nullptr;
+}
+
 GemmFn gemm_for(const Kernels& kernels, const TensorView& w) {
   const GemmFn gemm = kernels.gemm(w.type);
   if (gemm == nullptr) fail("no kernel for {} weights", type_name(w.type));
@@ -88,13 +99,12 @@ GemmFn gemm_for(const Kernels& kernels, const TensorView& w) {
 
 }  // namespace
 
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool,
-            MatmulScratch& scratch) {
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch) {
   const Kernels& kernels = kernels_of(scratch);
   const GgmlType act_type = Kernels::act_type(w.type);
   const GemmFn gemm = gemm_for(kernels, w);
   const size_t act_row = quantize_into(kernels, act_type, x, n_tokens, w.cols(), scratch.act, pool);
-  const Job job{&w, y, gemm, scratch.act.data(), act_row, 0};
+  const Job job{&w, y, gemm, packed_for(w, n_tokens), scratch.act.data(), act_row, 0};
   const int64_t chunks = chunks_of(w);
   if (pool.size() == 1 || chunks == 1) return run_chunks(job, 0, chunks, n_tokens);
   if (n_tokens <= kDynamicMaxTokens) return run_dynamic({&job, 1}, chunks, n_tokens, pool);
@@ -140,7 +150,12 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
     } else if (f == 1 && at != formats[1]) {
       fail("matmul_multi: more than two activation formats");
     }
-    jobs[i] = Job{&w, outs[i].y, gemm_for(kernels, w), f == 0 ? scratch.act.data() : scratch.act2.data(), rows[f],
+    jobs[i] = Job{&w,
+                  outs[i].y,
+                  gemm_for(kernels, w),
+                  packed_for(w, n_tokens),
+                  f == 0 ? scratch.act.data() : scratch.act2.data(),
+                  rows[f],
                   total};
     total += chunks_of(w);
   }

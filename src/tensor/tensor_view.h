@@ -9,11 +9,18 @@
 
 namespace tessera {
 
+struct PackedGemm;
+
 struct TensorView {
   GgmlType type = GgmlType::F32;
   std::array<int64_t, 4> ne = {1, 1, 1, 1};  // ne[0]: elements per row
   const uint8_t* data = nullptr;
   size_t row_bytes = 0;
+  // The same rows packed at load for the CPU's gemm (see PackedGemm), or null.
+  const uint8_t* packed = nullptr;
+  const PackedGemm* packed_fns = nullptr;
+  size_t packed_group_bytes = 0;
+  int packed_group_rows = 0;
 
   bool empty() const { return data == nullptr; }
   int64_t cols() const { return ne[0]; }
@@ -24,6 +31,12 @@ struct TensorView {
     TensorView v = *this;
     v.ne = {ne[0], count, 1, 1};
     v.data = row(first);
+    if (packed != nullptr && first % packed_group_rows == 0) {
+      v.packed = packed + static_cast<size_t>(first / packed_group_rows) * packed_group_bytes;
+    } else {
+      v.packed = nullptr;
+      v.packed_fns = nullptr;
+    }
     return v;
   }
 };

@@ -54,6 +54,21 @@ TEST(CliRun, SeededSamplingIsReproducible) {
   EXPECT_NE(a.out, c.out);
 }
 
+// --repack packs the weights at load; the tiles are the same as the per-call repack, so the text is identical.
+TEST(CliRun, RepackGivesTheSameTextAndReportsItsMemory) {
+  const std::string model = (test::shared_dir() / "fixtures/models/mixtral-q4_k_m.gguf").string();
+  auto plain = tessera({"run", "-m", model, "-p", "a b c d e f g h i j k l m n o p", "-n", "16", "--temp", "0"});
+  auto packed =
+      tessera({"run", "-m", model, "-p", "a b c d e f g h i j k l m n o p", "-n", "16", "--temp", "0", "--repack"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(packed.exit_code, 0) << packed.err;
+  EXPECT_EQ(plain.out, packed.out);
+  EXPECT_TRUE(packed.err.find("weights packed for the CPU's matrix kernels") != std::string::npos ||
+              packed.err.find("no packed layout") != std::string::npos)
+      << packed.err;
+  EXPECT_EQ(plain.err.find("packed"), std::string::npos) << plain.err;
+}
+
 TEST(CliRun, StopStringEndsTheOutputBeforeIt) {
   auto r = tessera({"run", "-p", "", "-n", "200", "--temp", "0", "--stop", "red ball"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

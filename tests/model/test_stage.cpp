@@ -2,14 +2,13 @@
 // llama.cpp's logits for a tiny model of every architecture (F32 and quantized); batching invariants; bad input.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "model/stage.h"
-#include "tensor/kernels.h"
 #include "support/test_paths.h"
+#include "tensor/kernels.h"
 #include "util/error.h"
 
 namespace tessera {
@@ -31,7 +30,8 @@ int32_t argmax(const float* x, int64_t n) {
 }
 
 // Greedy decoding one token at a time from `prompt` (prompt evaluated as one batch).
-std::vector<int32_t> greedy(Stage& stage, const std::vector<int32_t>& prompt, int n, std::vector<float>* first_logits = nullptr) {
+std::vector<int32_t> greedy(Stage& stage, const std::vector<int32_t>& prompt, int n,
+                            std::vector<float>* first_logits = nullptr) {
   Batch batch;
   for (size_t i = 0; i < prompt.size(); ++i) batch.add(prompt[i], 0, static_cast<int32_t>(i), i + 1 == prompt.size());
   StageOutput out;
@@ -70,8 +70,7 @@ TEST(Stage, Stories260KGreedyMatchesReference) {
 TEST(Stage, TinyRandomLogitsMatchReference) {
   const auto ref = load_json(test::shared_dir() / "models/reference/llama-2-tiny-random.greedy.json");
   ThreadPool pool(1);
-  Stage stage(ModelWeights::load(test::shared_dir() / "models/llama-2-tiny-random.gguf"), {1, 64, GgmlType::F32},
-              pool);
+  Stage stage(ModelWeights::load(test::shared_dir() / "models/llama-2-tiny-random.gguf"), {1, 64, GgmlType::F32}, pool);
   std::vector<float> logits0;
   greedy(stage, {1}, 1, &logits0);
   const auto step0 = ref["step0_logits_first_512_ids"].get<std::vector<float>>();
@@ -193,6 +192,50 @@ TEST(Stage, MixedSequenceBatchEqualsSeparateRuns) {
   }
   EXPECT_LE(max_diff, 1e-3f);
   std::printf("mixed batch vs alone: max |diff| %.3g\n", max_diff);
+}
+
+// Weights packed at load run the same tiles as the per-call repack, so every logit is bit-identical to the
+// unpacked run: prompt batches above and below the packed path's token threshold, decode steps, MoE experts.
+TEST(Stage, PackedWeightsGiveIdenticalLogits) {
+  const bool avx512 = select_isa() == Isa::Avx512;
+  for (const char* name : {"llama-q8_0", "mixtral-q4_k_m", "qwen3moe-q4_k_m"}) {
+    SCOPED_TRACE(name);
+    const auto weights = ModelWeights::load(test::shared_dir() / "fixtures/models" / (std::string(name) + ".gguf"));
+    ThreadPool pool(2);
+    StageOptions plain_opts{2, 64, GgmlType::F16};
+    StageOptions packed_opts = plain_opts;
+    packed_opts.repack = true;
+    Stage plain(weights, plain_opts, pool);
+    Stage packed(weights, packed_opts, pool);
+    EXPECT_EQ(plain.packed_bytes(), 0u);
+    if (avx512) {
+      EXPECT_GT(packed.packed_bytes(), 0u);
+    }
+    const int64_t v = plain.config().n_vocab;
+    auto run = [&](Stage& s) {
+      std::vector<float> all;
+      Batch batch;
+      for (int32_t i = 0; i < 20; ++i) batch.add(1 + (i * 37) % static_cast<int32_t>(v - 1), 0, i, true);
+      for (int32_t i = 0; i < 3; ++i) batch.add(5 + i, 1, i, true);
+      StageOutput out;
+      s.forward(batch, nullptr, out);
+      all.insert(all.end(), out.logits.begin(), out.logits.end());
+      for (int32_t step = 0; step < 4; ++step) {
+        batch.clear();
+        batch.add(argmax(out.logits.data() + 19 * v * (step == 0), v), 0, 20 + step, true);
+        batch.add(9 + step, 1, 3 + step, true);
+        s.forward(batch, nullptr, out);
+        all.insert(all.end(), out.logits.begin(), out.logits.end());
+      }
+      return all;
+    };
+    const auto a = run(plain);
+    const auto b = run(packed);
+    ASSERT_EQ(a.size(), b.size());
+    size_t differ = 0;
+    for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+    EXPECT_EQ(differ, 0u) << "of " << a.size() << " logits";
+  }
 }
 
 TEST(Stage, BadInputIsAClearError) {

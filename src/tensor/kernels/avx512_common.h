@@ -2,14 +2,13 @@
 // AVX-512 target flags, and the namespace keeps these inline functions apart from the other paths' copies).
 #pragma once
 
-#include "tensor/simd_intrinsics.h"
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <new>
 
 #include "tensor/kernels.h"
+#include "tensor/simd_intrinsics.h"
 
 namespace tessera::kernels::avx512 {
 
@@ -24,6 +23,7 @@ GemvFn kquant_gemv(GgmlType weight);
 // A few tokens at once without repacking (gemm_quant uses it up to kBatchMaxTokens); nullptr if none.
 GemmFn kquant_gemm_batch(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
+const PackedGemm* quant_packed(GgmlType weight);
 
 // 64-byte aligned heap scratch. Deliberately not std::vector: its template code would be compiled with AVX-512
 // flags and the linker may let baseline code share it.

@@ -36,6 +36,7 @@ struct KernelTables {
       k.quantize_[id] = q;
       k.dot_[id] = d;
       k.gemm_[id] = g;
+      if (isa == Isa::Avx512) k.packed_[id] = kernels::avx512_packed(t);
     }
     return k;
   }
@@ -65,6 +66,11 @@ VecDotFn Kernels::vec_dot(GgmlType weight) const {
 GemmFn Kernels::gemm(GgmlType weight) const {
   const auto id = static_cast<uint32_t>(weight);
   return id < 64 ? gemm_[id] : nullptr;
+}
+
+const PackedGemm* Kernels::packed(GgmlType weight) const {
+  const auto id = static_cast<uint32_t>(weight);
+  return id < 64 ? packed_[id] : nullptr;
 }
 
 const Kernels& Kernels::get(Isa isa) {

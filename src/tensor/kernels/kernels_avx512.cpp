@@ -245,6 +245,8 @@ VecDotFn avx512_vec_dot(GgmlType weight) {
   return avx512::kquant_vec_dot(weight);
 }
 
+const PackedGemm* avx512_packed(GgmlType weight) { return avx512::quant_packed(weight); }
+
 GemmFn avx512_gemm(GgmlType weight) {
   switch (weight) {
     case GgmlType::F32:

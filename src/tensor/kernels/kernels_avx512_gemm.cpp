@@ -1,7 +1,10 @@
-// AVX-512 path, part 4: gemm for the quantized formats. Each call repacks weights into 16-row panels (one 32-bit
+// AVX-512 path, part 4: gemm for the quantized formats. Each call repacks weights (unless packed at load: kPacked)
+// into 16-row panels (one 32-bit
 // lane per row holding 4 consecutive signed levels, so one vpdpbusd advances 16 rows by 4 elements) and the
 // activations into token groups (levels + 128, unsigned); a panel group then stays in registers while it meets
 // every token of a group. The +128 is taken back per row and group with a precomputed -128 * sum(levels).
+#include <algorithm>
+
 #include "tensor/kernels/avx512_common.h"
 #include "tensor/quant_blocks.h"
 
@@ -139,8 +142,9 @@ void prep_tokens(const uint8_t* x, size_t xs, int n, int64_t nblk, uint8_t* out)
 
 inline __m512i bcast4(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(load_u32(p))); }
 
-// The T accumulator chains are interleaved (quad-outer, token-inner) so the vpdpbusd latency is hidden.
-template <class F, int T>
+// The T accumulator chains are interleaved (quad-outer, token-inner) so the vpdpbusd latency is hidden. Panels
+// packed at load come from memory, not from a scratch just written: kStream prefetches ahead of them.
+template <class F, int T, bool kStream>
 void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int64_t ldy, __mmask16 rows) {
   using G = PanelGeom<F>;
   constexpr int kNg = G::kGroupsPerBlock;
@@ -157,6 +161,7 @@ void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int
       for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
     }
     for (int g = 0; g < kNg; ++g, panel += G::kRec) {
+      if constexpr (kStream) prefetch_ahead<G::kRec - 64>(panel);
       const __m512i corr = _mm512_load_si512(panel + G::kQuadBytes);
       __m512i s[T];
 #pragma GCC unroll 16
@@ -196,11 +201,11 @@ void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, rows, acc[t]);
 }
 
-template <class F, int N>
+template <class F, int N, bool kStream>
 void micro_n(int n, const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int64_t ldy, __mmask16 rows) {
   if constexpr (N > 0) {
-    if (n == N) return micro<F, N>(panel, tok, nblk, y, ldy, rows);
-    micro_n<F, N - 1>(n, panel, tok, nblk, y, ldy, rows);
+    if (n == N) return micro<F, N, kStream>(panel, tok, nblk, y, ldy, rows);
+    micro_n<F, N - 1, kStream>(n, panel, tok, nblk, y, ldy, rows);
   }
 }
 
@@ -215,6 +220,49 @@ constexpr int kBatchMaxTokens = 8;
 
 template <class F>
 constexpr int kTokGroup = F::kSuper ? 12 : 10;
+
+// All tokens in groups of kTokGroup, group after group (each group's records are contiguous).
+template <class F>
+void prep_all_tokens(const uint8_t* x, size_t xs, int64_t n_tok, int64_t nblk, uint8_t* out) {
+  constexpr int kT = kTokGroup<F>;
+  const size_t tok_bytes = TokGeom<F>::kPerToken * static_cast<size_t>(nblk);
+  for (int64_t t0 = 0; t0 < n_tok; t0 += kT) {
+    const int n = static_cast<int>(n_tok - t0 < kT ? n_tok - t0 : kT);
+    prep_tokens<F>(x + t0 * xs, xs, n, nblk, out + t0 * tok_bytes);
+  }
+}
+
+// Rows [0, n_rows) into consecutive panels of panel_bytes each (the last one zero-padded).
+template <class F>
+void pack_panels(const uint8_t* w, size_t ws, int64_t n_rows, int64_t nblk, uint8_t* out) {
+  const size_t panel_bytes = PanelGeom<F>::kRec * PanelGeom<F>::kGroupsPerBlock * static_cast<size_t>(nblk);
+  for (int64_t r = 0; r < n_rows; r += kPanelRows) {
+    const int64_t left = n_rows - r;
+    build_panel<F>(w + r * ws, ws, static_cast<int>(left < kPanelRows ? left : kPanelRows), nblk,
+                   out + (r / kPanelRows) * panel_bytes);
+  }
+}
+
+// y for rows [0, n_rows) of consecutive panels against every token group; kPanelsPerPass panels at a time meet a
+// token group, so the group is read once per 64 rows while the panels stay in L1/L2.
+template <class F, bool kStream>
+void panels_times_tokens(const uint8_t* panels, size_t panel_bytes, int64_t n_rows, const uint8_t* tok,
+                         size_t tok_bytes, int64_t n_tok, int64_t nblk, float* y, int64_t ldy) {
+  constexpr int kT = kTokGroup<F>;
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kPanelRows * kPanelsPerPass) {
+    const int np = static_cast<int>(std::min<int64_t>(kPanelsPerPass, (n_rows - r0 + kPanelRows - 1) / kPanelRows));
+    const uint8_t* pass = panels + (r0 / kPanelRows) * panel_bytes;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kT) {
+      const int n = static_cast<int>(n_tok - t0 < kT ? n_tok - t0 : kT);
+      for (int p = 0; p < np; ++p) {
+        const int64_t left = n_rows - r0 - p * kPanelRows;
+        const auto rows = static_cast<__mmask16>(left >= kPanelRows ? 0xffff : (1u << left) - 1);
+        micro_n<F, kT, kStream>(n, pass + p * panel_bytes, tok + t0 * tok_bytes, nblk,
+                                y + t0 * ldy + r0 + p * kPanelRows, ldy, rows);
+      }
+    }
+  }
+}
 
 template <class F>
 void gemm_quant(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k,
@@ -236,35 +284,84 @@ void gemm_quant(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, s
     }
     return;
   }
-  constexpr int kT = kTokGroup<F>;
   const size_t tok_bytes = TokGeom<F>::kPerToken * static_cast<size_t>(nblk);  // per token
   Scratch tok(tok_bytes * static_cast<size_t>(n_tok));
-  for (int64_t t0 = 0; t0 < n_tok; t0 += kT) {
-    const int n = static_cast<int>(n_tok - t0 < kT ? n_tok - t0 : kT);
-    prep_tokens<F>(x + t0 * xs, xs, n, nblk, tok.get() + t0 * tok_bytes);
-  }
+  prep_all_tokens<F>(x, xs, n_tok, nblk, tok.get());
   const size_t panel_bytes = PanelGeom<F>::kRec * PanelGeom<F>::kGroupsPerBlock * static_cast<size_t>(nblk);
   Scratch panels(panel_bytes * kPanelsPerPass);
   for (int64_t r0 = 0; r0 < n_rows; r0 += kPanelRows * kPanelsPerPass) {
-    int np = 0;
-    for (; np < kPanelsPerPass && r0 + np * kPanelRows < n_rows; ++np) {
-      const int64_t left = n_rows - r0 - np * kPanelRows;
-      build_panel<F>(w + (r0 + np * kPanelRows) * ws, ws, static_cast<int>(left < kPanelRows ? left : kPanelRows), nblk,
-                     panels.get() + np * panel_bytes);
-    }
-    for (int64_t t0 = 0; t0 < n_tok; t0 += kT) {
-      const int n = static_cast<int>(n_tok - t0 < kT ? n_tok - t0 : kT);
-      for (int p = 0; p < np; ++p) {
-        const int64_t left = n_rows - r0 - p * kPanelRows;
-        const auto rows = static_cast<__mmask16>(left >= kPanelRows ? 0xffff : (1u << left) - 1);
-        micro_n<F, kT>(n, panels.get() + p * panel_bytes, tok.get() + t0 * tok_bytes, nblk,
-                       y + t0 * ldy + r0 + p * kPanelRows, ldy, rows);
-      }
-    }
+    const int64_t rows = std::min<int64_t>(n_rows - r0, kPanelRows * kPanelsPerPass);
+    pack_panels<F>(w + r0 * ws, ws, rows, nblk, panels.get());
+    panels_times_tokens<F, false>(panels.get(), panel_bytes, rows, tok.get(), tok_bytes, n_tok, nblk, y + r0, ldy);
   }
 }
 
+// ---- weights packed at load ----
+
+template <class F>
+size_t packed_group_bytes(int64_t k) {
+  return PanelGeom<F>::kRec * PanelGeom<F>::kGroupsPerBlock * static_cast<size_t>(k / F::kBlock);
+}
+
+template <class F>
+void pack_weights(const uint8_t* w, size_t ws, int64_t n_rows, int64_t k, uint8_t* out) {
+  pack_panels<F>(w, ws, n_rows, k / F::kBlock, out);
+}
+
+template <class F>
+void packed_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
+                 int64_t ldy) {
+  const int64_t nblk = k / F::kBlock;
+  const size_t tok_bytes = TokGeom<F>::kPerToken * static_cast<size_t>(nblk);
+  Scratch tok(tok_bytes * static_cast<size_t>(n_tok));
+  prep_all_tokens<F>(x, xs, n_tok, nblk, tok.get());
+  panels_times_tokens<F, true>(p, packed_group_bytes<F>(k), n_rows, tok.get(), tok_bytes, n_tok, nblk, y, ldy);
+}
+
+// With the panels ready, the repack's cost is gone. But a packed panel holds 2-2.5x the bytes of the weights, so
+// for a few tokens, where reading the weights sets the pace, the small-batch kernels of Q4_K/Q5_K/Q6_K stay
+// faster up to kBatchMaxTokens (measured: decode of 4 sequences 0.7x, of 8 about 1x, of 16 1.7x on packed).
+template <class F>
+constexpr int kPackedMinTokens =
+    F::kType == GgmlType::Q4_K || F::kType == GgmlType::Q5_K || F::kType == GgmlType::Q6_K ? kBatchMaxTokens + 1
+                                                                                           : kMinTokens<F>;
+
+template <class F>
+constexpr PackedGemm kPacked{kPanelRows, kPackedMinTokens<F>, &packed_group_bytes<F>, &pack_weights<F>,
+                             &packed_gemm<F>};
+
 }  // namespace
+
+const PackedGemm* quant_packed(GgmlType weight) {
+  switch (weight) {
+    case GgmlType::Q4_0:
+      return &kPacked<GQ4_0>;
+    case GgmlType::Q4_1:
+      return &kPacked<GQ4_1>;
+    case GgmlType::Q5_0:
+      return &kPacked<GQ5_0>;
+    case GgmlType::Q5_1:
+      return &kPacked<GQ5_1>;
+    case GgmlType::Q8_0:
+      return &kPacked<GQ8_0>;
+    case GgmlType::IQ4_NL:
+      return &kPacked<GIQ4_NL>;
+    case GgmlType::Q2_K:
+      return &kPacked<GQ2_K>;
+    case GgmlType::Q3_K:
+      return &kPacked<GQ3_K>;
+    case GgmlType::Q4_K:
+      return &kPacked<GQ4_K>;
+    case GgmlType::Q5_K:
+      return &kPacked<GQ5_K>;
+    case GgmlType::Q6_K:
+      return &kPacked<GQ6_K>;
+    case GgmlType::IQ4_XS:
+      return &kPacked<GIQ4_XS>;
+    default:
+      return nullptr;
+  }
+}
 
 GemmFn quant_gemm(GgmlType weight) {
   switch (weight) {

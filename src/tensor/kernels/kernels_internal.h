@@ -17,5 +17,6 @@ GemmFn avx2_gemm(GgmlType weight);
 ActQuantFn avx512_quantize_act(GgmlType act);
 VecDotFn avx512_vec_dot(GgmlType weight);
 GemmFn avx512_gemm(GgmlType weight);
+const PackedGemm* avx512_packed(GgmlType weight);
 
 }  // namespace tessera::kernels
