@@ -81,7 +81,7 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
       for (int64_t l = r.first; l <= r.last; ++l) mapped += profile.layer_bytes[static_cast<size_t>(l)];
       auto ep = std::make_unique<LocalStageEndpoint>("local", static_cast<int>(i), w, so, threads,
                                                      pipeline->completions());
-      table.add_row({"local", fmt::format("{}-{}", r.first, r.last), human_bytes(mapped) + " (mapped)",
+      table.add_row({"local", fmt::format("{}-{}", r.first, r.last), human_bytes(mapped) + (so.copy_weights ? " (copied)" : " (mapped)"),
                      human_bytes(ep->kv_bytes()), human_bytes(dist::stage_buffer_bytes(c, max_batch, so.n_ctx, last)),
                      "0 B", "-"});
       pipeline->add_stage(std::move(ep));

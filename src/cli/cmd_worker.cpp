@@ -19,6 +19,7 @@ struct WorkerArgs {
   uint64_t mem_limit = 0;
   int threads = 0;
   bool repack = false;
+  bool mmap = false;
 };
 
 // The stop flag a signal handler may touch must be a lock-free atomic with static storage.
@@ -43,6 +44,7 @@ Command add_worker_command(CLI::App& root) {
   app->add_option("--mem-limit", a->mem_limit, "Refuse stages needing more bytes than this (0: no limit)");
   app->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
   add_repack_option(*app, a->repack);
+  add_mmap_option(*app, a->mmap);
   return {app, [a] {
             dist::WorkerOptions o;
             o.listen = a->listen;
@@ -53,6 +55,7 @@ Command add_worker_command(CLI::App& root) {
             o.mem_limit = a->mem_limit;
             o.threads = a->threads;
             o.repack = a->repack;
+            o.copy_weights = !a->mmap;
             dist::Worker worker(o);
             std::signal(SIGINT, on_stop_signal);
             std::signal(SIGTERM, on_stop_signal);

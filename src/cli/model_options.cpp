@@ -27,6 +27,13 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute) {
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
   add_repack_option(app, o.repack);
+  add_mmap_option(app, o.mmap);
+}
+
+void add_mmap_option(CLI::App& app, bool& mmap) {
+  app.add_flag("--mmap", mmap,
+               "Read the weights in place from the memory-mapped file instead of copying them into huge pages at "
+               "load: less private memory, slower decode");
 }
 
 void add_repack_option(CLI::App& app, bool& repack) {
@@ -74,6 +81,7 @@ StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t 
   so.n_ctx = o.n_ctx > 0 ? o.n_ctx : std::min<int64_t>(c.n_ctx_train, 4096);
   so.kv_type = o.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
   so.repack = o.repack;
+  so.copy_weights = !o.mmap;
   return so;
 }
 

@@ -182,6 +182,7 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
     so.n_ctx = request.n_ctx;
     so.kv_type = request.kv_type;
     so.repack = options_.repack;
+    so.copy_weights = options_.copy_weights;
     KvCacheConfig probe{weights->layers().size(),     so.n_slots, so.n_ctx, weights->config().n_embd_k(),
                         weights->config().n_embd_v(), so.kv_type};
     const uint64_t kv_bytes = static_cast<uint64_t>(probe.n_layers * probe.n_slots * probe.n_ctx) *

@@ -1,6 +1,9 @@
 // Loads and validates tensors: every expected tensor present with its exact shape and a type Tessera computes with.
 #include "model/model_weights.h"
 
+#include <cstring>
+#include <map>
+
 #include "model/tensor_layout.h"
 #include "tensor/quant.h"
 #include "util/error.h"
@@ -158,6 +161,38 @@ std::shared_ptr<const ModelWeights> ModelWeights::packed(const std::shared_ptr<c
   auto packed = std::make_shared<PackedWeights>();
   w->for_each_matrix([&](TensorView& v) { packed->pack(v, kernels, pool); });
   w->packed_ = std::move(packed);
+  return w;
+}
+
+std::shared_ptr<const ModelWeights> ModelWeights::copied(const std::shared_ptr<const ModelWeights>& weights,
+                                                         ThreadPool& pool) {
+  auto w = std::shared_ptr<ModelWeights>(new ModelWeights(*weights));
+  std::vector<TensorView*> views;
+  w->for_each_matrix([&](TensorView& v) { views.push_back(&v); });
+  views.push_back(&w->token_embd_);
+  // A tied head shares the embedding's bytes: one copy, found by address.
+  std::map<const uint8_t*, size_t> offsets;
+  std::vector<std::pair<const uint8_t*, size_t>> spans;
+  size_t total = 0;
+  for (const TensorView* v : views) {
+    if (v->empty() || offsets.count(v->data) != 0) continue;
+    const size_t bytes = static_cast<size_t>(v->rows()) * v->row_bytes;
+    offsets[v->data] = total;
+    spans.emplace_back(v->data, bytes);
+    total += (bytes + 63) / 64 * 64;
+  }
+  auto buffer = std::make_shared<HugeBuffer>(total);
+  uint8_t* base = buffer->data();
+  pool.parallel_for(static_cast<int64_t>(spans.size()), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const auto& [src, bytes] = spans[static_cast<size_t>(i)];
+      std::memcpy(base + offsets.at(src), src, bytes);
+    }
+  });
+  for (TensorView* v : views) {
+    if (!v->empty()) v->data = base + offsets.at(v->data);
+  }
+  w->copy_ = std::move(buffer);
   return w;
 }
 

@@ -26,6 +26,14 @@ KvCacheConfig cache_config(const ModelWeights& w, const StageOptions& o) {
   return kv;
 }
 
+// Copies and packs the weights as the options ask (copy first, so the packing reads huge pages).
+std::shared_ptr<const ModelWeights> prepare_weights(std::shared_ptr<const ModelWeights> w, const StageOptions& o,
+                                                    ThreadPool& pool) {
+  if (o.copy_weights) w = ModelWeights::copied(w, pool);
+  if (o.repack) w = ModelWeights::packed(w, Kernels::get(select_isa()), pool);
+  return w;
+}
+
 void add_bias(float* x, const std::vector<float>& bias, int64_t n_tokens) {
   if (bias.empty()) return;
   const auto n = static_cast<int64_t>(bias.size());
@@ -37,7 +45,7 @@ void add_bias(float* x, const std::vector<float>& bias, int64_t n_tokens) {
 }  // namespace
 
 Stage::Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, ThreadPool& pool)
-    : weights_(options.repack ? ModelWeights::packed(weights, Kernels::get(select_isa()), pool) : std::move(weights)),
+    : weights_(prepare_weights(std::move(weights), options, pool)),
       pool_(pool),
       vec_(VecOps::get(select_isa())),
       cache_(cache_config(*weights_, options)) {}

@@ -23,6 +23,8 @@ struct StageOptions {
   // Pack the weight matrices at load for the CPU's gemm (ModelWeights::packed): faster prefill and batched
   // decode, for about 1.3 bytes per weight more memory.
   bool repack = false;
+  // Copy the weights into huge pages at load (ModelWeights::copied) instead of reading them from the mapped file.
+  bool copy_weights = true;
 };
 
 struct StageOutput {
@@ -37,6 +39,8 @@ class Stage {
   const ModelConfig& config() const { return weights_->config(); }
   // Memory of the weights packed at load (StageOptions::repack); 0 when none were.
   uint64_t packed_bytes() const { return weights_->packed_bytes(); }
+  // Private memory of the weights copied at load (StageOptions::copy_weights); 0 when they stay mapped.
+  uint64_t copied_bytes() const { return weights_->copied_bytes(); }
   LayerRange layers() const { return weights_->layers(); }
   bool is_first() const { return weights_->has_embedding(); }
   bool is_last() const { return weights_->has_head(); }

@@ -2,11 +2,8 @@
 #include "tensor/packed_weights.h"
 
 #include <algorithm>
-#include <new>
 
 namespace tessera {
-
-void PackedWeights::AlignedFree::operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
 
 size_t PackedWeights::bytes_for(const TensorView& w, const Kernels& kernels) {
   const PackedGemm* fns = w.empty() ? nullptr : kernels.packed(w.type);
@@ -20,16 +17,16 @@ bool PackedWeights::pack(TensorView& w, const Kernels& kernels, ThreadPool& pool
   if (bytes == 0) return false;
   const PackedGemm* fns = kernels.packed(w.type);
   const size_t group_bytes = fns->group_bytes(w.cols());
-  std::unique_ptr<uint8_t[], AlignedFree> buf(new (std::align_val_t{64}) uint8_t[bytes]);
+  HugeBuffer buf(bytes);
   const int64_t groups = static_cast<int64_t>(bytes / group_bytes);
   const int64_t rows = w.rows();
-  uint8_t* out = buf.get();
+  uint8_t* out = buf.data();
   pool.parallel_for(groups, [&](int64_t g0, int64_t g1) {
     const int64_t r0 = g0 * fns->group_rows;
     const int64_t r1 = std::min(rows, g1 * fns->group_rows);
     fns->pack(w.row(r0), w.row_bytes, r1 - r0, w.cols(), out + static_cast<size_t>(g0) * group_bytes);
   });
-  w.packed = buf.get();
+  w.packed = buf.data();
   w.packed_fns = fns;
   w.packed_group_bytes = group_bytes;
   w.packed_group_rows = fns->group_rows;

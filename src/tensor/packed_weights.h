@@ -9,6 +9,7 @@
 
 #include "tensor/kernels.h"
 #include "tensor/tensor_view.h"
+#include "util/huge_buffer.h"
 #include "util/thread_pool.h"
 
 namespace tessera {
@@ -23,10 +24,7 @@ class PackedWeights {
   size_t bytes() const { return bytes_; }
 
  private:
-  struct AlignedFree {
-    void operator()(uint8_t* p) const;
-  };
-  std::vector<std::unique_ptr<uint8_t[], AlignedFree>> buffers_;
+  std::vector<HugeBuffer> buffers_;  // streamed like the weights: huge pages spare the TLB
   size_t bytes_ = 0;
 };
 
