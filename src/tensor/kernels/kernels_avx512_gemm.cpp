@@ -332,66 +332,54 @@ constexpr PackedGemm kPacked{kPanelRows, kPackedMinTokens<F>, &packed_group_byte
 
 }  // namespace
 
-const PackedGemm* quant_packed(GgmlType weight) {
+namespace {
+
+template <class F>
+struct Format {
+  using type = F;
+};
+
+// Calls fn(Format<F>{}) with the unpack format of a weight type; a null result for types without one.
+template <class Fn>
+auto with_format(GgmlType weight, Fn&& fn) -> decltype(fn(Format<GQ4_0>{})) {
   switch (weight) {
     case GgmlType::Q4_0:
-      return &kPacked<GQ4_0>;
+      return fn(Format<GQ4_0>{});
     case GgmlType::Q4_1:
-      return &kPacked<GQ4_1>;
+      return fn(Format<GQ4_1>{});
     case GgmlType::Q5_0:
-      return &kPacked<GQ5_0>;
+      return fn(Format<GQ5_0>{});
     case GgmlType::Q5_1:
-      return &kPacked<GQ5_1>;
+      return fn(Format<GQ5_1>{});
     case GgmlType::Q8_0:
-      return &kPacked<GQ8_0>;
+      return fn(Format<GQ8_0>{});
     case GgmlType::IQ4_NL:
-      return &kPacked<GIQ4_NL>;
+      return fn(Format<GIQ4_NL>{});
     case GgmlType::Q2_K:
-      return &kPacked<GQ2_K>;
+      return fn(Format<GQ2_K>{});
     case GgmlType::Q3_K:
-      return &kPacked<GQ3_K>;
+      return fn(Format<GQ3_K>{});
     case GgmlType::Q4_K:
-      return &kPacked<GQ4_K>;
+      return fn(Format<GQ4_K>{});
     case GgmlType::Q5_K:
-      return &kPacked<GQ5_K>;
+      return fn(Format<GQ5_K>{});
     case GgmlType::Q6_K:
-      return &kPacked<GQ6_K>;
+      return fn(Format<GQ6_K>{});
     case GgmlType::IQ4_XS:
-      return &kPacked<GIQ4_XS>;
+      return fn(Format<GIQ4_XS>{});
     default:
       return nullptr;
   }
 }
 
+}  // namespace
+
+const PackedGemm* quant_packed(GgmlType weight) {
+  return with_format(weight, [](auto f) -> const PackedGemm* { return &kPacked<typename decltype(f)::type>; });
+}
+
 GemmFn quant_gemm(GgmlType weight) {
-  switch (weight) {
-    case GgmlType::Q4_0:
-      return &gemm_quant<GQ4_0>;
-    case GgmlType::Q4_1:
-      return &gemm_quant<GQ4_1>;
-    case GgmlType::Q5_0:
-      return &gemm_quant<GQ5_0>;
-    case GgmlType::Q5_1:
-      return &gemm_quant<GQ5_1>;
-    case GgmlType::Q8_0:
-      return &gemm_quant<GQ8_0>;
-    case GgmlType::IQ4_NL:
-      return &gemm_quant<GIQ4_NL>;
-    case GgmlType::Q2_K:
-      return &gemm_quant<GQ2_K>;
-    case GgmlType::Q3_K:
-      return &gemm_quant<GQ3_K>;
-    case GgmlType::Q4_K:
-      return &gemm_quant<GQ4_K>;
-    case GgmlType::Q5_K:
-      return &gemm_quant<GQ5_K>;
-    case GgmlType::Q6_K:
-      return &gemm_quant<GQ6_K>;
-    case GgmlType::IQ4_XS:
-      return &gemm_quant<GIQ4_XS>;
-    default:
-      return nullptr;
-  }
+  return with_format(weight, [](auto f) -> GemmFn { return &gemm_quant<typename decltype(f)::type>; });
 }
 
 }  // namespace tessera::kernels::avx512
