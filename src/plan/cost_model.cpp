@@ -98,8 +98,18 @@ double CostModel::compute_rate(size_t node, bool quantized, double tokens) const
   } else {
     rate = quantized ? n.int8_gops * 1e9 * k_.int8_efficiency : n.f32_gflops * 1e9 * k_.f32_efficiency;
   }
-  const double ramp = std::clamp(tokens / k_.full_rate_batch, 0.0, 1.0);
-  return rate * (k_.small_batch_compute_factor + (1.0 - k_.small_batch_compute_factor) * ramp);
+  // Never below the one-token fraction, so small_batch_compute_factor = 1 still means one rate at every size.
+  const double one = k_.small_batch_compute_factor, few = std::max(one, k_.few_token_compute_factor);
+  double f = one;
+  if (tokens >= k_.few_token_batch) {
+    const double span = std::max(k_.full_rate_batch - k_.few_token_batch, 1.0);
+    f = few + (1.0 - few) * std::clamp((tokens - k_.few_token_batch) / span, 0.0, 1.0);
+  } else if (tokens >= 2) {
+    f = few;
+  } else if (tokens > 1) {
+    f = one + (few - one) * (tokens - 1.0);
+  }
+  return rate * std::max(f, one);
 }
 
 TimeParts CostModel::stage_time(const StageSpec& s, double tokens, double seqs, double ctx, double logit_tokens) const {

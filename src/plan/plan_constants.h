@@ -18,11 +18,16 @@ struct PlanConstants {
   double int8_efficiency = 0.33;
   // Fraction of the peak f32 FMA rate a matmul over F32/F16/BF16 weights reaches (F16/BF16 convert on the fly).
   double f32_efficiency = 0.45;
-  // With few tokens per pass the kernels cannot reuse a weight row across enough activations to hide its unpacking:
-  // the compute rate starts at this fraction for one token and ramps linearly to the full rate at
-  // full_rate_batch tokens. Calibrated as above: one token runs at ~26 GFLOPS, about 0.15 of the 64-token rate, so a
-  // single-thread decode step of that model is compute-bound (~85 ms) rather than memory-bound (~45 ms).
+  // One token per pass (the gemv kernels) runs at this fraction of the full compute rate: it cannot reuse a weight
+  // row across activations to hide the unpacking. Calibrated by `bench --check-plan` on the 1B Q4_K_M: one token
+  // runs at ~26 GFLOPS, about 0.15 of the 64-token rate, so a single-thread decode step of that model is
+  // compute-bound (~85 ms) rather than memory-bound (~45 ms).
   double small_batch_compute_factor = 0.17;
+  // 2 to few_token_batch tokens per pass (batched decode) run the small-batch kernels, which unpack each weight
+  // block once for all tokens: about half the full rate (measured 2026-11-30, 2 threads, 1B Q4_K_M: 4 tokens 196
+  // GFLOPS, 8 tokens 220, 64 tokens 418). Above it the rate ramps linearly to the full rate at full_rate_batch.
+  double few_token_compute_factor = 0.5;
+  double few_token_batch = 8;
   double full_rate_batch = 64;
 
   // Fixed time per layer per forward pass: thread-pool fork/join, norms, RoPE, softmax and other small ops.

@@ -151,6 +151,8 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
                     {"int8_efficiency", k.int8_efficiency},
                     {"f32_efficiency", k.f32_efficiency},
                     {"small_batch_compute_factor", k.small_batch_compute_factor},
+                    {"few_token_compute_factor", k.few_token_compute_factor},
+                    {"few_token_batch", k.few_token_batch},
                     {"full_rate_batch", k.full_rate_batch},
                     {"layer_overhead_s", k.layer_overhead_s},
                     {"stage_overhead_s", k.stage_overhead_s},

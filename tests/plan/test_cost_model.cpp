@@ -135,6 +135,27 @@ TEST(CostModel, PipelinedPrefillIsMicroBatchesPlusStagesMinusOneTimesTheSlowest)
   EXPECT_NEAR(l.prefill_s / p.prefill_s, 2.0 * 512 / (512 + static_cast<double>(m0)), 1e-3);
 }
 
+TEST(CostModel, FewTokensRunAtTheSmallBatchRate) {
+  // Compute-bound: one token at small_batch_compute_factor of the full rate, 2-8 tokens (the small-batch kernels)
+  // at few_token_compute_factor, the full rate from full_rate_batch up with a linear ramp in between.
+  const ModelCost m = flat_model(8, 1000, 2e9);
+  const Cluster c({node("a", 1e5, 100)}, "a", {}, link_of(1e4, 0));
+  PlanConstants k = bare();
+  k.small_batch_compute_factor = 0.2;
+  k.few_token_compute_factor = 0.5;
+  const CostModel cm(m, c, k);
+  const StageSpec local{0, 0, 7, true, true};
+  const double full = 100e9 * k.int8_efficiency, flops = 8 * 2e9;
+  const Prediction one = cm.predict_pipeline(std::span(&local, 1), work(512, 1));
+  EXPECT_NEAR(one.decode_tps_1, 0.2 * full / flops, 1e-3 * one.decode_tps_1);
+  const Prediction four = cm.predict_pipeline(std::span(&local, 1), work(512, 4));
+  EXPECT_NEAR(four.decode_tps_c, 0.5 * full / flops, 1e-3 * four.decode_tps_c);
+  const Prediction many = cm.predict_pipeline(std::span(&local, 1), work(512, 36));
+  EXPECT_NEAR(many.decode_tps_c, 0.75 * full / flops, 1e-3 * many.decode_tps_c);  // halfway from 8 to 64
+  const Prediction wide = cm.predict_pipeline(std::span(&local, 1), work(512, 128));
+  EXPECT_NEAR(wide.decode_tps_c, full / flops, 1e-3 * wide.decode_tps_c);
+}
+
 TEST(CostModel, ConcurrencyKeepsPipelineStagesBusy) {
   // Compute-bound decode: batching does not help one node, but two groups of sequences keep both stages busy.
   const ModelCost m = flat_model(8, 1000, 2e9);
