@@ -148,13 +148,6 @@ void ModelWeights::for_each_matrix(Fn&& fn) {
   fn(output_);
 }
 
-uint64_t ModelWeights::packed_bytes_for(const ModelWeights& weights, const Kernels& kernels) {
-  ModelWeights copy(weights);
-  uint64_t total = 0;
-  copy.for_each_matrix([&](TensorView& v) { total += PackedWeights::bytes_for(v, kernels); });
-  return total;
-}
-
 std::shared_ptr<const ModelWeights> ModelWeights::packed(const std::shared_ptr<const ModelWeights>& weights,
                                                          const Kernels& kernels, ThreadPool& pool) {
   auto w = std::shared_ptr<ModelWeights>(new ModelWeights(*weights));

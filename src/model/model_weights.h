@@ -54,8 +54,6 @@ class ModelWeights {
   static std::shared_ptr<const ModelWeights> copied(const std::shared_ptr<const ModelWeights>& weights,
                                                     ThreadPool& pool);
   uint64_t copied_bytes() const { return copy_ ? copy_->size() : 0; }
-  // What packed() would add for these weights.
-  static uint64_t packed_bytes_for(const ModelWeights& weights, const Kernels& kernels);
   uint64_t packed_bytes() const { return packed_ ? packed_->bytes() : 0; }
 
   const ModelConfig& config() const { return config_; }

@@ -194,8 +194,9 @@ TEST(Stage, MixedSequenceBatchEqualsSeparateRuns) {
   std::printf("mixed batch vs alone: max |diff| %.3g\n", max_diff);
 }
 
-// Weights packed at load run the same tiles as the per-call repack, so every logit is bit-identical to the
-// unpacked run: prompt batches above and below the packed path's token threshold, decode steps, MoE experts.
+// Weights packed at load run the same tiles as the per-call repack, and copied weights are the same bytes, so
+// every logit is bit-identical to the run on the mapped, unpacked weights: prompt batches above and below the packed
+// path's token threshold, decode steps, MoE experts.
 TEST(Stage, PackedWeightsGiveIdenticalLogits) {
   const bool avx512 = select_isa() == Isa::Avx512;
   for (const char* name : {"llama-q8_0", "mixtral-q4_k_m", "qwen3moe-q4_k_m"}) {
@@ -205,9 +206,16 @@ TEST(Stage, PackedWeightsGiveIdenticalLogits) {
     StageOptions plain_opts{2, 64, GgmlType::F16};
     StageOptions packed_opts = plain_opts;
     packed_opts.repack = true;
+    StageOptions mapped_opts = plain_opts;
+    mapped_opts.copy_weights = false;
     Stage plain(weights, plain_opts, pool);
     Stage packed(weights, packed_opts, pool);
+    Stage mapped(weights, mapped_opts, pool);
     EXPECT_EQ(plain.packed_bytes(), 0u);
+    // Copied into huge pages by default: at least every layer matrix's bytes; in place with copy_weights off.
+    EXPECT_GE(plain.copied_bytes(),
+              weights->layer(0).wq.row_bytes * static_cast<uint64_t>(weights->layer(0).wq.rows()));
+    EXPECT_EQ(mapped.copied_bytes(), 0u);
     if (avx512) {
       EXPECT_GT(packed.packed_bytes(), 0u);
     }
@@ -230,11 +238,13 @@ TEST(Stage, PackedWeightsGiveIdenticalLogits) {
       return all;
     };
     const auto a = run(plain);
-    const auto b = run(packed);
-    ASSERT_EQ(a.size(), b.size());
-    size_t differ = 0;
-    for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
-    EXPECT_EQ(differ, 0u) << "of " << a.size() << " logits";
+    for (Stage* other : {&packed, &mapped}) {
+      const auto b = run(*other);
+      ASSERT_EQ(a.size(), b.size());
+      size_t differ = 0;
+      for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+      EXPECT_EQ(differ, 0u) << "of " << a.size() << " logits";
+    }
   }
 }
 
