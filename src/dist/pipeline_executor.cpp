@@ -1,5 +1,6 @@
 // PipelineExecutor: submits every micro-batch to the first stage at once (stages run jobs in order), and moves each
-// completed micro-batch on to the next stage as soon as it arrives, so all stages stay busy.
+// completed micro-batch on to the next stage as soon as it arrives, so all stages stay busy. Several steps (batches
+// of disjoint sequences) may be in flight; their parts share the stages' queues.
 #include "dist/pipeline_executor.h"
 
 #include <algorithm>
@@ -15,7 +16,8 @@ PipelineExecutor::PipelineExecutor(ModelConfig config, int64_t n_ctx, int64_t n_
       n_ctx_(n_ctx),
       n_slots_(n_slots),
       options_(options),
-      lengths_(static_cast<size_t>(n_slots), 0) {}
+      lengths_(static_cast<size_t>(n_slots), 0),
+      in_flight_(static_cast<size_t>(n_slots), 0) {}
 
 void PipelineExecutor::add_stage(std::unique_ptr<StageEndpoint> stage) { stages_.push_back(std::move(stage)); }
 
@@ -61,9 +63,11 @@ std::vector<Batch> PipelineExecutor::cap(std::vector<Batch> parts) const {
   return out;
 }
 
-std::vector<Batch> PipelineExecutor::split(const Batch& batch) const { return cap(split_parts(batch)); }
+std::vector<Batch> PipelineExecutor::split(const Batch& batch, bool by_sequence) const {
+  return cap(split_parts(batch, by_sequence));
+}
 
-std::vector<Batch> PipelineExecutor::split_parts(const Batch& batch) const {
+std::vector<Batch> PipelineExecutor::split_parts(const Batch& batch, bool by_sequence) const {
   const int64_t n = batch.size();
   const auto stages = static_cast<int64_t>(std::max<size_t>(1, stages_.size()));
   std::vector<Batch> out;
@@ -73,6 +77,10 @@ std::vector<Batch> PipelineExecutor::split_parts(const Batch& batch) const {
   }
   std::map<int32_t, int64_t> per_seq;
   for (int32_t s : batch.seq) ++per_seq[s];
+  if (per_seq.size() > 1 && !by_sequence) {
+    out.push_back(batch);
+    return out;
+  }
   if (per_seq.size() > 1) {
     // Whole sequences per micro-batch, about `stages` groups: a sequence's tokens stay in order in one group.
     const int64_t groups = std::min<int64_t>(stages, static_cast<int64_t>(per_seq.size()));
@@ -88,7 +96,8 @@ std::vector<Batch> PipelineExecutor::split_parts(const Batch& batch) const {
     return out;
   }
   // One sequence: chunks in order. Enough chunks to fill the pipeline, but not so small that matmuls lose efficiency.
-  const int64_t m = options_.micro_batch > 0 ? options_.micro_batch : std::max<int64_t>(16, (n + 4 * stages - 1) / (4 * stages));
+  const int64_t m =
+      options_.micro_batch > 0 ? options_.micro_batch : std::max<int64_t>(16, (n + 4 * stages - 1) / (4 * stages));
   for (int64_t start = 0; start < n; start += m) {
     Batch b;
     for (int64_t t = start; t < std::min(n, start + m); ++t) {
@@ -100,68 +109,160 @@ std::vector<Batch> PipelineExecutor::split_parts(const Batch& batch) const {
   return out;
 }
 
-void PipelineExecutor::check_batch(const Batch& batch, std::vector<int64_t>& next) const {
+std::vector<std::pair<int32_t, int64_t>> PipelineExecutor::check_batch(const Batch& batch) const {
   if (stages_.empty()) fail("the pipeline has no stages");
   // Validate what every stage would check, before anything is sent, so a bad batch changes nothing anywhere.
-  next = lengths_;
+  std::map<int32_t, int64_t> next;
   for (int64_t t = 0; t < batch.size(); ++t) {
     const int32_t s = batch.seq[static_cast<size_t>(t)];
     const int32_t p = batch.pos[static_cast<size_t>(t)];
     if (s < 0 || s >= n_slots_) fail("token {} names sequence {}, but only {} are allowed", t, s, n_slots_);
+    if (in_flight_[static_cast<size_t>(s)]) fail("sequence {} is already in a step in flight", s);
     if (p >= n_ctx_) fail("sequence {} reached the context limit of {} tokens (raise -c)", s, n_ctx_);
-    if (p != next[static_cast<size_t>(s)]) {
-      fail("sequence {}: token at position {}, expected position {}", s, p, next[static_cast<size_t>(s)]);
-    }
-    ++next[static_cast<size_t>(s)];
+    auto [it, fresh] = next.try_emplace(s, lengths_[static_cast<size_t>(s)]);
+    if (p != it->second) fail("sequence {}: token at position {}, expected position {}", s, p, it->second);
+    ++it->second;
   }
+  return {next.begin(), next.end()};
 }
 
-std::vector<StageDone> PipelineExecutor::run(const std::vector<Batch>& parts,
-                                             std::vector<std::vector<StageSample>> sampling,
-                                             const Batch& batch, const std::vector<int64_t>& next) {
-  std::vector<StageDone> results(parts.size());
-  const size_t last = stages_.size() - 1;
-  for (size_t j = 0; j < parts.size(); ++j) {
-    StageJob job{j, parts[j], {}, {}};
-    if (last == 0) job.sampling = std::move(sampling[j]);
+uint64_t PipelineExecutor::start(const Batch& batch, std::span<const SampleRequest> requests, bool sampled,
+                                 bool by_sequence) {
+  Step step;
+  step.next = check_batch(batch);
+  if (sampled && requests.size() != static_cast<size_t>(batch.n_outputs())) {
+    fail("{} sampling requests for a batch with {} output tokens", requests.size(), batch.n_outputs());
+  }
+  step.batch = batch;
+  step.parts = split(batch, by_sequence);
+  step.rows = output_rows(batch, step.parts);
+  step.sampled = sampled;
+  step.sampling.resize(step.parts.size());
+  if (sampled) {
+    // The last stage samples from each sampler's state; a request goes with the part holding its output token.
+    for (size_t j = 0; j < step.parts.size(); ++j) {
+      std::map<int32_t, int> outputs;
+      size_t r = 0;
+      for (int64_t t = 0; t < step.parts[j].size(); ++t) {
+        const auto tt = static_cast<size_t>(t);
+        if (!step.parts[j].want_logits[tt]) continue;
+        const int32_t seq = step.parts[j].seq[tt];
+        if (++outputs[seq] > 1) fail("sequence {} has several output tokens in one batch; sampling takes one", seq);
+        const SampleRequest& req = requests[step.rows[j][r++]];
+        step.sampling[j].push_back({seq, req.sampler->state(), req.top_logprobs});
+      }
+    }
+    for (const SampleRequest& r : requests) step.samplers.push_back(r.sampler);
+  }
+  step.results.resize(step.parts.size());
+  step.outstanding = step.parts.size();
+
+  const uint64_t ticket = ++last_ticket_;
+  for (const auto& [seq, len] : step.next) in_flight_[static_cast<size_t>(seq)] = 1;
+  Step& s = steps_.emplace(ticket, std::move(step)).first->second;
+  const bool one_stage = stages_.size() == 1;
+  for (size_t j = 0; j < s.parts.size(); ++j) {
+    const uint64_t id = ++last_job_;
+    jobs_[id] = {ticket, j};
+    StageJob job{id, s.parts[j], {}, {}};
+    if (one_stage) job.sampling = std::move(s.sampling[j]);
     stages_[0]->submit(std::move(job));
   }
-  std::string error;
-  size_t outstanding = parts.size();
-  while (outstanding > 0) {
-    StageDone d = done_.pop();
-    if (!d.error.empty()) {
-      if (error.empty()) error = d.error;
-      --outstanding;
-      continue;
-    }
-    const auto next_stage = static_cast<size_t>(d.stage) + 1;
-    if (next_stage < stages_.size() && error.empty()) {
-      StageJob job{d.id, parts[d.id], std::move(d.hidden), {}};
-      if (next_stage == last) job.sampling = std::move(sampling[d.id]);
-      stages_[next_stage]->submit(std::move(job));
-    } else {
-      const size_t id = d.id;
-      results[id] = std::move(d);
-      --outstanding;
+  return ticket;
+}
+
+void PipelineExecutor::pump() {
+  StageDone d = done_.pop();
+  const auto where = jobs_.find(d.id);
+  if (where == jobs_.end()) return;  // cannot happen: every job id is registered before it is submitted
+  const auto [ticket, part] = where->second;
+  jobs_.erase(where);
+  Step& step = steps_.at(ticket);
+  const auto next_stage = static_cast<size_t>(d.stage) + 1;
+  if (!d.error.empty()) {
+    if (step.error.empty()) step.error = d.error;
+  } else if (next_stage < stages_.size() && step.error.empty()) {
+    const uint64_t id = ++last_job_;
+    jobs_[id] = {ticket, part};
+    StageJob job{id, step.parts[part], std::move(d.hidden), {}};
+    if (next_stage + 1 == stages_.size()) job.sampling = std::move(step.sampling[part]);
+    stages_[next_stage]->submit(std::move(job));
+    return;
+  } else {
+    step.results[part] = std::move(d);
+  }
+  if (--step.outstanding == 0) complete(ticket);
+}
+
+void PipelineExecutor::complete(uint64_t ticket) {
+  auto node = steps_.extract(ticket);
+  Step& step = node.mapped();
+  for (const auto& [seq, len] : step.next) in_flight_[static_cast<size_t>(seq)] = 0;
+  Finished f;
+  f.ticket = ticket;
+  f.error = step.error;
+  const auto n_vocab = static_cast<size_t>(config_.n_vocab);
+  if (f.error.empty()) {
+    try {
+      if (step.sampled) {
+        f.sampled.assign(step.samplers.size(), SampledToken{});
+        for (size_t j = 0; j < step.parts.size(); ++j) {
+          if (step.results[j].sampled.size() != step.rows[j].size()) {
+            fail("stage on node {} returned {} sampled tokens for {} requests", stages_.back()->node(),
+                 step.results[j].sampled.size(), step.rows[j].size());
+          }
+          for (size_t r = 0; r < step.rows[j].size(); ++r) {
+            f.sampled[step.rows[j][r]] = std::move(step.results[j].sampled[r]);
+          }
+        }
+      } else {
+        f.logits.resize(static_cast<size_t>(step.batch.n_outputs()) * n_vocab);
+        for (size_t j = 0; j < step.parts.size(); ++j) {
+          const auto& logits = step.results[j].logits;
+          if (logits.size() != step.rows[j].size() * n_vocab) {
+            fail("stage on node {} returned {} logits for {} output tokens", stages_.back()->node(), logits.size(),
+                 step.rows[j].size());
+          }
+          for (size_t r = 0; r < step.rows[j].size(); ++r) {
+            std::copy_n(logits.data() + r * n_vocab, n_vocab, f.logits.data() + step.rows[j][r] * n_vocab);
+          }
+        }
+      }
+    } catch (const Error& e) {
+      f.error = e.what();
     }
   }
-  if (!error.empty()) {
+  if (f.error.empty()) {
+    for (const auto& [seq, len] : step.next) lengths_[static_cast<size_t>(seq)] = len;
+    // The picks were drawn from copies of the samplers' states: move the originals on as if they had drawn them.
+    for (Sampler* s : step.samplers) s->skip_sample();
+  } else {
     // Some stages may have run part of the batch: roll every stage back so they agree again.
-    for (int64_t t = 0; t < batch.size(); ++t) {
-      const int32_t s = batch.seq[static_cast<size_t>(t)];
+    for (const auto& [seq, len] : step.next) {
       for (auto& stage : stages_) {
         try {
-          stage->truncate_sequence(s, lengths_[static_cast<size_t>(s)]);
+          stage->truncate_sequence(seq, lengths_[static_cast<size_t>(seq)]);
         } catch (const Error&) {
           // A stage that failed may be gone; the caller replans and replays.
         }
       }
     }
-    fail("{}", error);
+    f.sampled.clear();
+    f.logits.clear();
   }
-  lengths_ = next;
-  return results;
+  finished_.push_back(std::move(f));
+}
+
+PipelineExecutor::Finished PipelineExecutor::wait_for(uint64_t ticket) {
+  for (;;) {
+    for (auto it = finished_.begin(); it != finished_.end(); ++it) {
+      if (it->ticket != ticket) continue;
+      Finished f = std::move(*it);
+      finished_.erase(it);
+      return f;
+    }
+    pump();
+  }
 }
 
 // Where each part's output tokens sit among the batch's: mixed batches are regrouped by sequence, so part order
@@ -184,67 +285,38 @@ std::vector<std::vector<size_t>> PipelineExecutor::output_rows(const Batch& batc
 }
 
 void PipelineExecutor::decode(const Batch& batch, std::vector<float>& logits) {
-  std::vector<int64_t> next;
-  check_batch(batch, next);
-  const std::vector<Batch> parts = split(batch);
-  const auto rows = output_rows(batch, parts);
-  std::vector<StageDone> results = run(parts, std::vector<std::vector<StageSample>>(parts.size()), batch, next);
-
-  const auto n_vocab = static_cast<size_t>(config_.n_vocab);
-  logits.resize(static_cast<size_t>(batch.n_outputs()) * n_vocab);
-  for (size_t j = 0; j < parts.size(); ++j) {
-    if (results[j].logits.size() != rows[j].size() * n_vocab) {
-      fail("stage on node {} returned {} logits for {} output tokens", stages_.back()->node(),
-           results[j].logits.size(), rows[j].size());
-    }
-    for (size_t r = 0; r < rows[j].size(); ++r) {
-      std::copy_n(results[j].logits.data() + r * n_vocab, n_vocab, logits.data() + rows[j][r] * n_vocab);
-    }
-  }
+  Finished f = wait_for(start(batch, {}, false, true));
+  if (!f.error.empty()) fail("{}", f.error);
+  logits = std::move(f.logits);
 }
 
 void PipelineExecutor::decode_sampled(const Batch& batch, std::span<const SampleRequest> requests,
                                       std::vector<SampledToken>& out) {
-  std::vector<int64_t> next;
-  check_batch(batch, next);
-  if (requests.size() != static_cast<size_t>(batch.n_outputs())) {
-    fail("{} sampling requests for a batch with {} output tokens", requests.size(), batch.n_outputs());
-  }
-  const std::vector<Batch> parts = split(batch);
-  const auto rows = output_rows(batch, parts);
-  // The last stage samples from each sampler's state; a request goes with the part holding its output token.
-  std::vector<std::vector<StageSample>> sampling(parts.size());
-  for (size_t j = 0; j < parts.size(); ++j) {
-    std::map<int32_t, int> outputs;
-    size_t r = 0;
-    for (int64_t t = 0; t < parts[j].size(); ++t) {
-      const auto tt = static_cast<size_t>(t);
-      if (!parts[j].want_logits[tt]) continue;
-      const int32_t seq = parts[j].seq[tt];
-      if (++outputs[seq] > 1) fail("sequence {} has several output tokens in one batch; sampling takes one", seq);
-      const SampleRequest& req = requests[rows[j][r++]];
-      sampling[j].push_back({seq, req.sampler->state(), req.top_logprobs});
-    }
-  }
-  std::vector<StageDone> results = run(parts, std::move(sampling), batch, next);
-  out.assign(requests.size(), SampledToken{});
-  for (size_t j = 0; j < parts.size(); ++j) {
-    if (results[j].sampled.size() != rows[j].size()) {
-      fail("stage on node {} returned {} sampled tokens for {} requests", stages_.back()->node(),
-           results[j].sampled.size(), rows[j].size());
-    }
-    for (size_t r = 0; r < rows[j].size(); ++r) out[rows[j][r]] = std::move(results[j].sampled[r]);
-  }
-  // The picks were drawn from copies of the samplers' states: move the originals on as if they had drawn them.
-  for (const SampleRequest& r : requests) r.sampler->skip_sample();
+  Finished f = wait_for(start(batch, requests, true, true));
+  if (!f.error.empty()) fail("{}", f.error);
+  out = std::move(f.sampled);
+}
+
+uint64_t PipelineExecutor::submit_step(const Batch& batch, std::span<const SampleRequest> requests) {
+  return start(batch, requests, true, false);
+}
+
+StepResult PipelineExecutor::collect_step() {
+  if (finished_.empty() && steps_.empty()) fail("no step is in flight");
+  while (finished_.empty()) pump();
+  Finished f = std::move(finished_.front());
+  finished_.pop_front();
+  return StepResult{f.ticket, std::move(f.sampled), std::move(f.error)};
 }
 
 void PipelineExecutor::clear_sequence(int64_t seq) {
+  if (in_flight_.at(static_cast<size_t>(seq))) fail("sequence {} cannot be cleared while a step uses it", seq);
   for (auto& s : stages_) s->clear_sequence(seq);
   lengths_.at(static_cast<size_t>(seq)) = 0;
 }
 
 void PipelineExecutor::truncate_sequence(int64_t seq, int64_t n) {
+  if (in_flight_.at(static_cast<size_t>(seq))) fail("sequence {} cannot be truncated while a step uses it", seq);
   if (n > lengths_.at(static_cast<size_t>(seq))) {
     fail("cannot truncate sequence {} to {} tokens: it holds {}", seq, n, lengths_.at(static_cast<size_t>(seq)));
   }

@@ -3,6 +3,9 @@
 // The head relays activations between stages (a star), so workers never need to reach each other.
 #pragma once
 
+#include <algorithm>
+#include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +37,11 @@ class PipelineExecutor : public Executor {
   // Samples on the last stage (see Executor): only token ids come back, never logits.
   void decode_sampled(const Batch& batch, std::span<const SampleRequest> requests,
                       std::vector<SampledToken>& out) override;
+  // One lane per stage: as many steps over disjoint sequences in flight as there are stages keeps each one busy.
+  int64_t lanes() const override { return static_cast<int64_t>(std::max<size_t>(1, stages_.size())); }
+  uint64_t submit_step(const Batch& batch, std::span<const SampleRequest> requests) override;
+  StepResult collect_step() override;
+  // Sequences in a step in flight may be neither cleared nor truncated.
   void clear_sequence(int64_t seq) override;
   void truncate_sequence(int64_t seq, int64_t n) override;
   int64_t sequence_length(int64_t seq) const override { return lengths_.at(static_cast<size_t>(seq)); }
@@ -47,19 +55,43 @@ class PipelineExecutor : public Executor {
   }
   const StageEndpoint& stage(size_t i) const { return *stages_[i]; }
 
-  // How a batch is cut: runs of whole sequences for mixed batches (decode of many streams), chunks of tokens for
-  // a single sequence's prompt. Exposed for tests and the cost model.
-  std::vector<Batch> split(const Batch& batch) const;
+  // How a batch is cut: runs of whole sequences for mixed batches (decode of many streams; by_sequence false
+  // keeps them together: submit_step's caller formed its groups already), chunks of tokens for a single
+  // sequence's prompt. Exposed for tests and the cost model.
+  std::vector<Batch> split(const Batch& batch, bool by_sequence = true) const;
 
  private:
-  std::vector<Batch> split_parts(const Batch& batch) const;
+  // A batch in flight: its parts move through the stages independently of other steps' parts.
+  struct Step {
+    Batch batch;
+    std::vector<Batch> parts;
+    std::vector<std::vector<size_t>> rows;           // where each part's output tokens sit among the batch's
+    std::vector<std::vector<StageSample>> sampling;  // per part, for the last stage; empty when logits come back
+    std::vector<Sampler*> samplers;                  // moved on as if they had drawn, once the step succeeds
+    bool sampled = false;
+    std::vector<std::pair<int32_t, int64_t>> next;  // each sequence's length once the step is done
+    std::vector<StageDone> results;
+    size_t outstanding = 0;
+    std::string error;
+  };
+  struct Finished {
+    uint64_t ticket = 0;
+    std::vector<SampledToken> sampled;
+    std::vector<float> logits;
+    std::string error;
+  };
+
+  std::vector<Batch> split_parts(const Batch& batch, bool by_sequence) const;
   std::vector<Batch> cap(std::vector<Batch> parts) const;
-  void check_batch(const Batch& batch, std::vector<int64_t>& next) const;  // next: lengths after the batch
-  // Runs the parts through every stage (sampling[j] goes to the last stage with part j); on success the
-  // sequence lengths become `next`, on failure every stage is rolled back and Error is thrown.
-  std::vector<StageDone> run(const std::vector<Batch>& parts, std::vector<std::vector<StageSample>> sampling,
-                             const Batch& batch, const std::vector<int64_t>& next);
+  // Checks the batch against the lengths and steps in flight; returns each sequence's length after it.
+  std::vector<std::pair<int32_t, int64_t>> check_batch(const Batch& batch) const;
   static std::vector<std::vector<size_t>> output_rows(const Batch& batch, const std::vector<Batch>& parts);
+  // Starts a step (sampled: requests go to the last stage; otherwise logits come back) and returns its ticket.
+  // by_sequence: see split().
+  uint64_t start(const Batch& batch, std::span<const SampleRequest> requests, bool sampled, bool by_sequence);
+  void pump();                         // waits for one stage completion and moves its part on
+  void complete(uint64_t ticket);      // every part of the step is back: outputs gathered, or the step rolled back
+  Finished wait_for(uint64_t ticket);  // runs the pipeline until that step is done
 
   ModelConfig config_;
   int64_t n_ctx_;
@@ -67,7 +99,13 @@ class PipelineExecutor : public Executor {
   PipelineOptions options_;
   CompletionQueue done_;
   std::vector<std::unique_ptr<StageEndpoint>> stages_;
-  std::vector<int64_t> lengths_;
+  std::vector<int64_t> lengths_;                          // tokens per sequence, steps in flight not counted
+  std::vector<char> in_flight_;                           // per sequence: part of a step in flight
+  std::map<uint64_t, Step> steps_;                        // by ticket
+  std::map<uint64_t, std::pair<uint64_t, size_t>> jobs_;  // stage job id -> (ticket, part)
+  std::deque<Finished> finished_;                         // done, not yet collected
+  uint64_t last_ticket_ = 0;
+  uint64_t last_job_ = 0;
 };
 
 }  // namespace tessera

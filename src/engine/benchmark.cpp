@@ -230,22 +230,39 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
     }
   };
   // One token per sequence per step, sampled greedily, as a generation loop (or a server's batch) runs: a pipeline
-  // samples on its last node, so only token ids come back, as in real generation.
+  // samples on its last node, so only token ids come back, as in real generation. An executor with several lanes
+  // (a pipeline) gets that many groups of sequences stepping on their own, as the server's scheduler runs them.
   SamplerParams greedy;
   greedy.temperature = 0.0f;
   std::vector<Sampler> samplers;
   for (int64_t s = 0; s < n_seq; ++s) samplers.emplace_back(greedy, static_cast<int32_t>(n_vocab));
+  const int64_t groups = std::clamp<int64_t>(executor.lanes(), 1, n_seq);
   std::vector<SampleRequest> requests;
-  for (auto& sampler : samplers) requests.push_back({&sampler, -1});
-  std::vector<SampledToken> picks;
   const auto generate = [&](int64_t steps) {
-    for (int64_t i = 1; i <= steps; ++i) {
+    std::vector<int64_t> stepped(static_cast<size_t>(groups), 0);
+    std::map<uint64_t, int64_t> group_of;  // steps in flight: ticket -> group
+    const auto submit = [&](int64_t g) {
+      const int64_t i = stepped[static_cast<size_t>(g)] + 1;
       batch.clear();
-      for (int64_t s = 0; s < n_seq; ++s) {
+      requests.clear();
+      for (int64_t s = g; s < n_seq; s += groups) {
         batch.add(token(s, i), static_cast<int32_t>(s), static_cast<int32_t>(i), true);
+        requests.push_back({&samplers[static_cast<size_t>(s)], -1});
       }
-      executor.decode_sampled(batch, requests, picks);
+      group_of[executor.submit_step(batch, requests)] = g;
+    };
+    for (int64_t g = 0; g < groups && steps > 0; ++g) submit(g);
+    std::string error;
+    while (!group_of.empty()) {
+      const StepResult r = executor.collect_step();
+      const auto it = group_of.find(r.ticket);
+      if (it == group_of.end()) fail("the executor returned step {}, which is not in flight", r.ticket);
+      const int64_t g = it->second;
+      group_of.erase(it);
+      if (!r.error.empty() && error.empty()) error = r.error;
+      if (error.empty() && ++stepped[static_cast<size_t>(g)] < steps) submit(g);
     }
+    if (!error.empty()) fail("{}", error);
   };
 
   if (options.warmup) {

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/sampler.h"
@@ -17,6 +19,14 @@ namespace tessera {
 struct SampleRequest {
   Sampler* sampler = nullptr;
   int32_t top_logprobs = -1;  // -1: no logprobs; n >= 0: the sampled token's logprob and the n most likely
+};
+
+// A finished step of submit_step: its picks in request order, or the error that failed it (the step's sequences
+// are then as they were before it).
+struct StepResult {
+  uint64_t ticket = 0;
+  std::vector<SampledToken> sampled;
+  std::string error;
 };
 
 class Executor {
@@ -53,12 +63,42 @@ class Executor {
     }
   }
 
+  // Steps in flight. A pipeline keeps every stage busy only with several steps over disjoint sequences at once
+  // (while stage 2 works on one group's tokens, stage 1 works on the next group's), so concurrent decoding asks
+  // how many groups to form. One executor that works on a step at a time answers 1.
+  virtual int64_t lanes() const { return 1; }
+
+  // Starts a decode_sampled step without waiting for it and returns its ticket. No sequence may be in two steps in
+  // flight, and the requests' samplers must stay untouched until collect_step returns the step. A batch found
+  // invalid may throw Error at once; other failures come back in StepResult::error. By default the step runs
+  // here and now, which is what an executor with one lane does anyway.
+  virtual uint64_t submit_step(const Batch& batch, std::span<const SampleRequest> requests) {
+    StepResult r;
+    r.ticket = ++last_ticket_;
+    try {
+      decode_sampled(batch, requests, r.sampled);
+    } catch (const std::exception& e) {
+      r.error = e.what();
+    }
+    finished_.push_back(std::move(r));
+    return finished_.back().ticket;
+  }
+  // Waits for a step in flight to finish and returns it (in completion order). Throws Error when none is.
+  virtual StepResult collect_step() {
+    if (finished_.empty()) fail("no step is in flight");
+    StepResult r = std::move(finished_.front());
+    finished_.pop_front();
+    return r;
+  }
+
   virtual void clear_sequence(int64_t seq) = 0;
   virtual void truncate_sequence(int64_t seq, int64_t n) = 0;
   virtual int64_t sequence_length(int64_t seq) const = 0;
 
  private:
   std::vector<float> sample_logits_;  // decode_sampled's buffer, reused between calls
+  uint64_t last_ticket_ = 0;
+  std::deque<StepResult> finished_;  // the default submit_step's results, waiting for collect_step
 };
 
 }  // namespace tessera

@@ -52,6 +52,7 @@ struct Scheduler::Sequence {
   int64_t n_past = 0;      // positions in the cache
   size_t n_prefilled = 0;  // prompt tokens evaluated
   TokenId pending = -1;    // sampled and streamed, to be evaluated at the next step
+  bool in_flight = false;  // part of a step not yet back: nothing may touch its slot or sampler
   bool done = false;
 };
 
@@ -74,6 +75,7 @@ Scheduler::Scheduler(Executor& executor, const Tokenizer& tokenizer, SchedulerOp
     executor_.clear_sequence(s);
     free_slots_.push_back(s);
   }
+  lanes_.resize(static_cast<size_t>(std::clamp<int64_t>(executor_.lanes(), 1, options_.n_parallel)));
   totals_.n_parallel = options_.n_parallel;
   totals_.max_queue = options_.max_queue;
   thread_ = std::thread([this] { loop(); });
@@ -160,13 +162,18 @@ SchedulerStats Scheduler::stats() const {
   return out;
 }
 
+bool Scheduler::any_busy() const {
+  return std::any_of(lanes_.begin(), lanes_.end(), [](const Lane& l) { return l.busy; });
+}
+
 void Scheduler::loop() {
   for (;;) {
     std::vector<std::unique_ptr<Sequence>> dropped;
     std::vector<std::unique_ptr<Sequence>> admitted;
+    const bool busy = any_busy();
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+      wake_.wait(lock, [&] { return stopping_ || busy || !queue_.empty() || !active_.empty(); });
       if (stopping_) break;
       for (auto it = queue_.begin(); it != queue_.end();) {
         if ((*it)->handle->cancelled()) {
@@ -184,15 +191,30 @@ void Scheduler::loop() {
     }
     for (auto& s : dropped) finish(*s, FinishReason::Cancelled);
     for (auto& s : admitted) admit(std::move(s));
+    for (Lane& lane : lanes_) {
+      if (!lane.busy) launch(lane);
+    }
+    if (!any_busy()) continue;
+    StepResult result;
     try {
-      step();
+      result = executor_.collect_step();
     } catch (const std::exception& e) {
       // Nothing a request does may take the scheduler down: end what is running, keep serving.
-      log_warn("scheduler: step failed: {}", e.what());
-      for (auto& s : active_) finish(*s, FinishReason::Error, e.what());
-      retire();
+      log_warn("scheduler: collecting a step failed: {}", e.what());
+      for (Lane& lane : lanes_) {
+        if (lane.busy) fail_lane(lane, e.what());
+      }
+      continue;
     }
+    auto lane =
+        std::find_if(lanes_.begin(), lanes_.end(), [&](const Lane& l) { return l.busy && l.ticket == result.ticket; });
+    if (lane == lanes_.end()) {
+      log_warn("scheduler: the executor returned step {}, which is not in flight", result.ticket);
+      continue;
+    }
+    land(*lane, result);
   }
+  drain();
   // Shutting down: nothing may be left without its on_done.
   std::deque<std::unique_ptr<Sequence>> queued;
   {
@@ -206,6 +228,26 @@ void Scheduler::loop() {
   active_.clear();
 }
 
+void Scheduler::drain() {
+  // What the steps computed is dropped: their requests end as cancelled, like every other one at shutdown.
+  const auto release = [](Lane& lane) {
+    lane.busy = false;
+    for (Sequence* s : lane.decoding) s->in_flight = false;
+    for (auto& [s, n] : lane.chunks) s->in_flight = false;
+  };
+  while (any_busy()) {
+    try {
+      const StepResult r = executor_.collect_step();
+      for (Lane& lane : lanes_) {
+        if (lane.busy && lane.ticket == r.ticket) release(lane);
+      }
+    } catch (const std::exception& e) {
+      log_warn("scheduler: collecting a step failed while stopping: {}", e.what());
+      for (Lane& lane : lanes_) release(lane);
+    }
+  }
+}
+
 void Scheduler::admit(std::unique_ptr<Sequence> s) {
   s->slot = free_slots_.back();
   free_slots_.pop_back();
@@ -215,80 +257,112 @@ void Scheduler::admit(std::unique_ptr<Sequence> s) {
   if (seq.request.max_tokens == 0) finish(seq, FinishReason::Length);
 }
 
-void Scheduler::step() {
+void Scheduler::launch(Lane& lane) {
   for (auto& s : active_) {
-    if (!s->done && s->handle->cancelled()) finish(*s, FinishReason::Cancelled);
+    if (!s->done && !s->in_flight && s->handle->cancelled()) finish(*s, FinishReason::Cancelled);
   }
   retire();
-  if (active_.empty()) return;
+  // Each lane takes its share of the sequences not in flight, so groups stay even as requests come and go.
+  const auto n_live = static_cast<int64_t>(active_.size());
+  const auto n_lanes = static_cast<int64_t>(lanes_.size());
+  const int64_t quota = (n_live + n_lanes - 1) / n_lanes;
+  int64_t taken = 0;
 
-  const auto start = Clock::now();
   batch_.clear();
-  std::vector<Sequence*> wants;                      // the sequences that sample a token, in batch order
-  std::vector<std::pair<Sequence*, size_t>> chunks;  // prompt tokens each prefilling sequence put in the batch
-  int64_t n_decode = 0;
+  lane.decoding.clear();
+  lane.wants.clear();
+  lane.chunks.clear();
   for (auto& s : active_) {
-    if (s->pending < 0) continue;
+    if (taken == quota) break;
+    if (s->in_flight || s->pending < 0) continue;
     batch_.add(s->pending, static_cast<int32_t>(s->slot), static_cast<int32_t>(s->n_past), true);
-    wants.push_back(s.get());
-    ++n_decode;
+    lane.decoding.push_back(s.get());
+    lane.wants.push_back(s.get());
+    ++taken;
   }
+  const auto n_decode = static_cast<int64_t>(lane.decoding.size());
   int64_t budget = options_.max_batch_tokens - n_decode;
   if (n_decode > 0) budget = std::min(budget, options_.prefill_chunk);
   int64_t n_prompt = 0;
   for (auto& s : active_) {
     const auto& prompt = s->request.prompt;
-    if (budget <= 0) break;
-    if (s->n_prefilled >= prompt.size()) continue;
+    if (budget <= 0 || taken == quota) break;
+    if (s->in_flight || s->n_prefilled >= prompt.size()) continue;
     const auto n = std::min<size_t>(prompt.size() - s->n_prefilled, static_cast<size_t>(budget));
     for (size_t i = 0; i < n; ++i) {
       const size_t k = s->n_prefilled + i;
       const bool last = k + 1 == prompt.size();
       batch_.add(prompt[k], static_cast<int32_t>(s->slot), static_cast<int32_t>(s->n_past + static_cast<int64_t>(i)),
                  last);
-      if (last) wants.push_back(s.get());
+      if (last) lane.wants.push_back(s.get());
     }
-    chunks.emplace_back(s.get(), n);
+    lane.chunks.emplace_back(s.get(), n);
     budget -= static_cast<int64_t>(n);
     n_prompt += static_cast<int64_t>(n);
+    ++taken;
   }
   if (batch_.empty()) return;
 
   // Sampling happens where the output head is (a pipeline's last stage), so only token ids come back.
   std::vector<SampleRequest> requests;
-  requests.reserve(wants.size());
-  for (Sequence* s : wants) requests.push_back({&s->sampler, s->request.logprobs});
+  requests.reserve(lane.wants.size());
+  for (Sequence* s : lane.wants) requests.push_back({&s->sampler, s->request.logprobs});
+  lane.start = Clock::now();
+  lane.n_prompt = n_prompt;
+  for (Sequence* s : lane.decoding) s->in_flight = true;
+  for (auto& [s, n] : lane.chunks) s->in_flight = true;
+  lane.busy = true;
   try {
-    executor_.decode_sampled(batch_, requests, sampled_);
+    lane.ticket = executor_.submit_step(batch_, requests);
   } catch (const std::exception& e) {
-    // The stage checks a batch before changing anything, but a remote executor may have lost state: the
-    // sequences of this batch end with the error and their slots start clean.
-    log_warn("scheduler: forward pass failed: {}", e.what());
-    record_step(start, 0, 0, false, e.what());
-    for (Sequence* s : wants) finish(*s, FinishReason::Error, e.what());
-    for (auto& [s, n] : chunks) finish(*s, FinishReason::Error, e.what());
-    retire();
+    fail_lane(lane, e.what());
+  }
+}
+
+// The step failed: the executor left its sequences as they were before it, but a remote executor may have lost
+// state, so they end with the error and their slots start clean.
+void Scheduler::fail_lane(Lane& lane, const std::string& error) {
+  log_warn("scheduler: forward pass failed: {}", error);
+  lane.busy = false;
+  for (Sequence* s : lane.decoding) s->in_flight = false;
+  for (auto& [s, n] : lane.chunks) s->in_flight = false;
+  record_step(lane.start, 0, 0, false, error);
+  for (Sequence* s : lane.wants) finish(*s, FinishReason::Error, error);
+  for (Sequence* s : lane.decoding) finish(*s, FinishReason::Error, error);
+  for (auto& [s, n] : lane.chunks) finish(*s, FinishReason::Error, error);
+  retire();
+}
+
+void Scheduler::land(Lane& lane, StepResult& result) {
+  if (!result.error.empty()) {
+    fail_lane(lane, result.error);
     return;
   }
-  // Every token of the batch is now in its sequence's cache.
-  for (auto& s : active_) {
-    if (s->pending >= 0) {
-      ++s->n_past;
-      s->pending = -1;
-    }
+  if (result.sampled.size() != lane.wants.size()) {
+    fail_lane(lane, fmt::format("the executor returned {} tokens for a step that samples {}", result.sampled.size(),
+                                lane.wants.size()));
+    return;
   }
-  for (auto& [s, n] : chunks) {
+  lane.busy = false;
+  // Every token of the step is now in its sequence's cache.
+  for (Sequence* s : lane.decoding) {
+    s->in_flight = false;
+    ++s->n_past;
+    s->pending = -1;
+  }
+  for (auto& [s, n] : lane.chunks) {
+    s->in_flight = false;
     s->n_past += static_cast<int64_t>(n);
     s->n_prefilled += n;
   }
   // Each sequence with an output took exactly one token below. The figures are recorded first: a request's
   // on_done may fire while sampling, and whoever it wakes must already see this step in stats().
   std::vector<size_t> rows;
-  for (size_t row = 0; row < wants.size(); ++row) {
-    if (!wants[row]->done && !wants[row]->handle->cancelled()) rows.push_back(row);
+  for (size_t row = 0; row < lane.wants.size(); ++row) {
+    if (!lane.wants[row]->done && !lane.wants[row]->handle->cancelled()) rows.push_back(row);
   }
-  record_step(start, n_prompt, static_cast<int64_t>(rows.size()), true, {});
-  for (size_t row : rows) take(*wants[row], sampled_[row]);
+  record_step(lane.start, lane.n_prompt, static_cast<int64_t>(rows.size()), true, {});
+  for (size_t row : rows) take(*lane.wants[row], result.sampled[row]);
   retire();
 }
 

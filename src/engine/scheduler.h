@@ -1,6 +1,7 @@
 // Continuous batching over one Executor: up to n_parallel sequences decode together, a new request joins at the
 // next step (its prompt in chunks, so running sequences keep streaming), and a finished or cancelled one frees
-// its cache slot at once. One scheduler thread per Executor, owned by this object; submitters only enqueue.
+// its cache slot at once. An executor with several lanes (a pipeline) gets that many steps in flight, each over
+// its own group of sequences. One scheduler thread per Executor, owned by this object; submitters only enqueue.
 #pragma once
 
 #include <chrono>
@@ -72,6 +73,16 @@ class Scheduler {
  private:
   using Clock = std::chrono::steady_clock;
   struct Sequence;
+  // One step in flight over a group of sequences (an executor has Executor::lanes() of them).
+  struct Lane {
+    bool busy = false;
+    uint64_t ticket = 0;
+    Clock::time_point start;
+    std::vector<Sequence*> decoding;                   // sequences that put their pending token in the step
+    std::vector<Sequence*> wants;                      // the sequences that sample a token, in batch order
+    std::vector<std::pair<Sequence*, size_t>> chunks;  // prompt tokens each prefilling sequence put in the step
+    int64_t n_prompt = 0;
+  };
   struct StepRecord {
     Clock::time_point end;
     int64_t prompt_tokens;
@@ -81,8 +92,12 @@ class Scheduler {
 
   void loop();
   void admit(std::unique_ptr<Sequence> s);
-  void step();
-  void retire();  // drops finished sequences from active_
+  void launch(Lane& lane);                    // builds and submits the lane's next step, if it has work
+  void land(Lane& lane, StepResult& result);  // a step came back: tokens taken, streams fed
+  void fail_lane(Lane& lane, const std::string& error);
+  void drain();  // waits for every step in flight (shutting down)
+  bool any_busy() const;
+  void retire();                                 // drops finished sequences from active_
   void take(Sequence& s, SampledToken& picked);  // a sampled token: accept, stream, maybe finish
   void emit(Sequence& s, SequenceDelta& delta);
   void finish(Sequence& s, FinishReason reason, std::string error = {});
@@ -109,8 +124,8 @@ class Scheduler {
   // Scheduler thread only.
   std::vector<std::unique_ptr<Sequence>> active_;
   std::vector<int64_t> free_slots_;
+  std::vector<Lane> lanes_;
   Batch batch_;
-  std::vector<SampledToken> sampled_;
 
   std::thread thread_;  // last: started once everything above exists
 };

@@ -1,14 +1,18 @@
 // Sampling on a pipeline's last stage (decode_sampled) over in-process stages: the same tokens, logprobs and
 // sampler state as sampling the logits on the head; Generator and Scheduler over a pipeline equal one node for
-// prompts spanning many micro-batches; parts too big for one message are cut.
+// prompts spanning many micro-batches; parts too big for one message are cut; steps of disjoint sequences in flight
+// at once equal one node, and a sequence is in one step at a time.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 
 #include "dist/local_stage_endpoint.h"
 #include "dist/pipeline_executor.h"
@@ -249,6 +253,114 @@ TEST(PipelineSampling, PartsTooBigForOneMessageAreCut) {
     for (int32_t pos : part.pos) EXPECT_EQ(pos, next++);  // in order
   }
   EXPECT_EQ(next, 100);
+}
+
+// Two groups of sequences with a step each in flight through two stages (what the scheduler and bench do with a
+// pipeline's two lanes) pick the same tokens as one node stepping all four sequences in one batch.
+TEST(PipelineSampling, StepsInFlightEqualOneNode) {
+  auto weights = ModelWeights::load(stories());
+  StageOptions so{4, 128, GgmlType::F16};
+  LocalExecutor one(weights, so, 1);
+  auto two = make_pipeline({{0, 2}, {2, 5}}, so);
+  ASSERT_EQ(two->lanes(), 2);
+  EXPECT_EQ(one.lanes(), 1);
+  const auto n_vocab = static_cast<int32_t>(one.config().n_vocab);
+  std::vector<Sampler> want_samplers;
+  std::vector<Sampler> got_samplers;
+  for (int s = 0; s < 4; ++s) {
+    want_samplers.emplace_back(noisy(40 + static_cast<uint64_t>(s), 16), n_vocab);
+    got_samplers.emplace_back(noisy(40 + static_cast<uint64_t>(s), 16), n_vocab);
+  }
+  std::vector<int32_t> want_next = {1, 1, 1, 1};
+  std::vector<int32_t> got_next = want_next;
+  const int steps = 24;
+  for (int i = 0; i < steps; ++i) {
+    Batch all;
+    std::vector<SampleRequest> reqs;
+    for (int s = 0; s < 4; ++s) {
+      all.add(want_next[static_cast<size_t>(s)], s, i, true);
+      reqs.push_back({&want_samplers[static_cast<size_t>(s)], -1});
+    }
+    std::vector<SampledToken> picks;
+    one.decode_sampled(all, reqs, picks);
+    for (int s = 0; s < 4; ++s) {
+      want_next[static_cast<size_t>(s)] = picks[static_cast<size_t>(s)].token;
+      want_samplers[static_cast<size_t>(s)].accept(picks[static_cast<size_t>(s)].token);
+    }
+  }
+  // Group g holds sequences g and g + 2; each group's next step starts as soon as its last one is back.
+  std::map<uint64_t, int> group_of;
+  std::vector<int> stepped = {0, 0};
+  const auto submit = [&](int g) {
+    Batch b;
+    std::vector<SampleRequest> reqs;
+    for (int s = g; s < 4; s += 2) {
+      b.add(got_next[static_cast<size_t>(s)], s, stepped[static_cast<size_t>(g)], true);
+      reqs.push_back({&got_samplers[static_cast<size_t>(s)], -1});
+    }
+    group_of[two->submit_step(b, reqs)] = g;
+  };
+  submit(0);
+  submit(1);
+  EXPECT_EQ(group_of.size(), 2u);  // both in flight before either is collected
+  while (!group_of.empty()) {
+    StepResult r = two->collect_step();
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    const int g = group_of.at(r.ticket);
+    group_of.erase(r.ticket);
+    ASSERT_EQ(r.sampled.size(), 2u);
+    for (int k = 0; k < 2; ++k) {
+      const auto s = static_cast<size_t>(g + 2 * k);
+      got_next[s] = r.sampled[static_cast<size_t>(k)].token;
+      got_samplers[s].accept(got_next[s]);
+    }
+    if (++stepped[static_cast<size_t>(g)] < steps) submit(g);
+  }
+  EXPECT_EQ(got_next, want_next);
+  for (int64_t s = 0; s < 4; ++s) EXPECT_EQ(two->sequence_length(s), steps);
+}
+
+TEST(PipelineSampling, ASequenceIsInOneStepAtATime) {
+  auto p = make_pipeline({{0, 3}, {3, 5}}, {2, 64, GgmlType::F16});
+  Sampler s0(SamplerParams{}, static_cast<int32_t>(p->config().n_vocab));
+  Sampler s1(SamplerParams{}, static_cast<int32_t>(p->config().n_vocab));
+  Batch a;
+  a.add(1, 0, 0, true);
+  const SampleRequest r0{&s0, -1};
+  const uint64_t ticket = p->submit_step(a, std::span<const SampleRequest>(&r0, 1));
+  const auto expect_error = [](const std::function<void()>& f, const std::string& words) {
+    try {
+      f();
+      FAIL() << "no error; expected one saying '" << words << "'";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  Batch again;
+  again.add(5, 0, 1, true);
+  again.add(1, 1, 0, true);
+  const SampleRequest both[2] = {{&s0, -1}, {&s1, -1}};
+  expect_error([&] { p->submit_step(again, both); }, "already in a step in flight");
+  expect_error([&] { p->clear_sequence(0); }, "while a step uses it");
+  expect_error([&] { p->truncate_sequence(0, 0); }, "while a step uses it");
+  // The other sequence may step meanwhile.
+  Batch other;
+  other.add(1, 1, 0, true);
+  const SampleRequest r1{&s1, -1};
+  const uint64_t ticket1 = p->submit_step(other, std::span<const SampleRequest>(&r1, 1));
+  std::set<uint64_t> back;
+  for (int i = 0; i < 2; ++i) {
+    const StepResult r = p->collect_step();
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.sampled.size(), 1u);
+    back.insert(r.ticket);
+  }
+  EXPECT_EQ(back, (std::set<uint64_t>{ticket, ticket1}));
+  EXPECT_EQ(p->sequence_length(0), 1);
+  EXPECT_EQ(p->sequence_length(1), 1);
+  expect_error([&] { p->collect_step(); }, "no step is in flight");
+  p->clear_sequence(0);  // free again
+  EXPECT_EQ(p->sequence_length(0), 0);
 }
 
 }  // namespace

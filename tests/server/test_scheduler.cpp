@@ -1,12 +1,15 @@
 // The continuous-batching scheduler against Generator (what `tessera run` uses): alone and batched outputs equal,
 // cancellation frees the slot, a full queue refuses, stop strings, token and context limits, a long prompt does
-// not stall decoding sequences, logprobs, and requests that can never run.
+// not stall decoding sequences, logprobs, requests that can never run, and an executor with two lanes (as a
+// pipeline has) getting two steps over disjoint sequences in flight.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
 #include <future>
 #include <mutex>
+#include <set>
 
 #include "engine/generator.h"
 #include "engine/local_executor.h"
@@ -384,6 +387,95 @@ TEST(Scheduler, ShutdownEndsEveryRequest) {
     sched.submit(r, b.callbacks());
     ASSERT_TRUE(a.wait_deltas(2));
   }
+  EXPECT_EQ(a.wait(1s).reason, FinishReason::Cancelled);
+  EXPECT_EQ(b.wait(1s).reason, FinishReason::Cancelled);
+}
+
+// Passes for a two-lane executor (as a pipeline of two stages is) over a local one: a step stays in flight until
+// collected, so the scheduler has to form groups of sequences and keep two steps going. Records what it saw.
+class LanedExecutor : public Executor {
+ public:
+  explicit LanedExecutor(Executor& inner) : inner_(inner) {}
+  const ModelConfig& config() const override { return inner_.config(); }
+  int64_t n_ctx() const override { return inner_.n_ctx(); }
+  int64_t n_slots() const override { return inner_.n_slots(); }
+  void decode(const Batch& batch, std::vector<float>& logits) override { inner_.decode(batch, logits); }
+  void clear_sequence(int64_t seq) override {
+    if (busy_.count(static_cast<int32_t>(seq)) > 0) ++conflicts;
+    inner_.clear_sequence(seq);
+  }
+  void truncate_sequence(int64_t seq, int64_t n) override {
+    if (busy_.count(static_cast<int32_t>(seq)) > 0) ++conflicts;
+    inner_.truncate_sequence(seq, n);
+  }
+  int64_t sequence_length(int64_t seq) const override { return inner_.sequence_length(seq); }
+  int64_t lanes() const override { return 2; }
+  uint64_t submit_step(const Batch& batch, std::span<const SampleRequest> requests) override {
+    const std::set<int32_t> seqs(batch.seq.begin(), batch.seq.end());
+    for (int32_t s : seqs) conflicts += busy_.insert(s).second ? 0 : 1;
+    pending_.push_back({++last_, batch, {requests.begin(), requests.end()}, seqs});
+    max_in_flight = std::max(max_in_flight, pending_.size());
+    return last_;
+  }
+  StepResult collect_step() override {
+    if (pending_.empty()) fail("no step is in flight");
+    Pending p = std::move(pending_.front());
+    pending_.pop_front();
+    for (int32_t s : p.seqs) busy_.erase(s);
+    StepResult r;
+    r.ticket = p.ticket;
+    inner_.decode_sampled(p.batch, p.requests, r.sampled);
+    return r;
+  }
+
+  size_t max_in_flight = 0;
+  int conflicts = 0;  // a sequence in two steps at once, or edited while in one
+
+ private:
+  struct Pending {
+    uint64_t ticket;
+    Batch batch;
+    std::vector<SampleRequest> requests;
+    std::set<int32_t> seqs;
+  };
+  Executor& inner_;
+  std::deque<Pending> pending_;
+  std::set<int32_t> busy_;
+  uint64_t last_ = 0;
+};
+
+TEST(Scheduler, TwoLanesKeepTwoStepsOfDisjointSequencesInFlight) {
+  Model m(stories(), 4);
+  LanedExecutor laned(m.executor);
+  std::vector<SequenceRequest> requests;
+  std::vector<std::unique_ptr<Collector>> collectors;
+  Collector a, b;
+  {
+    SchedulerOptions o;
+    o.prefill_chunk = 3;
+    Scheduler sched(laned, *m.tokenizer, o);
+    const std::vector<std::string> prompts = {"Once upon a time", "The cat", "Lily and Ben went", "One day, a dog",
+                                              "Tom had a red ball"};
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      auto r = request(*m.tokenizer, prompts[i], 200 + i, 20 + static_cast<int32_t>(i) * 6);
+      r.ignore_eos = true;
+      requests.push_back(r);
+      collectors.push_back(std::make_unique<Collector>());
+      ASSERT_NE(sched.submit(r, collectors.back()->callbacks()), nullptr);
+    }
+    for (size_t i = 0; i < requests.size(); ++i) {
+      expect_same(run_alone(stories(), requests[i]), collectors[i]->wait(), "request " + std::to_string(i));
+    }
+    // Stopping with steps in flight: they are collected first, and every request still ends.
+    auto r = request(*m.tokenizer, "Once", 1, -1);
+    r.ignore_eos = true;
+    sched.submit(r, a.callbacks());
+    sched.submit(r, b.callbacks());
+    ASSERT_TRUE(a.wait_deltas(2));
+    ASSERT_TRUE(b.wait_deltas(2));
+  }
+  EXPECT_EQ(laned.max_in_flight, 2u);
+  EXPECT_EQ(laned.conflicts, 0);
   EXPECT_EQ(a.wait(1s).reason, FinishReason::Cancelled);
   EXPECT_EQ(b.wait(1s).reason, FinishReason::Cancelled);
 }
