@@ -50,9 +50,10 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     int64_t first = 0;
     for (size_t i = 0; i < workers.size(); ++i) {
       if (counts[i] <= 0) {
-        fail("an even split of {} layers over {} workers leaves worker {} without layers; name fewer workers or "
-             "use --split",
-             c.n_layer, workers.size(), workers[i].name);
+        fail(
+            "an even split of {} layers over {} workers leaves worker {} without layers; name fewer workers or "
+            "use --split",
+            c.n_layer, workers.size(), workers[i].name);
       }
       ranges.push_back({workers[i].name, first, first + counts[i] - 1});
       first += counts[i];
@@ -79,9 +80,13 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
       uint64_t mapped = first ? profile.embd_bytes : 0;
       if (last) mapped += profile.output_bytes + (c.tied_output && !first ? profile.embd_bytes : 0);
       for (int64_t l = r.first; l <= r.last; ++l) mapped += profile.layer_bytes[static_cast<size_t>(l)];
-      auto ep = std::make_unique<LocalStageEndpoint>("local", static_cast<int>(i), w, so, threads,
-                                                     pipeline->completions());
-      table.add_row({"local", fmt::format("{}-{}", r.first, r.last), human_bytes(mapped) + (so.copy_weights ? " (copied)" : " (mapped)"),
+      auto ep =
+          std::make_unique<LocalStageEndpoint>("local", static_cast<int>(i), w, so, threads, pipeline->completions());
+      // As a worker reports it: the weights column includes the packed copy of --repack.
+      const uint64_t packed = ep->packed_bytes();
+      const std::string how =
+          fmt::format(" ({}{})", so.copy_weights ? "copied" : "mapped", packed > 0 ? " + packed" : "");
+      table.add_row({"local", fmt::format("{}-{}", r.first, r.last), human_bytes(mapped + packed) + how,
                      human_bytes(ep->kv_bytes()), human_bytes(dist::stage_buffer_bytes(c, max_batch, so.n_ctx, last)),
                      "0 B", "-"});
       pipeline->add_stage(std::move(ep));
@@ -94,12 +99,13 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     ro.max_batch = max_batch;
     std::unique_ptr<dist::TransferProgress> sending;
     ro.progress = [&](uint64_t done, uint64_t total) {
-      if (!sending) sending = std::make_unique<dist::TransferProgress>(fmt::format("sending weights to {}", r.node), total);
+      if (!sending)
+        sending = std::make_unique<dist::TransferProgress>(fmt::format("sending weights to {}", r.node), total);
       sending->update(done);
     };
-    auto ep = std::make_unique<dist::RemoteStageEndpoint>(r.node, addr->address, key ? &*key : nullptr,
-                                                          static_cast<int>(i), *model.weights, layers, first, last, ro,
-                                                          pipeline->completions());
+    auto ep =
+        std::make_unique<dist::RemoteStageEndpoint>(r.node, addr->address, key ? &*key : nullptr, static_cast<int>(i),
+                                                    *model.weights, layers, first, last, ro, pipeline->completions());
     const auto& rep = ep->load_report();
     table.add_row({r.node, fmt::format("{}-{}", r.first, r.last), human_bytes(rep.weights_bytes),
                    human_bytes(rep.kv_bytes), human_bytes(rep.buffer_bytes), human_bytes(rep.weight_bytes_sent),

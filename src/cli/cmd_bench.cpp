@@ -264,6 +264,7 @@ plan::CliPlanRequest plan_request(const BenchArgs& a, const ModelOptions& mo, co
   r.n_ctx = mo.n_ctx;
   r.n_batch = mo.n_batch;
   r.kv_type = mo.kv_type;
+  r.repack = mo.repack;
   r.probe_seconds = a.probe_seconds;
   return r;
 }

@@ -42,6 +42,7 @@ struct PlanArgs {
   bool preview = false;
   bool all_subsets = false;
   bool json = false;
+  bool repack = false;
 };
 
 std::string read_text(const std::string& path) {
@@ -129,6 +130,8 @@ int run_plan(const PlanArgs& a) {
     }
   }
   if (a.distribute && cluster->size() < 2) fail("--distribute needs at least two nodes (--cluster or --workers)");
+  // Every node packs as run/worker --repack would on this CPU: each stage then also needs the packed copy.
+  for (size_t i = 0; a.repack && i < cluster->size(); ++i) cluster->set_repack(i, true);
 
   const plan::Plan p = plan::make_plan(model, *cluster, o);
   if (a.json) {
@@ -191,6 +194,9 @@ Command add_plan_command(CLI::App& root) {
   app->add_flag("--distribute", a->distribute, "Choose a split over several nodes even when one node is faster");
   app->add_flag("--preview", a->preview, "Also predict tensor and expert parallel (not yet in the runtime)");
   app->add_flag("--all-subsets", a->all_subsets, "List every pipeline subset, not only the best per node count");
+  app->add_flag("--repack", a->repack,
+                "Plan for weights packed at load on every node (run/worker --repack): each stage also needs the "
+                "packed copy, sized for this CPU's kernels");
   app->add_flag("--json", a->json, "Print the plan as JSON");
   return {app, [a] { return run_plan(*a); }};
 }

@@ -53,6 +53,7 @@ void print_plan(const RunArgs& a, int64_t prompt_tokens) {
   r.n_batch = a.model.n_batch;
   r.micro_batch = a.cluster.micro_batch;
   r.kv_type = a.model.kv_type;
+  r.repack = a.model.repack;
   std::fputs(plan::plan_for_cli(r).c_str(), stderr);
 }
 

@@ -121,6 +121,7 @@ int run_serve(ServeArgs a) {
     r.n_batch = a.model.n_batch;
     r.micro_batch = a.cluster.micro_batch;
     r.kv_type = a.model.kv_type;
+    r.repack = a.model.repack;
     std::fputs(plan::plan_for_cli(r).c_str(), stderr);
   }
   if (!a.api_key_file.empty()) a.server.api_key = read_key_file(a.api_key_file);

@@ -41,7 +41,10 @@ Command add_worker_command(CLI::App& root) {
   app->add_option("--key-file", a->key_file, "The cluster key (tessera keygen); required off loopback");
   app->add_option("--models", a->models, "Folder of GGUF files: weights found here are mapped, not sent");
   app->add_option("--cache", a->cache, "Folder where received weights are kept, so the next start sends nothing");
-  app->add_option("--mem-limit", a->mem_limit, "Refuse stages needing more bytes than this (0: no limit)");
+  app->add_option(
+      "--mem-limit", a->mem_limit,
+      "Refuse stages needing more bytes than this: weights (and their packed copy with --repack), KV cache and "
+      "buffers (0: no limit)");
   app->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
   add_repack_option(*app, a->repack);
   add_mmap_option(*app, a->mmap);

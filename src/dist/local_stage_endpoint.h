@@ -24,6 +24,7 @@ class LocalStageEndpoint : public StageEndpoint {
   void clear_sequence(int64_t seq) override;
   void truncate_sequence(int64_t seq, int64_t n) override;
   uint64_t kv_bytes() const { return stage_.cache().bytes(); }
+  uint64_t packed_bytes() const { return stage_.packed_bytes(); }  // --repack's copy (0 without it)
 
  private:
   void run();

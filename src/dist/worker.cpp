@@ -192,14 +192,18 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
     for (const auto& t : request.tensors) weight_bytes += t.n_bytes;
     const uint64_t buffer_bytes =
         stage_buffer_bytes(weights->config(), request.max_batch, request.n_ctx, request.has_head);
-    const uint64_t need = weight_bytes + kv_bytes + buffer_bytes;
+    // --repack is the worker's own flag (LoadStage does not carry the head's): the copy is counted here, before it
+    // is made, with the kernels the stage will pack for (none on a CPU without AVX-512).
+    const uint64_t packed_bytes = Stage::packed_bytes_for(*weights, so);
+    const uint64_t need = weight_bytes + kv_bytes + buffer_bytes + packed_bytes;
     if (options_.mem_limit > 0 && need > options_.mem_limit) {
+      const auto gib = [](uint64_t b) { return static_cast<double>(b) / (1 << 30); };
+      const std::string packed =
+          packed_bytes > 0 ? fmt::format(" + packed copy {:.2f} (--repack)", gib(packed_bytes)) : std::string();
       fail(
-          "not enough memory: the stage needs {:.2f} GiB (weights {:.2f} + KV cache {:.2f} + buffers {:.2f}), "
+          "not enough memory: the stage needs {:.2f} GiB (weights {:.2f} + KV cache {:.2f} + buffers {:.2f}{}), "
           "--mem-limit is {:.2f} GiB",
-          static_cast<double>(need) / (1 << 30), static_cast<double>(weight_bytes) / (1 << 30),
-          static_cast<double>(kv_bytes) / (1 << 30), static_cast<double>(buffer_bytes) / (1 << 30),
-          static_cast<double>(options_.mem_limit) / (1 << 30));
+          gib(need), gib(weight_bytes), gib(kv_bytes), gib(buffer_bytes), packed, gib(options_.mem_limit));
     }
     const int threads = request.threads > 0 ? request.threads : options_.threads;
     pool = std::make_unique<ThreadPool>(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
@@ -211,7 +215,8 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
     // One cached sampler per sequence decoding together (up to 64), so a step rebuilds none.
     sampler = std::make_unique<StageSampler>(static_cast<int32_t>(weights->config().n_vocab),
                                              std::clamp<size_t>(request.n_slots, 1, 64));
-    conn->send(LoadDone{weight_bytes, stage->cache().bytes(), buffer_bytes});
+    // The weights figure includes the packed copy: both are memory the weights hold on this worker.
+    conn->send(LoadDone{weight_bytes + stage->packed_bytes(), stage->cache().bytes(), buffer_bytes});
     log_info("worker {}: holding layers {}-{} of {} ({} received, {} found locally; KV cache {}, buffers {})",
              options_.name, request.layer_begin, request.layer_end - 1, request.file_name,
              TransferProgress::format_bytes(assembler->bytes_received()),

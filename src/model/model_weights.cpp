@@ -136,23 +136,29 @@ std::shared_ptr<const ModelWeights> ModelWeights::load(std::shared_ptr<const ggu
   return w;
 }
 
-template <class Fn>
-void ModelWeights::for_each_matrix(Fn&& fn) {
-  for (LayerWeights& lw : layer_weights_) {
-    for (TensorView* v : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_gate_inp,
-                          &lw.ffn_gate_exps, &lw.ffn_up_exps, &lw.ffn_down_exps}) {
+template <class Self, class Fn>
+void ModelWeights::for_each_matrix(Self& self, Fn&& fn) {
+  for (auto& lw : self.layer_weights_) {
+    for (auto* v : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_gate_inp,
+                    &lw.ffn_gate_exps, &lw.ffn_up_exps, &lw.ffn_down_exps}) {
       fn(*v);
     }
   }
   // The embedding is only looked up by row: packing it would be memory for nothing (unless it is the tied head).
-  fn(output_);
+  fn(self.output_);
+}
+
+uint64_t ModelWeights::packed_bytes_for(const Kernels& kernels) const {
+  uint64_t total = 0;
+  for_each_matrix(*this, [&](const TensorView& v) { total += PackedWeights::bytes_for(v, kernels); });
+  return total;
 }
 
 std::shared_ptr<const ModelWeights> ModelWeights::packed(const std::shared_ptr<const ModelWeights>& weights,
                                                          const Kernels& kernels, ThreadPool& pool) {
   auto w = std::shared_ptr<ModelWeights>(new ModelWeights(*weights));
   auto packed = std::make_shared<PackedWeights>();
-  w->for_each_matrix([&](TensorView& v) { packed->pack(v, kernels, pool); });
+  for_each_matrix(*w, [&](TensorView& v) { packed->pack(v, kernels, pool); });
   w->packed_ = std::move(packed);
   return w;
 }
@@ -161,7 +167,7 @@ std::shared_ptr<const ModelWeights> ModelWeights::copied(const std::shared_ptr<c
                                                          ThreadPool& pool) {
   auto w = std::shared_ptr<ModelWeights>(new ModelWeights(*weights));
   std::vector<TensorView*> views;
-  w->for_each_matrix([&](TensorView& v) { views.push_back(&v); });
+  for_each_matrix(*w, [&](TensorView& v) { views.push_back(&v); });
   views.push_back(&w->token_embd_);
   // A tied head shares the embedding's bytes: one copy, found by address.
   std::map<const uint8_t*, size_t> offsets;

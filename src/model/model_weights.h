@@ -55,6 +55,8 @@ class ModelWeights {
                                                     ThreadPool& pool);
   uint64_t copied_bytes() const { return copy_ ? copy_->size() : 0; }
   uint64_t packed_bytes() const { return packed_ ? packed_->bytes() : 0; }
+  // What packed() with these kernels would add: the memory checks count the copy before it is made.
+  uint64_t packed_bytes_for(const Kernels& kernels) const;
 
   const ModelConfig& config() const { return config_; }
   const gguf::TensorSource& source() const { return *source_; }
@@ -72,9 +74,9 @@ class ModelWeights {
  private:
   explicit ModelWeights(std::shared_ptr<const gguf::TensorSource> source) : source_(std::move(source)) {}
   ModelWeights(const ModelWeights&) = default;
-  // Every matrix view of the weights (layers, embedding, head), for packing.
-  template <class Fn>
-  void for_each_matrix(Fn&& fn);
+  // Every matrix view of the weights that packing covers (layers and head), for packing and for its size.
+  template <class Self, class Fn>
+  static void for_each_matrix(Self& self, Fn&& fn);
 
   std::shared_ptr<const gguf::TensorSource> source_;
   ModelConfig config_;

@@ -30,7 +30,7 @@ KvCacheConfig cache_config(const ModelWeights& w, const StageOptions& o) {
 std::shared_ptr<const ModelWeights> prepare_weights(std::shared_ptr<const ModelWeights> w, const StageOptions& o,
                                                     ThreadPool& pool) {
   if (o.copy_weights) w = ModelWeights::copied(w, pool);
-  if (o.repack) w = ModelWeights::packed(w, Kernels::get(select_isa()), pool);
+  if (o.repack) w = ModelWeights::packed(w, Stage::packing_kernels(), pool);
   return w;
 }
 
@@ -49,6 +49,12 @@ Stage::Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& op
       pool_(pool),
       vec_(VecOps::get(select_isa())),
       cache_(cache_config(*weights_, options)) {}
+
+const Kernels& Stage::packing_kernels() { return Kernels::get(select_isa()); }
+
+uint64_t Stage::packed_bytes_for(const ModelWeights& weights, const StageOptions& options) {
+  return options.repack ? weights.packed_bytes_for(packing_kernels()) : 0;
+}
 
 void Stage::truncate_sequence(int64_t seq, int64_t n) {
   if (n > cache_.length(seq)) fail("cannot truncate sequence {} to {} tokens: it holds {}", seq, n, cache_.length(seq));

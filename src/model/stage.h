@@ -39,6 +39,11 @@ class Stage {
   const ModelConfig& config() const { return weights_->config(); }
   // Memory of the weights packed at load (StageOptions::repack); 0 when none were.
   uint64_t packed_bytes() const { return weights_->packed_bytes(); }
+  // The kernels whose packed layouts StageOptions::repack builds: this CPU's path (AVX-512 packs the quantized
+  // types; other paths pack nothing). The planner sizes the packed copy with the same kernels.
+  static const Kernels& packing_kernels();
+  // What packed_bytes() will be for a stage of these weights and options, before it is built (memory checks).
+  static uint64_t packed_bytes_for(const ModelWeights& weights, const StageOptions& options);
   // Private memory of the weights copied at load (StageOptions::copy_weights); 0 when they stay mapped.
   uint64_t copied_bytes() const { return weights_->copied_bytes(); }
   LayerRange layers() const { return weights_->layers(); }

@@ -34,6 +34,9 @@ class Cluster {
   LinkProfile link(std::string_view a, std::string_view b) const;
   const std::vector<LinkProfile>& links() const { return links_; }
   const std::optional<LinkProfile>& default_link() const { return default_link_; }
+  // Whether a node packs its weights at load (NodeProfile::repack): a run setting, not something a profile measures,
+  // so it is set where the command knows it (the head's --repack, `tessera plan --repack` for every node).
+  void set_repack(size_t node, bool repack) { nodes_.at(node).repack = repack; }
 
  private:
   std::vector<NodeProfile> nodes_;

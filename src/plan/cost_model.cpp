@@ -167,10 +167,12 @@ MemoryNeed CostModel::stage_memory(const StageSpec& s, const Workload& w) const 
   const ModelCost& m = model_;
   MemoryNeed need;
   need.node = s.node;
-  double weights = 0, kv = 0;
+  const NodeProfile& node = cluster_.nodes()[s.node];
+  double weights = 0, kv = 0, packed = 0;
   for (int64_t i = s.first; i <= s.last; ++i) {
     const LayerCost& l = m.layers[static_cast<size_t>(i)];
     weights += s.fraction * static_cast<double>(l.dense_bytes + (s.experts ? l.expert_bytes : 0));
+    packed += s.fraction * static_cast<double>(l.packed_dense_bytes + (s.experts ? l.packed_expert_bytes : 0));
     kv += s.fraction * static_cast<double>(l.kv_bytes_per_token) * static_cast<double>(w.n_ctx) *
           static_cast<double>(w.concurrency);
   }
@@ -179,10 +181,11 @@ MemoryNeed CostModel::stage_memory(const StageSpec& s, const Workload& w) const 
   // A tied head multiplies by token_embd, so a last stage that is not also the first holds its own copy.
   if (s.last_stage) fixed += m.output_bytes + (m.config.tied_output && !s.first_stage ? m.embd_bytes : 0);
   need.weights = static_cast<uint64_t>(weights) + fixed;
+  // --repack packs the stage's matrices and its head next to them (the embedding is only looked up, never packed).
+  if (node.repack) need.packed = static_cast<uint64_t>(packed) + (s.last_stage ? m.output_packed_bytes : 0);
   need.kv_cache = static_cast<uint64_t>(kv);
   need.buffers = buffer_bytes(w, s.last_stage);
-  need.available = static_cast<uint64_t>(static_cast<double>(cluster_.nodes()[s.node].mem_available_bytes) *
-                                         (1.0 - k_.memory_headroom));
+  need.available = static_cast<uint64_t>(static_cast<double>(node.mem_available_bytes) * (1.0 - k_.memory_headroom));
   return need;
 }
 
@@ -435,8 +438,11 @@ Prediction CostModel::predict_expert_parallel(std::span<const size_t> nodes, con
 
 std::vector<MemoryNeed> CostModel::expert_parallel_memory(std::span<const size_t> nodes, const Workload& w) const {
   const std::vector<double> shares = expert_shares(model_.config.n_expert, nodes.size());
-  double expert_total = 0;
-  for (const auto& l : model_.layers) expert_total += static_cast<double>(l.expert_bytes);
+  double expert_total = 0, packed_total = 0;
+  for (const auto& l : model_.layers) {
+    expert_total += static_cast<double>(l.expert_bytes);
+    packed_total += static_cast<double>(l.packed_expert_bytes);
+  }
   const auto n = static_cast<double>(model_.config.n_expert);
   std::vector<MemoryNeed> out;
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -450,6 +456,7 @@ std::vector<MemoryNeed> CostModel::expert_parallel_memory(std::span<const size_t
                                              (1.0 - k_.memory_headroom));
     }
     need.weights += static_cast<uint64_t>(expert_total * shares[i] / n);
+    if (cluster_.nodes()[nodes[i]].repack) need.packed += static_cast<uint64_t>(packed_total * shares[i] / n);
     out.push_back(need);
   }
   return out;

@@ -51,8 +51,9 @@ struct StageSpec {
 struct MemoryNeed {
   size_t node = 0;
   uint64_t weights = 0, kv_cache = 0, buffers = 0;
+  uint64_t packed = 0;     // the weights' packed copy on a node that packs at load (NodeProfile::repack)
   uint64_t available = 0;  // after the headroom constant
-  uint64_t total() const { return weights + kv_cache + buffers; }
+  uint64_t total() const { return weights + kv_cache + buffers + packed; }
   bool fits() const { return total() <= available; }
 };
 

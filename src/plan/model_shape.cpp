@@ -6,7 +6,9 @@
 #include <cctype>
 #include <map>
 
+#include "model/stage.h"
 #include "model/tensor_layout.h"
+#include "tensor/packed_weights.h"
 #include "util/error.h"
 
 namespace tessera::plan {
@@ -15,7 +17,7 @@ namespace {
 // Adds one tensor's bytes and per-token FLOPs to the right part of the model.
 class CostBuilder {
  public:
-  CostBuilder(ModelCost& m) : m_(m) {
+  CostBuilder(ModelCost& m) : m_(m), packing_(Stage::packing_kernels()) {
     const ModelConfig& c = m.config;
     m.layers.assign(static_cast<size_t>(c.n_layer), LayerCost{});
     const uint64_t elem = type_traits(m.kv_type).type_size;
@@ -34,15 +36,19 @@ class CostBuilder {
     const bool matrix = ne.size() >= 2;
     const bool quantized = type_traits(type).quantized;
     const double flops = matrix ? 2.0 * static_cast<double>(elems) : 0.0;
+    // Every matrix of a layer is packed, and the head (ModelWeights::packed), exactly as large as the stage's copy.
+    const uint64_t packed = matrix ? packed_bytes(ne, type) : 0;
     const int64_t layer = layer_of_tensor(name);
     if (layer >= 0 && layer < c.n_layer) {
       LayerCost& l = m_.layers[static_cast<size_t>(layer)];
       l.weight_bytes += bytes;
       if (name.find("_exps.") != std::string::npos && c.n_expert > 0) {
         l.expert_bytes += bytes;
+        l.packed_expert_bytes += packed;
         (quantized ? l.expert_flops_q : l.expert_flops_f) += flops / static_cast<double>(c.n_expert);
       } else {
         l.dense_bytes += bytes;
+        l.packed_dense_bytes += packed;
         (quantized ? l.dense_flops_q : l.dense_flops_f) += flops;
       }
       return;
@@ -51,10 +57,13 @@ class CostBuilder {
       m_.embd_bytes += bytes;
       m_.embd_row_bytes = c.n_vocab > 0 ? bytes / static_cast<uint64_t>(c.n_vocab) : 0;
       embd_quantized_ = quantized;
+      // Only a tied head packs the embedding (a lookup reads rows as they are).
+      if (c.tied_output) m_.output_packed_bytes += packed;
     } else if (name == "output.weight") {
       m_.output_bytes += bytes;
       (quantized ? m_.output_flops_q : m_.output_flops_f) += flops;
       has_output_ = true;
+      if (!c.tied_output) m_.output_packed_bytes += packed;
     } else if (name == "output_norm.weight") {
       m_.output_bytes += bytes;
     } else {
@@ -71,7 +80,15 @@ class CostBuilder {
   }
 
  private:
+  // PackedWeights' own size rule for the matrix's rows (every dimension after the first) of ne[0] elements.
+  uint64_t packed_bytes(const std::vector<int64_t>& ne, GgmlType type) const {
+    int64_t rows = 1;
+    for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
+    return PackedWeights::bytes_for(type, rows, ne[0], packing_);
+  }
+
   ModelCost& m_;
+  const Kernels& packing_;
   bool embd_quantized_ = false;
   bool has_output_ = false;
 };
@@ -174,6 +191,12 @@ double ModelCost::flops_per_token() const {
 
 double ModelCost::bits_per_weight() const {
   return n_params > 0 ? 8.0 * static_cast<double>(total_bytes()) / static_cast<double>(n_params) : 0.0;
+}
+
+uint64_t ModelCost::total_packed_bytes() const {
+  uint64_t t = output_packed_bytes;
+  for (const auto& l : layers) t += l.packed_dense_bytes + l.packed_expert_bytes;
+  return t;
 }
 
 std::vector<uint64_t> ModelCost::layer_weight_bytes() const {

@@ -27,6 +27,10 @@ struct LayerCost {
   double expert_flops_f = 0;
   uint64_t kv_bytes_per_token = 0;  // K and V of one position in this layer
   double attn_flops_per_pos = 0;    // QK and AV FLOPs per query token per cached position
+  // The copy --repack adds of the layer's matrices (Stage::packing_kernels(): 0 where this CPU packs nothing),
+  // split as the bytes are: the dense part and all experts.
+  uint64_t packed_dense_bytes = 0;
+  uint64_t packed_expert_bytes = 0;
 };
 
 struct ModelCost {
@@ -42,7 +46,8 @@ struct ModelCost {
   uint64_t output_bytes = 0;    // output.weight + output_norm, held by the last stage (tied: the norm only)
   double output_flops_q = 0;    // the head per token (a tied head reads token_embd)
   double output_flops_f = 0;
-  uint64_t other_bytes = 0;  // tensors outside the blocks not counted above (rope factors), held by every stage
+  uint64_t other_bytes = 0;          // tensors outside the blocks not counted above (rope factors), held by every stage
+  uint64_t output_packed_bytes = 0;  // --repack's copy of the head's matrix (token_embd when tied), last stage
   uint64_t n_params = 0;
 
   int64_t n_layer() const { return static_cast<int64_t>(layers.size()); }
@@ -54,6 +59,8 @@ struct ModelCost {
   double flops_per_token() const;
   double bits_per_weight() const;
   std::vector<uint64_t> layer_weight_bytes() const;
+  // Everything --repack adds for the whole model on one node.
+  uint64_t total_packed_bytes() const;
 };
 
 // From a file's tensor table. kv_type is the cache type (F16 or F32).

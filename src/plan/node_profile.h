@@ -21,6 +21,8 @@ struct NodeProfile {
   // When present they replace peak x efficiency for that type; `bench` can fill them in later.
   std::map<std::string, double, std::less<>> matmul_gflops;
   std::string source;  // "probe", "probe cache (42 s old)", "cluster.json": shown with the plan
+  // The node packs its weights at load (--repack): its stages also need the packed copy (ModelCost's packed bytes).
+  bool repack = false;
 };
 
 // Throws Error naming the node and the field when a value is missing, not finite, or outside a sane range.

@@ -67,6 +67,9 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   } else {
     out.cluster.emplace(probe_live_cluster(workers, lo));
   }
+  // The head's --repack packs the head's own stage only; a worker packs by its own flag (and its --mem-limit counts
+  // it).
+  out.cluster->set_repack(out.cluster->head_index(), r.repack);
 
   PlanOptions o;
   o.workload.prompt_tokens = r.prompt_tokens;
@@ -99,8 +102,8 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
       out.text += fmt::format(
           "One machine would be faster: local alone predicts {} tok/s prefill, {} tok/s decode against {} and {} "
           "for {}. Running {} as asked.\n",
-          tps(local.pred.prefill_tps), tps(local.pred.decode_tps_c), tps(u.pred.prefill_tps),
-          tps(u.pred.decode_tps_c), what, what);
+          tps(local.pred.prefill_tps), tps(local.pred.decode_tps_c), tps(u.pred.prefill_tps), tps(u.pred.decode_tps_c),
+          what, what);
     } else {
       out.text += fmt::format("Running {} as asked.\n", what);
     }

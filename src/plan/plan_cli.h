@@ -27,6 +27,7 @@ struct CliPlanRequest {
   int64_t n_batch = 512;
   int64_t micro_batch = 0;  // --micro-batch; 0: the runtime's own rule for the split that runs
   std::string kv_type = "f16";
+  bool repack = false;  // the head's --repack: its own stage also holds the packed copy (workers pack by their flag)
   double probe_seconds = 1.0;  // each node's measuring time when it keeps no recent probe
 };
 

@@ -183,10 +183,12 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
       ++short_nodes;
       if (!worst || mem.needs - mem.has > worst->needs - worst->has) worst = &mem;
     }
-    s.why =
-        fmt::format("Needs {} on {}, has {} ({} weights + {} KV cache + {} buffers){}.", gib_text(worst->needs),
-                    worst->node, gib_text(worst->has), gib_text(worst->weights), gib_text(worst->kv_cache),
-                    gib_text(worst->buffers), short_nodes > 1 ? fmt::format("; {} nodes fall short", short_nodes) : "");
+    const std::string packed =
+        worst->packed > 0 ? fmt::format(" + {} packed copy (--repack)", gib_text(worst->packed)) : std::string();
+    s.why = fmt::format("Needs {} on {}, has {} ({} weights + {} KV cache + {} buffers{}){}.", gib_text(worst->needs),
+                        worst->node, gib_text(worst->has), gib_text(worst->weights), gib_text(worst->kv_cache),
+                        gib_text(worst->buffers), packed,
+                        short_nodes > 1 ? fmt::format("; {} nodes fall short", short_nodes) : "");
     return;
   }
   s.why = capitalized(cause_text(s, model, c, cm, w) + shape_text(s, model, w)) + ".";

@@ -86,6 +86,7 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
                 {"n_expert_used", m.config.n_expert_used},
                 {"n_params", m.n_params},
                 {"weight_bytes", m.total_bytes()},
+                {"packed_bytes", m.total_packed_bytes()},
                 {"bits_per_weight", m.bits_per_weight()},
                 {"decode_bytes_per_token", m.decode_bytes_per_token()},
                 {"flops_per_token", m.flops_per_token()},
@@ -104,6 +105,7 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
                      {"int8_gops", n.int8_gops},
                      {"f32_gflops", n.f32_gflops},
                      {"cores", n.cores},
+                     {"repack", n.repack},
                      {"source", n.source}});
   }
   j["nodes"] = nodes;
@@ -118,6 +120,7 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
                      {"weights_bytes", n.weights},
                      {"kv_cache_bytes", n.kv_cache},
                      {"buffer_bytes", n.buffers},
+                     {"packed_bytes", n.packed},
                      {"fits", n.fits()}});
     }
     ordered_json stages = ordered_json::array();
@@ -173,9 +176,15 @@ std::string plan_text(const Plan& plan, const ModelCost& m, const Cluster& c) {
                      w.prompt_tokens, w.n_gen, w.concurrency, w.concurrency == 1 ? "" : "s", w.n_ctx);
   bool first = true;
   for (const auto& n : c.nodes()) {
-    out += fmt::format("{}{}{}: {} free, {:.1f} GB/s read, {:.0f} int8 GOPS, {:.0f} f32 GFLOPS ({})\n",
+    // --repack's copy is the model's packed bytes on this CPU's kernels (none without AVX-512), shown once per node.
+    const uint64_t packed = m.total_packed_bytes();
+    const std::string packs = !n.repack ? std::string()
+                              : packed > 0
+                                  ? fmt::format("; --repack: +{} packed copy for the whole model", gib_text(packed))
+                                  : std::string("; --repack: this CPU's kernels pack none of these weights");
+    out += fmt::format("{}{}{}: {} free, {:.1f} GB/s read, {:.0f} int8 GOPS, {:.0f} f32 GFLOPS ({}){}\n",
                        first ? "nodes:     " : "           ", n.name, &n == &c.head() ? " (head)" : "",
-                       gib_text(n.mem_available_bytes), n.mem_read_gbps, n.int8_gops, n.f32_gflops, n.source);
+                       gib_text(n.mem_available_bytes), n.mem_read_gbps, n.int8_gops, n.f32_gflops, n.source, packs);
     first = false;
   }
   if (c.size() > 1) {

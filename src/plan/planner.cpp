@@ -72,10 +72,10 @@ Strategy Planner::evaluate_stages(std::string name, StrategyKind kind, const std
     s.nodes.push_back(node);
     s.stages.push_back({node, spec.first, spec.last});
     const MemoryNeed need = cm.stage_memory(spec, w);
-    NodeMemory mem{node,          specs.size() == 1 ? "all" : range_text(spec.first, spec.last),
-                   need.weights,  need.kv_cache,
-                   need.buffers,  need.total(),
-                   need.available};
+    NodeMemory mem{node,         specs.size() == 1 ? "all" : range_text(spec.first, spec.last),
+                   need.weights, need.kv_cache,
+                   need.buffers, need.packed,
+                   need.total(), need.available};
     s.feasible = s.feasible && mem.fits();
     s.memory.push_back(std::move(mem));
   }
@@ -145,10 +145,15 @@ std::optional<std::vector<StageSpec>> Planner::proportional_split(const std::vec
     layer_mem.push_back(l.weight_bytes + l.kv_bytes_per_token * static_cast<uint64_t>(w.n_ctx * w.concurrency));
     total += static_cast<double>(layer_mem.back());
   }
+  // A node that packs at load holds a packed copy next to each layer: its room, in unpacked layer bytes, shrinks by
+  // the model's packed-to-layer ratio (the edge moves below then check each stage exactly).
+  double packed = 0;
+  for (const auto& l : m_.layers) packed += static_cast<double>(l.packed_dense_bytes + l.packed_expert_bytes);
   std::vector<double> cap(s), speed(s), share(s, 0.0);
   for (size_t i = 0; i < s; ++i) {
     const MemoryNeed fixed = cm_.stage_memory({nodes[i], 0, -1, i == 0, i + 1 == s}, w);
     cap[i] = std::max(0.0, static_cast<double>(fixed.available) - static_cast<double>(fixed.total()));
+    if (c_.nodes()[nodes[i]].repack && total > 0) cap[i] *= total / (total + packed);
     speed[i] = cm_.read_rate(nodes[i]);
   }
   // Water-filling: shares follow speed; a node whose share exceeds its memory is held at its capacity and the rest
@@ -306,8 +311,10 @@ std::vector<Strategy> Planner::previews(const std::vector<std::vector<size_t>>& 
         const std::string part =
             expert ? (i == 0 ? fmt::format("attention + experts 1/{}", g) : fmt::format("experts 1/{}", g))
                    : fmt::format("1/{} of each layer", g);
-        NodeMemory mem{s.nodes[i],        part, needs[i].weights, needs[i].kv_cache, needs[i].buffers, needs[i].total(),
-                       needs[i].available};
+        NodeMemory mem{s.nodes[i],       part,
+                       needs[i].weights, needs[i].kv_cache,
+                       needs[i].buffers, needs[i].packed,
+                       needs[i].total(), needs[i].available};
         s.feasible = s.feasible && mem.fits();
         s.memory.push_back(std::move(mem));
       }

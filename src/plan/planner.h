@@ -22,6 +22,7 @@ struct NodeMemory {
   std::string node;
   std::string layers;  // "0-13", "all", "experts 1/3", ...
   uint64_t weights = 0, kv_cache = 0, buffers = 0;
+  uint64_t packed = 0;  // the packed copy of the weights on a node that packs at load (--repack)
   uint64_t needs = 0;
   uint64_t has = 0;  // available after the headroom constant
   bool fits() const { return needs <= has; }

@@ -6,10 +6,14 @@
 namespace tessera {
 
 size_t PackedWeights::bytes_for(const TensorView& w, const Kernels& kernels) {
-  const PackedGemm* fns = w.empty() ? nullptr : kernels.packed(w.type);
-  if (fns == nullptr) return 0;
-  const int64_t groups = (w.rows() + fns->group_rows - 1) / fns->group_rows;
-  return static_cast<size_t>(groups) * fns->group_bytes(w.cols());
+  return w.empty() ? 0 : bytes_for(w.type, w.rows(), w.cols(), kernels);
+}
+
+size_t PackedWeights::bytes_for(GgmlType type, int64_t rows, int64_t cols, const Kernels& kernels) {
+  const PackedGemm* fns = kernels.packed(type);
+  if (fns == nullptr || rows <= 0 || cols <= 0) return 0;
+  const int64_t groups = (rows + fns->group_rows - 1) / fns->group_rows;
+  return static_cast<size_t>(groups) * fns->group_bytes(cols);
 }
 
 bool PackedWeights::pack(TensorView& w, const Kernels& kernels, ThreadPool& pool) {

@@ -21,6 +21,9 @@ class PackedWeights {
   bool pack(TensorView& w, const Kernels& kernels, ThreadPool& pool);
   // The packed size pack() would allocate for w (0 when it would not pack).
   static size_t bytes_for(const TensorView& w, const Kernels& kernels);
+  // The same for a matrix of `rows` rows of `cols` elements of `type` (all rows of a 3-d expert tensor): the one
+  // size rule, shared with the planner and the worker's memory check, which count the copy before it exists.
+  static size_t bytes_for(GgmlType type, int64_t rows, int64_t cols, const Kernels& kernels);
   size_t bytes() const { return bytes_; }
 
  private:

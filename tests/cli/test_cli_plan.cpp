@@ -97,10 +97,59 @@ TEST(CliPlan, BundledModelWithASavedProbe) {
   EXPECT_EQ(j["strategies"][j["chosen"].get<size_t>()]["name"], "local");
 }
 
+// --repack plans the packed copy of the weights on every node: a node with room for the weights but not for the
+// copy as well does not fit. On a CPU whose kernels pack nothing (no AVX-512) the copy is 0 and so is the change.
+TEST(CliPlan, RepackCountsThePackedCopy) {
+  const std::vector<std::string> model = {"--model-shape", "llama-3.2-1b", "-p", "64", "-n", "16", "--json"};
+  auto with = [&](const std::string& cluster, bool repack) {
+    std::vector<std::string> args = {"--cluster", cluster};
+    args.insert(args.end(), model.begin(), model.end());
+    if (repack) args.push_back("--repack");
+    return plan(args);
+  };
+  const auto plain = with(vms(), false), packed = with(vms(), true);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(packed.exit_code, 0) << packed.err;
+  const json jp = json::parse(plain.out), jr = json::parse(packed.out);
+  const json& mp = jp["strategies"][0]["memory_per_node"][0];
+  const json& mr = jr["strategies"][0]["memory_per_node"][0];
+  const auto needs = mp["needs_bytes"].get<uint64_t>();
+  const auto copy = mr["packed_bytes"].get<uint64_t>();
+  EXPECT_EQ(mp["packed_bytes"].get<uint64_t>(), 0u);
+  EXPECT_FALSE(jp["nodes"][0]["repack"].get<bool>());
+  EXPECT_TRUE(jr["nodes"][0]["repack"].get<bool>());
+  EXPECT_EQ(mr["needs_bytes"].get<uint64_t>(), needs + copy);
+  EXPECT_EQ(mr["weights_bytes"], mp["weights_bytes"]);
+  EXPECT_EQ(jr["model"]["packed_bytes"].get<uint64_t>(), copy);
+
+  // One node with memory between the two figures (after the 5% headroom).
+  test::TempDir dir;
+  {
+    std::ofstream out(dir / "box.json");
+    out << fmt::format(R"({{"nodes": [{{"name": "box", "memory_gb": {}, "bandwidth_gbps": 40, "cores": 16}}]}})",
+                       static_cast<double>(needs + copy / 2) / 0.95 / 1e9 + 1e-6);
+  }
+  const auto small_plain = with((dir / "box.json").string(), false);
+  EXPECT_EQ(small_plain.exit_code, 0) << small_plain.err;
+  const auto small_packed = with((dir / "box.json").string(), true);
+  if (copy == 0) {
+    EXPECT_EQ(small_packed.exit_code, 0) << small_packed.err;
+    return;
+  }
+  // About 1.3 bytes per weight for a 1.2B model.
+  EXPECT_GT(copy, uint64_t{1} << 30);
+  EXPECT_EQ(small_packed.exit_code, 1) << small_packed.out;
+  const json js = json::parse(small_packed.out);
+  EXPECT_TRUE(js["chosen"].is_null());
+  EXPECT_FALSE(js["strategies"][0]["memory_per_node"][0]["fits"].get<bool>());
+  EXPECT_NE(js["strategies"][0]["why"].get<std::string>().find("packed copy (--repack)"), std::string::npos)
+      << js["strategies"][0]["why"];
+}
+
 TEST(CliPlan, LiveWorkersReportTheirProfiles) {
   test::WorkerProcess a, b;
-  auto r = plan({"--workers", fmt::format("a={},b={}", a.address(), b.address()), "--probe-seconds", "0.05",
-                 "--split", "0-1@a,2-4@b", "--json"});
+  auto r = plan({"--workers", fmt::format("a={},b={}", a.address(), b.address()), "--probe-seconds", "0.05", "--split",
+                 "0-1@a,2-4@b", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   ASSERT_EQ(j["nodes"].size(), 3u);

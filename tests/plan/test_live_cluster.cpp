@@ -7,6 +7,8 @@
 #include "../dist/worker_process.h"
 #include "dist/handshake.h"
 #include "dist/messages.h"
+#include "model/stage.h"
+#include "model/synthetic_model.h"
 #include "plan/live_cluster.h"
 #include "plan/plan_cli.h"
 #include "support/test_paths.h"
@@ -144,6 +146,33 @@ TEST(LiveCluster, CliPlanShowsTheSplitThatRuns) {
   const std::string text = plan_for_cli(r);
   EXPECT_EQ(text.rfind("plan: not available: ", 0), 0u) << text;
   EXPECT_NE(text.find("nosuch"), std::string::npos) << text;
+}
+
+// run/bench/serve --repack packs the head's own stage: the plan they print counts the packed copy on the head.
+TEST(LiveCluster, CliPlanCountsTheHeadsRepack) {
+  test::TempDir dir;
+  SyntheticSpec spec;
+  spec.config = preset_config("tiny", "llama");
+  spec.type = "q8_0";
+  spec.threads = 1;
+  write_synthetic_model(spec, dir / "m.gguf");
+  CliPlanRequest r;
+  r.model_path = (dir / "m.gguf").string();
+  r.prompt_tokens = 64;
+  r.n_gen = 16;
+  r.probe_seconds = 0.05;
+  const CliPlan plain = make_cli_plan(r);
+  r.repack = true;
+  const CliPlan packed = make_cli_plan(r);
+  EXPECT_FALSE(plain.cluster->head().repack);
+  EXPECT_TRUE(packed.cluster->head().repack);
+  const NodeMemory& m0 = plain.plan.strategies.front().memory.front();
+  const NodeMemory& m1 = packed.plan.strategies.front().memory.front();
+  EXPECT_EQ(m0.packed, 0u);
+  EXPECT_EQ(m1.packed, packed.model.total_packed_bytes());
+  EXPECT_EQ(m1.packed > 0, Stage::packing_kernels().packed(GgmlType::Q8_0) != nullptr);
+  EXPECT_EQ(m1.weights, m0.weights);
+  EXPECT_EQ(m1.needs, m1.weights + m1.kv_cache + m1.buffers + m1.packed);
 }
 
 }  // namespace
