@@ -32,9 +32,8 @@ bool valid_utf8(std::string_view text) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Loaded once per process: parsing a 50k-token vocabulary per input would starve the fuzzer.
-  static const std::unique_ptr<tessera::Tokenizer> vocabs[] = {load("ggml-vocab-llama-spm.gguf"),
-                                                               load("ggml-vocab-gpt-2.gguf"),
-                                                               load("ggml-vocab-deepseek-llm.gguf")};
+  static const std::unique_ptr<tessera::Tokenizer> vocabs[] = {
+      load("ggml-vocab-llama-spm.gguf"), load("ggml-vocab-gpt-2.gguf"), load("ggml-vocab-deepseek-llm.gguf")};
   if (size == 0) return 0;
   const uint8_t control = data[0];
   const auto& tok = *vocabs[control % 3];

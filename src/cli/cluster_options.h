@@ -3,14 +3,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "cli/model_options.h"
-#include "plan/live_cluster.h"
 #include "engine/executor.h"
+#include "plan/live_cluster.h"
 
 namespace tessera {
 

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <optional>
 
-#include "cli/commands.h"
 #include "cli/cluster_options.h"
+#include "cli/commands.h"
 #include "cli/model_options.h"
 #include "dist/pipeline_executor.h"
 #include "engine/generator.h"
@@ -109,14 +109,12 @@ int run_once(const RunArgs& a) {
     if (m.tokenizer->bos() < 0) fail("the prompt is empty and the vocabulary has no BOS token to start from");
     prompt.push_back(m.tokenizer->bos());
   }
-  log_info("model: {} ({} layers, {}, context {}), prompt {} tokens, seed {}", a.model.model,
-           executor.config().n_layer,
+  log_info("model: {} ({} layers, {}, context {}), prompt {} tokens, seed {}", a.model.model, executor.config().n_layer,
            distributed ? "distributed" : fmt::format("{} threads", m.executor->threads()), executor.n_ctx(),
            prompt.size(), sampler.seed());
 
   if (static_cast<int64_t>(prompt.size()) > executor.n_ctx()) {
-    fail("the prompt of {} tokens does not fit the context of {} tokens (raise -c)", prompt.size(),
-         executor.n_ctx());
+    fail("the prompt of {} tokens does not fit the context of {} tokens (raise -c)", prompt.size(), executor.n_ctx());
   }
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);

@@ -70,8 +70,10 @@ void log_repack(uint64_t packed_bytes, std::string_view node) {
     log_info("{}weights packed for the CPU's matrix kernels: {} of memory besides the mapped file", who,
              human_bytes(packed_bytes));
   } else {
-    log_warn("{}--repack: this CPU's kernels have no packed layout for these weights (AVX-512 only); they stay as "
-             "mapped", who);
+    log_warn(
+        "{}--repack: this CPU's kernels have no packed layout for these weights (AVX-512 only); they stay as "
+        "mapped",
+        who);
   }
 }
 

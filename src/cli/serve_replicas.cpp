@@ -53,9 +53,10 @@ std::vector<std::string> group_workers(const std::string& workers, int replicas)
   }
   const auto list = split_on(workers, ',');
   if (list.size() % static_cast<size_t>(replicas) != 0) {
-    fail("--workers lists {} worker(s), which do not divide into {} replicas of equal size; group them per replica "
-         "with ';' (a=h:1,b=h:2;c=h:3)",
-         list.size(), replicas);
+    fail(
+        "--workers lists {} worker(s), which do not divide into {} replicas of equal size; group them per replica "
+        "with ';' (a=h:1,b=h:2;c=h:3)",
+        list.size(), replicas);
   }
   const size_t per = list.size() / static_cast<size_t>(replicas);
   std::vector<std::string> groups;
@@ -79,7 +80,8 @@ server::ReplicaSpec pipeline_replica(const ModelOptions& o, const ClusterOptions
   auto* pipeline = dynamic_cast<PipelineExecutor*>(executor.get());
   if (!pipeline) fail("internal error: a distributed replica is not a pipeline");
   const ModelProfile profile = profile_model(m.weights->source(), m.weights->config());
-  const uint64_t kv_per_token = kv_bytes_per_token(m.weights->config(), o.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16);
+  const uint64_t kv_per_token =
+      kv_bytes_per_token(m.weights->config(), o.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16);
 
   server::ReplicaSpec spec;
   for (size_t i = 0; i < pipeline->n_stages(); ++i) {

@@ -170,7 +170,7 @@ struct LoadStage {
   uint32_t n_ctx = 0;
   GgmlType kv_type = GgmlType::F16;  // F16 or F32
   WireType wire_type = WireType::F32;
-  uint16_t threads = 0;  // 0: all cores
+  uint16_t threads = 0;      // 0: all cores
   uint32_t max_batch = 512;  // the most tokens one Forward will carry: sizes the buffers the worker reports
   bool operator==(const LoadStage&) const = default;
 };
@@ -310,9 +310,9 @@ struct ProbeReply {
   bool operator==(const ProbeReply&) const = default;
 };
 
-using Message = std::variant<Hello, HelloAck, Heartbeat, Ping, Pong, ErrorMsg, Bye, LoadStage, LoadReply, WeightChunk,
-                             LoadProgress, LoadDone, Forward, ForwardResult, ClearSequence, TruncateSequence,
-                             ProbeRequest, ProbeReply>;
+using Message =
+    std::variant<Hello, HelloAck, Heartbeat, Ping, Pong, ErrorMsg, Bye, LoadStage, LoadReply, WeightChunk, LoadProgress,
+                 LoadDone, Forward, ForwardResult, ClearSequence, TruncateSequence, ProbeRequest, ProbeReply>;
 
 MsgType type_of(const Message& message);
 

@@ -52,7 +52,8 @@ template <typename T>
 T expect(Connection& conn, std::chrono::milliseconds timeout, const std::string& node, const char* what) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left <= 0ms) fail("worker {}: no {} within {} s", node, what, timeout.count() / 1000);
     auto msg = conn.recv(std::min(left, std::chrono::milliseconds(500)));
     if (!msg) continue;
@@ -159,7 +160,8 @@ void RemoteStageEndpoint::load(const ModelWeights& model, bool has_embedding, bo
       chunk.hash = h;
       chunk.offset = off;
       const size_t n = std::min(kChunkBytes, data.size() - off);
-      chunk.data.assign(data.begin() + static_cast<std::ptrdiff_t>(off), data.begin() + static_cast<std::ptrdiff_t>(off + n));
+      chunk.data.assign(data.begin() + static_cast<std::ptrdiff_t>(off),
+                        data.begin() + static_cast<std::ptrdiff_t>(off + n));
       conn_->send(chunk);
       sent += n;
       if (options.progress) options.progress(sent, total);
@@ -259,8 +261,8 @@ void RemoteStageEndpoint::submit(StageJob job) {
   if (first_) {
     f.tokens = job.batch.tokens;
   } else {
-    f.activations = encode_activations(job.hidden, static_cast<uint32_t>(job.batch.size()),
-                                       static_cast<uint32_t>(n_embd_), wire_);
+    f.activations =
+        encode_activations(job.hidden, static_cast<uint32_t>(job.batch.size()), static_cast<uint32_t>(n_embd_), wire_);
   }
   InFlight expect;
   expect.id = job.id;
@@ -271,8 +273,8 @@ void RemoteStageEndpoint::submit(StageJob job) {
       const auto tt = static_cast<size_t>(t);
       if (!job.batch.want_logits[tt]) continue;
       const int32_t seq = job.batch.seq[tt];
-      const bool sampled = std::any_of(job.sampling.begin(), job.sampling.end(),
-                                       [&](const StageSample& s) { return s.seq == seq; });
+      const bool sampled =
+          std::any_of(job.sampling.begin(), job.sampling.end(), [&](const StageSample& s) { return s.seq == seq; });
       if (sampled) {
         expect.sampled_seqs.push_back(seq);
       } else {

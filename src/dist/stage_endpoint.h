@@ -26,17 +26,17 @@ struct StageSample {
 struct StageJob {
   uint64_t id = 0;
   Batch batch;
-  std::vector<float> hidden;         // input activations [n_tokens][n_embd]; empty for the first stage
+  std::vector<float> hidden;          // input activations [n_tokens][n_embd]; empty for the first stage
   std::vector<StageSample> sampling;  // last stage only: at most one per sequence, for its one output token
 };
 
 struct StageDone {
   int stage = 0;  // index of the stage in its pipeline
   uint64_t id = 0;
-  std::vector<float> hidden;  // output activations, or the last stage's
-  std::vector<float> logits;  // logits of the output tokens of sequences without sampling, batch order, and
+  std::vector<float> hidden;          // output activations, or the last stage's
+  std::vector<float> logits;          // logits of the output tokens of sequences without sampling, batch order, and
   std::vector<SampledToken> sampled;  // picks for the sequences with sampling, batch order
-  std::string error;          // non-empty when the stage failed this job (the message names the node)
+  std::string error;                  // non-empty when the stage failed this job (the message names the node)
 };
 
 // Completions of every stage of one pipeline, so the head waits on one queue.

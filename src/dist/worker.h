@@ -22,9 +22,9 @@ struct WorkerOptions {
   std::string name;  // default: the listen address
   std::optional<ClusterKey> key;
   AssemblerOptions weights;
-  uint64_t mem_limit = 0;  // bytes; 0: no limit
-  int threads = 0;         // 0: all cores
-  bool repack = false;     // pack weights at load (StageOptions::repack)
+  uint64_t mem_limit = 0;    // bytes; 0: no limit
+  int threads = 0;           // 0: all cores
+  bool repack = false;       // pack weights at load (StageOptions::repack)
   bool copy_weights = true;  // copy weights into huge pages at load (StageOptions::copy_weights)
   TransportOptions transport;
 };

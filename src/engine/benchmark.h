@@ -41,7 +41,7 @@ struct BenchTiming {
   std::vector<uint64_t> samples_ns;  // each repeat's time
   std::vector<double> samples_ts;    // each repeat's tokens per second
   uint64_t avg_ns = 0, stddev_ns = 0;
-  double avg_ts = 0, stddev_ts = 0;  // over samples_ts
+  double avg_ts = 0, stddev_ts = 0;            // over samples_ts
   std::optional<double> wire_bytes_per_token;  // over the timed runs, when options.wire_bytes is set
 };
 

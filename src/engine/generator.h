@@ -15,8 +15,8 @@
 namespace tessera {
 
 struct GenerationParams {
-  int32_t n_predict = -1;  // tokens to generate; -1: until end of generation or the context is full
-  int64_t n_batch = 512;   // prompt tokens evaluated per forward pass
+  int32_t n_predict = -1;         // tokens to generate; -1: until end of generation or the context is full
+  int64_t n_batch = 512;          // prompt tokens evaluated per forward pass
   std::vector<std::string> stop;  // stop strings (not included in the output)
   bool ignore_eos = false;
   bool all_logits = false;  // report the logits of every evaluated position (on_logits)
@@ -35,7 +35,7 @@ struct GenerationResult {
 };
 
 struct GenerationCallbacks {
-  std::function<void(std::string_view)> on_text;  // printable text as it is produced
+  std::function<void(std::string_view)> on_text;          // printable text as it is produced
   std::function<void(std::span<const float>)> on_logits;  // each evaluated position (all_logits)
 };
 

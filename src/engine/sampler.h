@@ -50,8 +50,8 @@ struct SampledToken {
 // Sampler restored from it (restore()) picks exactly what the original would. Penalties count only `history`,
 // and the random stream is a function of (seed, draws).
 struct SamplerState {
-  SamplerParams params;  // seed resolved (never kRandomSeed)
-  uint64_t draws = 0;    // random numbers drawn since the seed
+  SamplerParams params;          // seed resolved (never kRandomSeed)
+  uint64_t draws = 0;            // random numbers drawn since the seed
   std::vector<int32_t> history;  // accepted tokens in the penalty window, oldest first; empty without penalties
 };
 

@@ -7,9 +7,9 @@
 namespace tessera {
 
 struct Batch {
-  std::vector<int32_t> tokens;      // token ids (used by the stage that holds the embedding)
-  std::vector<int32_t> seq;         // sequence (KV cache slot) of each token
-  std::vector<int32_t> pos;         // position of each token in its sequence
+  std::vector<int32_t> tokens;       // token ids (used by the stage that holds the embedding)
+  std::vector<int32_t> seq;          // sequence (KV cache slot) of each token
+  std::vector<int32_t> pos;          // position of each token in its sequence
   std::vector<uint8_t> want_logits;  // 1: the last stage returns logits for this token
 
   int64_t size() const { return static_cast<int64_t>(seq.size()); }

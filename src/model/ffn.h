@@ -16,8 +16,7 @@ class FeedForward {
   // x: [n_tokens][n_embd] normalised input; out: [n_tokens][n_embd] (overwritten).
   void dense(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,
              ThreadPool& pool);
-  void moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,
-           ThreadPool& pool);
+  void moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out, ThreadPool& pool);
 
  private:
   MatmulScratch scratch_;

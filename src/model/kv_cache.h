@@ -28,8 +28,12 @@ class KvCache {
   // Stores one token's k and v (f32) for layer `layer` (0-based within the stage) of sequence `slot` at `pos`.
   void store(int64_t layer, int64_t slot, int64_t pos, const float* k, const float* v);
   // Rows of one layer of one sequence: position p starts at element p * n_embd_k (or n_embd_v), in config().type.
-  const uint8_t* k_rows(int64_t layer, int64_t slot) const { return k_.data() + offset(layer, slot, 0, config_.n_embd_k); }
-  const uint8_t* v_rows(int64_t layer, int64_t slot) const { return v_.data() + offset(layer, slot, 0, config_.n_embd_v); }
+  const uint8_t* k_rows(int64_t layer, int64_t slot) const {
+    return k_.data() + offset(layer, slot, 0, config_.n_embd_k);
+  }
+  const uint8_t* v_rows(int64_t layer, int64_t slot) const {
+    return v_.data() + offset(layer, slot, 0, config_.n_embd_v);
+  }
 
   // Number of positions stored for a sequence (its next position).
   int64_t length(int64_t slot) const { return lengths_.at(static_cast<size_t>(slot)); }

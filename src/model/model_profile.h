@@ -12,12 +12,12 @@
 namespace tessera {
 
 struct ModelProfile {
-  uint64_t weight_bytes = 0;         // every tensor in the file
-  uint64_t n_params = 0;             // every element of every tensor
-  std::vector<uint64_t> layer_bytes;  // per block
-  uint64_t embd_bytes = 0;           // token_embd
-  uint64_t output_bytes = 0;         // output.weight (0 when tied) + output_norm
-  uint64_t other_bytes = 0;          // anything outside blocks not counted above
+  uint64_t weight_bytes = 0;            // every tensor in the file
+  uint64_t n_params = 0;                // every element of every tensor
+  std::vector<uint64_t> layer_bytes;    // per block
+  uint64_t embd_bytes = 0;              // token_embd
+  uint64_t output_bytes = 0;            // output.weight (0 when tied) + output_norm
+  uint64_t other_bytes = 0;             // anything outside blocks not counted above
   uint64_t expert_bytes_per_layer = 0;  // MoE: all experts of one layer (average)
   // Bytes a decode step reads: all weights but the embedding (one row), MoE layers count k of n experts.
   uint64_t decode_bytes_per_token = 0;

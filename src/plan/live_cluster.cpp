@@ -122,8 +122,8 @@ Cluster live_cluster(NodeProfile head, std::span<const WorkerEndpoint> workers, 
     for (size_t j = i + 1; j < n_direct; ++j) {
       const LinkProfile& a = links[i];
       const LinkProfile& b = links[j];
-      links.push_back({a.b, b.b, a.rtt_s + b.rtt_s, 1.0 / (1.0 / a.gbit_per_s + 1.0 / b.gbit_per_s),
-                       "relayed by the head"});
+      links.push_back(
+          {a.b, b.b, a.rtt_s + b.rtt_s, 1.0 / (1.0 / a.gbit_per_s + 1.0 / b.gbit_per_s), "relayed by the head"});
     }
   }
   return Cluster(std::move(nodes), "local", std::move(links));

@@ -27,12 +27,12 @@ std::vector<WorkerEndpoint> parse_worker_list(std::string_view text);
 std::string plan_node_name(std::string_view typed);
 
 struct LiveProbeOptions {
-  LocalProbeOptions local;           // the head
-  double worker_seconds = 1.0;       // a worker's measuring time when it keeps nothing fresh
-  double worker_max_age_s = 300;     // a worker reuses its own measurement younger than this
-  std::string key_file;              // the cluster key; empty: loopback without encryption
+  LocalProbeOptions local;                   // the head
+  double worker_seconds = 1.0;               // a worker's measuring time when it keeps nothing fresh
+  double worker_max_age_s = 300;             // a worker reuses its own measurement younger than this
+  std::string key_file;                      // the cluster key; empty: loopback without encryption
   std::chrono::milliseconds timeout{20000};  // connect, and each answer
-  bool measure_links = true;         // RTT and bandwidth of each head-worker link (else loopback defaults)
+  bool measure_links = true;                 // RTT and bandwidth of each head-worker link (else loopback defaults)
 };
 
 // A worker's profile and its link to the head, from one connection. Throws Error naming the worker when it cannot

@@ -15,7 +15,7 @@ class Kernels;
 
 struct MatmulScratch {
   std::vector<uint8_t> act;
-  std::vector<uint8_t> act2;  // matmul_multi: a second activation format
+  std::vector<uint8_t> act2;         // matmul_multi: a second activation format
   const Kernels* kernels = nullptr;  // chosen on first use (select_isa: TESSERA_ISA or the CPU's best)
 };
 

@@ -2,11 +2,10 @@
 // measurably), and AVX-512 versions of softmax and SwiGLU, whose libm exp calls dominated attention in prefill.
 #include "tensor/tensor_ops.h"
 
-#include "tensor/simd_intrinsics.h"
-
 #include <cmath>
 
 #include "tensor/kernels.h"
+#include "tensor/simd_intrinsics.h"
 
 namespace tessera {
 namespace {
@@ -65,7 +64,8 @@ TESSERA_AVX512 void swiglu_avx512(const float* gate, const float* up, int64_t n,
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = tail_mask(n - i);
     const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
-    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+    const __m512 silu =
+        _mm512_div_ps(g, _mm512_add_ps(_mm512_set1_ps(1.0f), exp512(_mm512_sub_ps(_mm512_setzero_ps(), g))));
     _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, up + i)));
   }
 }
@@ -121,8 +121,8 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
   swiglu_scalar(gate, up, n, out);
 }
 
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-          float freq_scale, const float* factors, RopeMode mode) {
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base, float freq_scale,
+          const float* factors, RopeMode mode) {
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));
   const int64_t half = n_rot / 2;
   float theta_base = static_cast<float>(pos);

@@ -18,7 +18,7 @@ enum class RopeMode { Norm, Neox };
 
 // Rotates the first n_rot dims of each of n_heads vectors of head_dim floats at position pos. theta for pair i is
 // pos * freq_scale * base^(-2i/n_rot) / factors[i] (factors may be null), computed as ggml does.
-void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base,
-          float freq_scale, const float* factors, RopeMode mode);
+void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base, float freq_scale,
+          const float* factors, RopeMode mode);
 
 }  // namespace tessera

@@ -2,9 +2,8 @@
 // rest of the file (and program) stays baseline x86-64; callers only reach a version the CPU supports.
 #include "tensor/vec_ops.h"
 
-#include "tensor/simd_intrinsics.h"
-
 #include "tensor/fp16.h"
+#include "tensor/simd_intrinsics.h"
 
 namespace tessera {
 namespace {

@@ -24,8 +24,8 @@ class HugeBuffer {
  private:
   void release() noexcept;
   uint8_t* data_ = nullptr;
-  size_t size_ = 0;     // as asked
-  size_t mapped_ = 0;   // rounded up to whole huge pages
+  size_t size_ = 0;    // as asked
+  size_t mapped_ = 0;  // rounded up to whole huge pages
 };
 
 }  // namespace tessera

@@ -1,10 +1,9 @@
 // `tessera run`, `tokenize` and `perplexity` as a user runs them: streams, reference outputs, logits files, errors.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "gguf/gguf_file.h"
@@ -72,19 +71,18 @@ TEST(CliRun, RepackGivesTheSameTextAndReportsItsMemory) {
 TEST(CliRun, StopStringEndsTheOutputBeforeIt) {
   auto r = tessera({"run", "-p", "", "-n", "200", "--temp", "0", "--stop", "red ball"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(r.out, "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One "
-                   "day, she saw a big, \n");
+  EXPECT_EQ(r.out,
+            "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One "
+            "day, she saw a big, \n");
   EXPECT_NE(r.err.find("stopped by:       stop string"), std::string::npos) << r.err;
 }
 
 TEST(CliRun, PromptFileAndLogitsOut) {
   test::TempDir dir;
-  {
-    std::ofstream(dir / "p.txt") << "";
-  }
+  { std::ofstream(dir / "p.txt") << ""; }
   const auto logits = dir / "logits.bin";
-  auto r = tessera({"run", "-f", (dir / "p.txt").string(), "-n", "3", "--temp", "0", "--kv-type", "f32",
-                    "--logits-out", logits.string()});
+  auto r = tessera({"run", "-f", (dir / "p.txt").string(), "-n", "3", "--temp", "0", "--kv-type", "f32", "--logits-out",
+                    logits.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // BOS, then the first two generated tokens are evaluated (the third is sampled, not evaluated).
   const auto bytes = test::read_file(logits);
@@ -103,7 +101,8 @@ TEST(CliRun, BadInputIsAClearError) {
   EXPECT_EQ(too_long.exit_code, 1);
   EXPECT_NE(too_long.err.find("does not fit the context of 4 tokens"), std::string::npos) << too_long.err;
 
-  auto vocab_only = tessera({"run", "-m", (test::shared_dir() / "models/vocab/ggml-vocab-gpt-2.gguf").string(), "-p", "x"});
+  auto vocab_only =
+      tessera({"run", "-m", (test::shared_dir() / "models/vocab/ggml-vocab-gpt-2.gguf").string(), "-p", "x"});
   EXPECT_EQ(vocab_only.exit_code, 1);
   EXPECT_NE(vocab_only.err.find("unsupported architecture 'gpt2'"), std::string::npos) << vocab_only.err;
 
@@ -125,7 +124,8 @@ TEST(CliRun, UnsupportedTensorTypeNamesTheTensor) {
   for (const auto& [key, value] : src.metadata().entries()) w.set(key, value);
   for (const auto& t : src.tensors()) {
     if (t.name == "blk.1.attn_q.weight") {
-      w.add_tensor(t.name, GgmlType::IQ2_XXS, t.ne, std::vector<uint8_t>(row_size(GgmlType::IQ2_XXS, t.ne[0]) * t.rows()));
+      w.add_tensor(t.name, GgmlType::IQ2_XXS, t.ne,
+                   std::vector<uint8_t>(row_size(GgmlType::IQ2_XXS, t.ne[0]) * t.rows()));
     } else {
       const auto data = src.tensor_data(t);
       w.add_tensor(t.name, t.type, t.ne, std::vector<uint8_t>(data.begin(), data.end()));
@@ -144,8 +144,8 @@ TEST(CliChat, ConversationWithATemplate) {
   test::TempDir dir;
   auto gen = tessera({"gen-model", "--arch", "qwen3", "-o", (dir / "m.gguf").string()});
   ASSERT_EQ(gen.exit_code, 0) << gen.err;
-  auto r = tessera({"run", "-m", (dir / "m.gguf").string(), "--chat", "--chat-template", "chatml", "-p", "hello",
-                    "-n", "5", "--temp", "0"});
+  auto r = tessera({"run", "-m", (dir / "m.gguf").string(), "--chat", "--chat-template", "chatml", "-p", "hello", "-n",
+                    "5", "--temp", "0"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("template chatml"), std::string::npos) << r.err;
   EXPECT_FALSE(r.out.empty());
@@ -168,9 +168,7 @@ TEST(CliTokenize, IdsAndPieces) {
 TEST(CliPerplexity, LowOnTheModelsOwnStoryHighOnNoise) {
   test::TempDir dir;
   const std::string story = stories_reference()["expected_text"];
-  {
-    std::ofstream(dir / "story.txt") << story << "\n" << story;
-  }
+  { std::ofstream(dir / "story.txt") << story << "\n" << story; }
   auto r = tessera({"perplexity", "-f", (dir / "story.txt").string(), "-c", "128"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::smatch m;
@@ -182,9 +180,7 @@ TEST(CliPerplexity, LowOnTheModelsOwnStoryHighOnNoise) {
 
   std::string noise;
   for (size_t i = 0; i < story.size(); ++i) noise += static_cast<char>('a' + (i * 7919) % 26);
-  {
-    std::ofstream(dir / "noise.txt") << noise;
-  }
+  { std::ofstream(dir / "noise.txt") << noise; }
   auto n = tessera({"perplexity", "-f", (dir / "noise.txt").string(), "-c", "128"});
   ASSERT_EQ(n.exit_code, 0) << n.err;
   ASSERT_TRUE(std::regex_search(n.out, m, re)) << n.out;

@@ -1,13 +1,11 @@
 // PipelineExecutor over in-process stages: the same logits as one Stage with every layer, for prompts cut into
 // micro-batches, mixed-sequence batches and greedy decoding; bad splits and bad batches are clear errors.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
-#include <fmt/format.h>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "dist/local_stage_endpoint.h"
 #include "dist/pipeline_executor.h"
@@ -27,8 +25,8 @@ std::unique_ptr<PipelineExecutor> make_pipeline(const std::filesystem::path& mod
     const bool first = i == 0;
     const bool last = i + 1 == ranges.size();
     auto w = ModelWeights::load(model, ranges[i], first, last);
-    p->add_stage(std::make_unique<LocalStageEndpoint>(fmt::format("s{}", i), static_cast<int>(i), w, so, 1,
-                                                      p->completions()));
+    p->add_stage(
+        std::make_unique<LocalStageEndpoint>(fmt::format("s{}", i), static_cast<int>(i), w, so, 1, p->completions()));
   }
   p->check_complete();
   return p;
@@ -65,8 +63,8 @@ TEST(Pipeline, Stories260KGreedyOverThreeStages) {
   std::ifstream in(test::shared_dir() / "models/reference/stories260K.greedy.json");
   const auto ref = nlohmann::json::parse(in);
   const auto expected = ref["generated_tokens"].get<std::vector<int32_t>>();
-  auto p = make_pipeline(test::shared_dir() / "models/stories260K.gguf", {{0, 2}, {2, 4}, {4, 5}},
-                         {1, 256, GgmlType::F16});
+  auto p =
+      make_pipeline(test::shared_dir() / "models/stories260K.gguf", {{0, 2}, {2, 4}, {4, 5}}, {1, 256, GgmlType::F16});
   std::vector<float> logits;
   int32_t token = 1;
   std::vector<int32_t> got;

@@ -2,12 +2,11 @@
 // clearly; dead peers (silent or closed) are noticed within seconds; size limits; handshake refusals; link
 // measurement. Only loopback addresses are ever bound or dialled.
 #include <arpa/inet.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <chrono>
 #include <cstring>
@@ -328,7 +327,8 @@ TEST(Handshake, VersionMismatchIsReportedClearly) {
   });
   EXPECT_TRUE(contains(e, "worker wb (127.0.0.1:")) << e;
   EXPECT_TRUE(contains(e, "version mismatch")) << e;
-  EXPECT_TRUE(contains(e, fmt::format("protocol version {}, expected {}", kProtocolVersion + 1, kProtocolVersion))) << e;
+  EXPECT_TRUE(contains(e, fmt::format("protocol version {}, expected {}", kProtocolVersion + 1, kProtocolVersion)))
+      << e;
 }
 
 TEST(Handshake, BusyWorkerRefusesASecondHead) {

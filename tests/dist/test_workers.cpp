@@ -10,9 +10,9 @@
 
 #include "dist/keys.h"
 #include "dist/local_stage_endpoint.h"
-#include "engine/local_executor.h"
 #include "dist/pipeline_executor.h"
 #include "dist/remote_stage_endpoint.h"
+#include "engine/local_executor.h"
 #include "util/error.h"
 #include "worker_process.h"
 
@@ -59,9 +59,9 @@ TEST(Workers, TwoAndThreeNodeRunsEqualOneNode) {
   ASSERT_EQ(two.exit_code, 0) << two.err;
   EXPECT_EQ(two.out, one.out);
   EXPECT_NE(two.err.find("pipeline: 0-2@a,3-4@b"), std::string::npos) << two.err;
-  const auto three = tessera({"run", "-p", "Once upon a time", "-n", "60", "--temp", "0", "--workers",
-                              "a=" + a.address() + ",b=" + b.address(), "--split", "0-1@local,2-3@a,4-4@b",
-                              "--wire-type", "f32"});
+  const auto three =
+      tessera({"run", "-p", "Once upon a time", "-n", "60", "--temp", "0", "--workers",
+               "a=" + a.address() + ",b=" + b.address(), "--split", "0-1@local,2-3@a,4-4@b", "--wire-type", "f32"});
   ASSERT_EQ(three.exit_code, 0) << three.err;
   EXPECT_EQ(three.out, one.out);
 }
@@ -70,14 +70,13 @@ TEST(Workers, IdenticalLogitsWithF32OnTheWire) {
   test::WorkerProcess w;
   auto model = ModelWeights::load(stories());
   PipelineExecutor p(model->config(), 64, 1, {4});
-  p.add_stage(std::make_unique<LocalStageEndpoint>(
-      "local", 0, ModelWeights::load(stories(), {0, 3}, true, false), StageOptions{1, 64, GgmlType::F32}, 1,
-      p.completions()));
+  p.add_stage(std::make_unique<LocalStageEndpoint>("local", 0, ModelWeights::load(stories(), {0, 3}, true, false),
+                                                   StageOptions{1, 64, GgmlType::F32}, 1, p.completions()));
   dist::RemoteStageOptions o;
   o.stage = {1, 64, GgmlType::F32};
   o.wire = dist::WireType::F32;
-  p.add_stage(std::make_unique<dist::RemoteStageEndpoint>("w", w.address(), nullptr, 1, *model, LayerRange{3, 5},
-                                                          false, true, o, p.completions()));
+  p.add_stage(std::make_unique<dist::RemoteStageEndpoint>("w", w.address(), nullptr, 1, *model, LayerRange{3, 5}, false,
+                                                          true, o, p.completions()));
   LocalExecutor local(model, {1, 64, GgmlType::F32}, 1);
   Batch b;
   const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 383, 286, 261, 376, 298};
@@ -161,13 +160,12 @@ TEST(Workers, KilledWorkerIsAClearErrorWithinSeconds) {
   test::WorkerProcess w;
   auto model = ModelWeights::load(stories());
   PipelineExecutor p(model->config(), 64, 1, {});
-  p.add_stage(std::make_unique<LocalStageEndpoint>(
-      "local", 0, ModelWeights::load(stories(), {0, 3}, true, false), StageOptions{1, 64, GgmlType::F16}, 1,
-      p.completions()));
+  p.add_stage(std::make_unique<LocalStageEndpoint>("local", 0, ModelWeights::load(stories(), {0, 3}, true, false),
+                                                   StageOptions{1, 64, GgmlType::F16}, 1, p.completions()));
   dist::RemoteStageOptions o;
   o.stage = {1, 64, GgmlType::F16};
-  p.add_stage(std::make_unique<dist::RemoteStageEndpoint>("b", w.address(), nullptr, 1, *model, LayerRange{3, 5},
-                                                          false, true, o, p.completions()));
+  p.add_stage(std::make_unique<dist::RemoteStageEndpoint>("b", w.address(), nullptr, 1, *model, LayerRange{3, 5}, false,
+                                                          true, o, p.completions()));
   std::vector<float> logits;
   Batch b;
   b.add(1, 0, 0, true);
@@ -248,8 +246,8 @@ TEST(Workers, LongPromptOverTwoWorkersEqualsOneNode) {
     EXPECT_EQ(two.err.find("error"), std::string::npos) << two.err;
   }
   // --logits-out keeps the logits path: every prompt position's row, as one node writes them.
-  const auto one = tessera({"run", "-f", prompt, "-n", "3", "--temp", "0", "-c", "512", "--logits-out",
-                            (dir / "one.f32").string()});
+  const auto one =
+      tessera({"run", "-f", prompt, "-n", "3", "--temp", "0", "-c", "512", "--logits-out", (dir / "one.f32").string()});
   ASSERT_EQ(one.exit_code, 0) << one.err;
   const auto two = tessera({"run", "-f", prompt, "-n", "3", "--temp", "0", "-c", "512", "--logits-out",
                             (dir / "two.f32").string(), "--workers", workers, "--wire-type", "f32"});
@@ -273,8 +271,8 @@ TEST(Workers, LastWorkerSamplesLikeOneNodeAndSendsNoLogits) {
   o.wire = dist::WireType::F32;  // exact hidden states, so the logits (and logprobs) equal one node's
   auto a = std::make_unique<dist::RemoteStageEndpoint>("a", wa.address(), nullptr, 0, *model, LayerRange{0, 2}, true,
                                                        false, o, p.completions());
-  auto b = std::make_unique<dist::RemoteStageEndpoint>("b", wb.address(), nullptr, 1, *model, LayerRange{2, 5},
-                                                       false, true, o, p.completions());
+  auto b = std::make_unique<dist::RemoteStageEndpoint>("b", wb.address(), nullptr, 1, *model, LayerRange{2, 5}, false,
+                                                       true, o, p.completions());
   const dist::RemoteStageEndpoint* links[2] = {a.get(), b.get()};
   p.add_stage(std::move(a));
   p.add_stage(std::move(b));
@@ -345,7 +343,8 @@ TEST(Workers, LastWorkerSamplesLikeOneNodeAndSendsNoLogits) {
       there[s].accept(got[s].token);
     }
     batch.clear();
-    for (int32_t s = 0; s < 2; ++s) batch.add(want[static_cast<size_t>(s)].token, s, pos[static_cast<size_t>(s)]++, true);
+    for (int32_t s = 0; s < 2; ++s)
+      batch.add(want[static_cast<size_t>(s)].token, s, pos[static_cast<size_t>(s)]++, true);
   }
   EXPECT_EQ(want[0].top.size(), 5u);
   // Per decoded token: the hidden state to and from the boundary (f32) plus ids, positions, the sampler's

@@ -81,7 +81,8 @@ TEST(ServeWorkers, ReplicasEachRunOverTheirOwnWorkers) {
 
 TEST(ServeWorkers, AKilledWorkerIsShownDownAndTheOtherReplicaKeepsServing) {
   WorkerProcess a, b;
-  ServeProcess s({"-m", stories(), "-t", "1", "--replicas", "2", "--workers", "a=" + a.address() + ";b=" + b.address()});
+  ServeProcess s(
+      {"-m", stories(), "-t", "1", "--replicas", "2", "--workers", "a=" + a.address() + ";b=" + b.address()});
   const json h0 = health(s);
   EXPECT_EQ(h0["status"], "ready");
   for (const auto& r : h0["replicas"]) {
@@ -119,8 +120,8 @@ TEST(ServeWorkers, WorkerGroupsThatDoNotMatchTheReplicasAreRefused) {
                               "--workers", "a=127.0.0.1:1;b=127.0.0.1:2"});
   EXPECT_NE(g.exit_code, 0);
   EXPECT_NE(g.err.find("2 group(s)"), std::string::npos) << g.err;
-  const auto u = run_command(
-      {tessera_bin().string(), "serve", "-m", stories(), "--port", "0", "--workers", "a=127.0.0.1:1"});
+  const auto u =
+      run_command({tessera_bin().string(), "serve", "-m", stories(), "--port", "0", "--workers", "a=127.0.0.1:1"});
   EXPECT_NE(u.exit_code, 0);
   EXPECT_NE(u.err.find("127.0.0.1:1"), std::string::npos) << u.err;
 }

@@ -79,7 +79,8 @@ Endpoint parse_endpoint(const std::string& option, const std::string& text) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   char* end = nullptr;
   const long p = std::strtol(port.c_str(), &end, 10);
-  if (*end != '\0' || p < 0 || p > 65535) throw RelayError(fmt::format("{}: '{}' is not a port (0-65535)", option, port));
+  if (*end != '\0' || p < 0 || p > 65535)
+    throw RelayError(fmt::format("{}: '{}' is not a port (0-65535)", option, port));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

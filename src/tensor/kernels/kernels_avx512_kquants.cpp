@@ -412,8 +412,8 @@ void q6_row_tokens_n(int n, const BlockQ6_K* w, const uint8_t* x, size_t xs, int
   }
 }
 
-void gemm_q6_k_batch(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok,
-                     int64_t k, float* y, int64_t ldy) {
+void gemm_q6_k_batch(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k,
+                     float* y, int64_t ldy) {
   const int64_t nb = k / 256;
   for (int64_t r = 0; r < n_rows; ++r) {
     const auto* wr = reinterpret_cast<const BlockQ6_K*>(w + r * ws);
