@@ -280,8 +280,7 @@ Prediction CostModel::predict_pipeline(std::span<const StageSpec> stages, const 
       w.concurrency == 1 ? prefill_s
                          : prefill(static_cast<double>(w.prompt_tokens * w.concurrency), unused_m, unused_parts);
 
-  // Decode: every sequence adds one token per round of the ring. With g groups of C/g sequences in flight, a round
-  // takes the ring's latency or g times the busiest element's occupancy, whichever is longer.
+  // Decode: every sequence adds one token per round of the ring.
   const double ctx = static_cast<double>(w.prompt_tokens) + static_cast<double>(w.n_gen) / 2.0;
   auto decode_round = [&](double seqs) {
     RingTime r = ring(seqs, seqs, ctx, seqs);
@@ -291,30 +290,14 @@ Prediction CostModel::predict_pipeline(std::span<const StageSpec> stages, const 
   };
   const RingTime one = decode_round(1.0);
   const auto c = static_cast<double>(w.concurrency);
-  double best_tps = 0;
-  TimeParts best_parts;
-  int64_t best_groups = 1;
-  if (!k_.decode_steps_overlap) {
-    // The runtime's steps: min(stages, C) groups of whole sequences enter one after another, and the step ends when
-    // the last group is back: the ring once plus (g - 1) times its busiest element.
-    const int64_t g = std::min<int64_t>(w.concurrency, static_cast<int64_t>(stages.size()));
-    const RingTime r = decode_round(c / static_cast<double>(g));
-    best_parts = r.sum;
-    best_parts += r.busiest.scaled(static_cast<double>(g - 1));
-    best_tps = c / best_parts.total();
-    best_groups = g;
-  }
-  for (int64_t g = 1; k_.decode_steps_overlap && g <= std::min<int64_t>(w.concurrency, 64); ++g) {
-    const RingTime r = decode_round(c / static_cast<double>(g));
-    const double round = std::max(r.sum.total(), static_cast<double>(g) * r.busy);
-    const double tps = c / round;
-    if (tps > best_tps * 1.0001) {
-      best_tps = tps;
-      best_groups = g;
-      best_parts = r.sum.total() >= static_cast<double>(g) * r.busy ? r.sum : r.busiest.scaled(static_cast<double>(g));
-    }
-  }
-  return finish(prefill_s, micro_batch, prefill_parts, one.sum.total(), one.sum, best_tps, best_parts, best_groups,
+  // The runtime keeps one step in flight per stage (Executor::lanes): g = min(stages, C) groups of C/g sequences,
+  // each entering the ring again as soon as its tokens are back. A round takes the ring's latency for one group or
+  // g times the busiest element's occupancy, whichever is longer.
+  const int64_t g = std::min<int64_t>(w.concurrency, static_cast<int64_t>(stages.size()));
+  const RingTime r = decode_round(c / static_cast<double>(g));
+  const bool latency_bound = r.sum.total() >= static_cast<double>(g) * r.busy;
+  const TimeParts parts = latency_bound ? r.sum : r.busiest.scaled(static_cast<double>(g));
+  return finish(prefill_s, micro_batch, prefill_parts, one.sum.total(), one.sum, c / parts.total(), parts, g,
                 prefill_c_s, w);
 }
 

@@ -51,12 +51,6 @@ struct PlanConstants {
   double int8_gops_per_core = 300.0;
   double f32_gflops_per_core = 80.0;
 
-  // Whether a pipeline's decode steps overlap: false while the runtime's decode() returns only when every group of
-  // sequences is back, so the next step's first group cannot enter the ring before the last one leaves (a step
-  // is then the flow-shop makespan of min(stages, C) groups); true for a scheduler that keeps steps in flight
-  // (a round is then the ring's latency or g x the busiest element, whichever is longer).
-  bool decode_steps_overlap = false;
-
   // A plan with more nodes is chosen over one with fewer only when it predicts at least this much less time: the
   // model's error is larger than a few percent, and every extra machine is one more thing to fail.
   double min_gain_to_add_nodes = 0.20;
