@@ -2,6 +2,7 @@
 // on one node or a pipeline over workers, with the roofline, wire bytes and the planner's predictions checked.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -269,10 +270,39 @@ plan::CliPlanRequest plan_request(const BenchArgs& a, const ModelOptions& mo, co
   return r;
 }
 
-// --check-plan: the planner's prediction for each measured result, side by side, with the ratio.
+// How a measured run and a plan row are named in the check: "local", or "pipeline" and its split.
+std::string check_label(const plan::Strategy& s) {
+  if (s.kind == plan::StrategyKind::Local) return "local";
+  if (s.kind == plan::StrategyKind::Pipeline || s.kind == plan::StrategyKind::UserSplit) {
+    return fmt::format("pipeline {}", plan::format_ranges(s.stages));
+  }
+  return s.name;
+}
+
+// Whether the planner's own choice for a test is what ran fastest (within 5%: the machines are noisy).
+std::string choice_verdict(const std::string& choice, const std::map<std::string, double>& measured) {
+  const auto fastest = std::max_element(measured.begin(), measured.end(),
+                                        [](const auto& x, const auto& y) { return x.second < y.second; });
+  const auto it = measured.find(choice);
+  if (it == measured.end()) return "not run";
+  if (it == fastest) return "agrees: measured fastest";
+  const double slower = 1.0 - it->second / fastest->second;
+  if (slower <= 0.05) return fmt::format("agrees: within {:.0f}% of the fastest", 100.0 * slower);
+  return fmt::format("disagrees: {} ran {:.0f}% faster", fastest->first, 100.0 * (fastest->second / it->second - 1));
+}
+
+// --check-plan: the planner's prediction for each measured result, side by side, with the ratio; then, per test,
+// the planner's own choice against the strategy that measured fastest.
 void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vector<BenchResult>& results) {
   TextTable table({"strategy", "threads", "test", "predicted t/s", "measured t/s", "measured/predicted"});
   std::map<std::pair<int, bool>, plan::Cluster> clusters;  // profiles per (threads, distributed), probed once
+  struct Choice {
+    std::string test;
+    int threads;
+    std::string planned;                     // the planner's choice with every node available
+    std::map<std::string, double> measured;  // t/s by strategy
+  };
+  std::vector<Choice> choices;
   for (const BenchResult& r : results) {
     const bool dist = r.n_workers > 0;
     const plan::CliPlanRequest req = plan_request(a, mo, r.timing.test, r.n_threads, dist);
@@ -288,8 +318,25 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     table.add_row({name, fmt::format("{}", r.n_threads), t.name(), s.feasible ? fmt::format("{:.2f}", pred) : "-",
                    fmt::format("{:.2f}", r.timing.avg_ts),
                    s.feasible && pred > 0 ? fmt::format("{:.2f}", r.timing.avg_ts / pred) : "-"});
+    auto c = std::find_if(choices.begin(), choices.end(),
+                          [&](const Choice& x) { return x.test == t.name() && x.threads == r.n_threads; });
+    if (c == choices.end()) c = choices.insert(choices.end(), Choice{t.name(), r.n_threads, {}, {}});
+    c->measured[name] = r.timing.avg_ts;
+    if (dist && p.plan.best) c->planned = check_label(p.plan.strategies[*p.plan.best]);
   }
-  const std::string text = fmt::format("\nPlanner check (predicted against measured):\n{}", table.render(""));
+  std::string text = fmt::format("\nPlanner check (predicted against measured):\n{}", table.render(""));
+  TextTable verdicts({"test", "threads", "planner's choice", "measured fastest", "verdict"});
+  for (const Choice& c : choices) {
+    if (c.planned.empty() || c.measured.size() < 2) continue;
+    const auto fastest = std::max_element(c.measured.begin(), c.measured.end(),
+                                          [](const auto& x, const auto& y) { return x.second < y.second; });
+    verdicts.add_row({c.test, fmt::format("{}", c.threads), c.planned,
+                      fmt::format("{} ({:.2f} t/s)", fastest->first, fastest->second),
+                      choice_verdict(c.planned, c.measured)});
+  }
+  if (verdicts.size() > 0) {
+    text += fmt::format("\nThe planner's choice for each test against the fastest measured:\n{}", verdicts.render(""));
+  }
   // Standard output stays machine-readable for csv and json.
   fmt::print(a.output == "md" ? stdout : stderr, "{}", text);
 }

@@ -11,6 +11,7 @@ class TextTable {
  public:
   explicit TextTable(std::vector<std::string> header) : header_(std::move(header)) {}
   void add_row(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  size_t size() const { return rows_.size(); }
   // Columns whose cells all look numeric are right-aligned.
   std::string render(const std::string& indent = "") const;
 

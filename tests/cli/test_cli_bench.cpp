@@ -265,6 +265,16 @@ TEST(CliBench, CheckPlanRunsLocalAndPipelineAndComparesWithThePlanner) {
   }
   EXPECT_EQ(local, 2);
   EXPECT_EQ(pipeline, 2);
+  // Then, per test, the planner's own choice against what measured fastest.
+  const size_t v = r.err.find("The planner's choice for each test against the fastest measured:");
+  ASSERT_NE(v, std::string::npos) << r.err;
+  const auto verdicts = lines(r.err.substr(v));
+  ASSERT_GE(verdicts.size(), 4u) << r.err;
+  EXPECT_NE(verdicts[1].find("planner's choice"), std::string::npos) << verdicts[1];
+  for (size_t i = 2; i < 4; ++i) {
+    EXPECT_TRUE(verdicts[i].rfind("pp16", 0) == 0 || verdicts[i].rfind("tg4", 0) == 0) << verdicts[i];
+    EXPECT_NE(verdicts[i].find("agrees"), std::string::npos) << verdicts[i];  // "agrees" or "disagrees"
+  }
 }
 
 TEST(CliProbe, JsonHasEveryKey) {
