@@ -1,11 +1,15 @@
 // `tessera bench -m MODEL [-p 512] [-n 128] [--np 1,4] [-t N,...] [--workers ...] [--check-plan]`: llama-bench's tests
 // on one node or a pipeline over workers, with the roofline, wire bytes and the planner's predictions checked.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
 
 #include "cli/cluster_options.h"
 #include "cli/commands.h"
@@ -17,6 +21,7 @@
 #include "engine/probe.h"
 #include "plan/plan_cli.h"
 #include "plan/split_spec.h"
+#include "tensor/kernels.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -273,9 +278,11 @@ plan::CliPlanRequest plan_request(const BenchArgs& a, const ModelOptions& mo, co
 // How a measured run and a plan row are named in the check: "local", or "pipeline" and its split.
 std::string check_label(const plan::Strategy& s) {
   if (s.kind == plan::StrategyKind::Local) return "local";
-  if (s.kind == plan::StrategyKind::Pipeline || s.kind == plan::StrategyKind::UserSplit) {
+  if (s.kind == plan::StrategyKind::Pipeline || s.kind == plan::StrategyKind::UserSplit ||
+      s.kind == plan::StrategyKind::Single) {
     return fmt::format("pipeline {}", plan::format_ranges(s.stages));
   }
+  if (s.kind == plan::StrategyKind::Replicas) return fmt::format("replicas {}", fmt::join(s.nodes, ","));
   return s.name;
 }
 
@@ -305,16 +312,24 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
   std::vector<Choice> choices;
   for (const BenchResult& r : results) {
     const bool dist = r.n_workers > 0;
-    const plan::CliPlanRequest req = plan_request(a, mo, r.timing.test, r.n_threads, dist);
+    const bool copies = r.split.starts_with("replicas ");
+    plan::CliPlanRequest req = plan_request(a, mo, r.timing.test, r.n_threads, dist);
+    // The split that ran: the user's, the default one, or the planner's own choice.
+    if (dist) req.split = copies ? std::string() : r.split;
     const auto key = std::make_pair(r.n_threads, dist);
     const auto it = clusters.find(key);
     plan::CliPlan p = plan::make_cli_plan(req, it == clusters.end() ? nullptr : &it->second);
     if (it == clusters.end()) clusters.emplace(key, *p.cluster);
-    if (!p.user) fail("internal: the plan has no row for the strategy that ran");
-    const plan::Strategy& s = p.plan.strategies[*p.user];
+    const size_t n_rows = p.plan.strategies.size();
+    size_t row = copies ? n_rows : p.user.value_or(n_rows);
+    for (size_t i = 0; copies && i < n_rows; ++i) {
+      if (check_label(p.plan.strategies[i]) == r.split) row = i;
+    }
+    if (row >= n_rows) fail("internal: the plan has no row for the strategy that ran ({})", r.split);
+    const plan::Strategy& s = p.plan.strategies[row];
     const BenchTest& t = r.timing.test;
     const double pred = t.n_prompt > 0 ? s.pred.prefill_tps : t.n_seq > 1 ? s.pred.decode_tps_c : s.pred.decode_tps_1;
-    const std::string name = dist ? fmt::format("pipeline {}", r.split) : "local";
+    const std::string name = !dist ? "local" : copies ? r.split : fmt::format("pipeline {}", r.split);
     table.add_row({name, fmt::format("{}", r.n_threads), t.name(), s.feasible ? fmt::format("{:.2f}", pred) : "-",
                    fmt::format("{:.2f}", r.timing.avg_ts),
                    s.feasible && pred > 0 ? fmt::format("{:.2f}", r.timing.avg_ts / pred) : "-"});
@@ -417,6 +432,77 @@ int run_bench(const BenchArgs& a) {
   if (distributed) {
     auto d = run_benchmarks(dist_config, model, make_pipeline, print, wire_bytes);
     results.insert(results.end(), d.begin(), d.end());
+  }
+  // A replicas choice: every copy decodes its share of the sequences at the same time, on its own node; the total
+  // tokens/s of a repeat is the sum over the copies (they start together and do the same amount of work each).
+  const auto run_replicas = [&](const plan::Strategy& s, const BenchTest& t, int threads,
+                                const std::string& head) -> BenchResult {
+    std::vector<std::unique_ptr<Executor>> copies;
+    for (const std::string& node : s.nodes) {
+      ModelOptions o = mo;
+      o.threads = threads;
+      if (node == head) {
+        copies.push_back(make_local(threads));
+        continue;
+      }
+      ClusterOptions co = a.cluster;
+      co.split = fmt::format("0-{}@{}", first.weights->config().n_layer - 1, node);
+      copies.push_back(build_pipeline(first, o, co, n_slots));
+    }
+    const std::string label = fmt::format("replicas {}", fmt::join(s.nodes, ","));
+    log_info("bench: {} with {} thread(s) over the planner's choice {} ({} sequences each)", t.name(), threads, label,
+             fmt::join(s.sequences, "/"));
+    std::vector<Executor*> ptrs;
+    for (auto& c : copies) ptrs.push_back(c.get());
+    BenchResult r;
+    r.model = model;
+    r.n_batch = config.run.n_batch;
+    r.n_threads = threads;
+    r.type_k = config.type_k;
+    r.isa = std::string(isa_name(select_isa()));
+    r.n_workers = dist_config.n_workers;
+    r.split = label;
+    r.timing = run_bench_copies(ptrs, s.nodes, s.sequences, t.n_gen, config.run);
+    return r;
+  };
+  if (distributed && a.check_plan) {
+    // The planner's own choice for a test, when it is not what ran above, runs too: the check then says whether
+    // the choice was the fastest.
+    std::vector<std::string> ran = {"local", dist_config.split};
+    for (const BenchTest& t : bench_tests(config.n_prompt, config.n_gen, config.concurrency)) {
+      for (int threads : config.threads) {
+        const plan::CliPlan p = plan::make_cli_plan(plan_request(a, mo, t, threads, true));
+        if (!p.plan.best) continue;
+        const plan::Strategy& s = p.plan.strategies[*p.plan.best];
+        const bool staged = s.kind == plan::StrategyKind::Pipeline || s.kind == plan::StrategyKind::Single ||
+                            s.kind == plan::StrategyKind::UserSplit;
+        if (s.kind == plan::StrategyKind::Replicas && s.runnable && s.feasible && t.n_gen > 0) {
+          BenchResult r = run_replicas(s, t, threads, p.cluster->head().name);
+          print(r);
+          results.push_back(std::move(r));
+          continue;
+        }
+        if (!staged || !s.runnable || !s.feasible) continue;
+        ClusterOptions co = a.cluster;
+        co.split = plan::format_ranges(s.stages);
+        BenchConfig one = dist_config;
+        one.n_prompt = t.n_prompt > 0 ? std::vector<int64_t>{t.n_prompt} : std::vector<int64_t>{};
+        one.n_gen = t.n_gen > 0 ? std::vector<int64_t>{t.n_gen} : std::vector<int64_t>{};
+        one.concurrency = {t.n_seq};
+        one.threads = {threads};
+        const ExecutorFactory make_choice = [&](int n_threads) -> std::unique_ptr<Executor> {
+          ModelOptions o = mo;
+          o.threads = n_threads;
+          auto pipeline = build_pipeline(first, o, co, n_slots);
+          one.split = pipeline_split(*pipeline);
+          return pipeline;
+        };
+        if (std::find(ran.begin(), ran.end(), co.split) != ran.end()) continue;
+        log_info("bench: {} with {} thread(s) over the planner's choice {}", t.name(), threads, co.split);
+        auto d = run_benchmarks(one, model, make_choice, print, wire_bytes);
+        results.insert(results.end(), d.begin(), d.end());
+      }
+    }
   }
   printer->footer();
   std::fflush(stdout);

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "engine/probe.h"
 #include "model/model_profile.h"
@@ -300,6 +301,52 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
                              static_cast<double>(test.n_tokens() * static_cast<int64_t>(options.repetitions));
   }
 
+  std::vector<double> ns(r.samples_ns.begin(), r.samples_ns.end());
+  const MeanSd t = mean_sd(ns);
+  r.avg_ns = static_cast<uint64_t>(std::llround(t.mean));
+  r.stddev_ns = static_cast<uint64_t>(std::llround(t.sd));
+  const MeanSd ts = mean_sd(r.samples_ts);
+  r.avg_ts = ts.mean;
+  r.stddev_ts = ts.sd;
+  return r;
+}
+
+BenchTiming run_bench_copies(std::span<Executor* const> copies, std::span<const std::string> labels,
+                             std::span<const int64_t> sequences, int64_t n_gen, const BenchRunOptions& options) {
+  if (copies.empty() || copies.size() != sequences.size() || copies.size() != labels.size()) {
+    fail("{} copies with {} sequence counts and {} names", copies.size(), sequences.size(), labels.size());
+  }
+  std::vector<BenchTiming> timings(copies.size());
+  std::vector<std::string> errors(copies.size());
+  {
+    std::vector<std::jthread> runs;
+    for (size_t i = 0; i < copies.size(); ++i) {
+      runs.emplace_back([&, i] {
+        try {
+          timings[i] = run_bench_test(*copies[i], BenchTest{0, n_gen, sequences[i]}, options);
+        } catch (const std::exception& e) {
+          errors[i] = e.what();
+        }
+      });
+    }
+  }
+  for (size_t i = 0; i < copies.size(); ++i) {
+    if (!errors[i].empty()) fail("the copy on {}: {}", labels[i], errors[i]);
+  }
+  BenchTiming r;
+  int64_t n_seq = 0;
+  for (int64_t s : sequences) n_seq += s;
+  r.test = BenchTest{0, n_gen, n_seq};
+  for (size_t j = 0; j < timings[0].samples_ts.size(); ++j) {
+    double ts = 0;
+    uint64_t ns = 0;
+    for (const BenchTiming& t : timings) {
+      ts += t.samples_ts.at(j);
+      ns = std::max(ns, t.samples_ns.at(j));
+    }
+    r.samples_ts.push_back(ts);
+    r.samples_ns.push_back(ns);
+  }
   std::vector<double> ns(r.samples_ns.begin(), r.samples_ns.end());
   const MeanSd t = mean_sd(ns);
   r.avg_ns = static_cast<uint64_t>(std::llround(t.mean));

@@ -49,6 +49,12 @@ struct BenchTiming {
 // last). Throws Error when the test does not fit the executor's context or its sequence slots.
 BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const BenchRunOptions& options);
 
+// Data parallel: copy i runs a generation test with sequences[i] sequences, all copies at the same time on threads
+// of their own. Each repeat's tokens/s is the sum over the copies, its time the longest; the first error thrown
+// by a copy is rethrown naming it (labels[i]).
+BenchTiming run_bench_copies(std::span<Executor* const> copies, std::span<const std::string> labels,
+                             std::span<const int64_t> sequences, int64_t n_gen, const BenchRunOptions& options);
+
 // Mean and standard deviation with Bessel's correction, as llama-bench reports them (sd 0 below two samples).
 struct MeanSd {
   double mean = 0;

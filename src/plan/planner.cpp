@@ -269,6 +269,7 @@ std::optional<Strategy> Planner::replicas() const {
     Strategy s = single(fit[i].second, cm_, part);
     r.nodes.push_back(s.nodes[0]);
     r.stages.push_back(s.stages[0]);
+    r.sequences.push_back(seqs[i]);
     s.memory[0].layers = fmt::format("all, {} seq", seqs[i]);
     r.memory.push_back(s.memory[0]);
     r.feasible = r.feasible && s.feasible;

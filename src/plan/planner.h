@@ -33,6 +33,7 @@ struct Strategy {
   StrategyKind kind = StrategyKind::Local;
   std::vector<std::string> nodes;
   std::vector<LayerRange> stages;  // pipelines, local and single: the layer ranges in ring order
+  std::vector<int64_t> sequences;  // replicas: the concurrent sequences each copy decodes
   std::vector<NodeMemory> memory;  // one entry per node
   bool feasible = false;
   bool runnable = true;     // false: needs another file (requant) or a runtime that does not exist yet (preview)

@@ -303,5 +303,48 @@ TEST(Benchmark, BadListsAreClearErrors) {
   expect_list_error("1-100000", "-p", 0, "more than 4096 values");
 }
 
+// Data parallel copies run at the same time, each with its own sequences; the figures add up.
+TEST(Benchmark, CopiesRunTheirSharesTogetherAndTheirRatesAddUp) {
+  StageOptions so;
+  so.n_ctx = 64;
+  so.n_slots = 2;
+  RecordingExecutor a(std::make_unique<LocalExecutor>(stories(), so, 1));
+  RecordingExecutor b(std::make_unique<LocalExecutor>(stories(), so, 1));
+  Executor* const copies[] = {&a, &b};
+  const std::vector<std::string> names = {"local", "w1"};
+  const int64_t sequences[] = {2, 1};
+  const BenchTiming t = run_bench_copies(copies, names, sequences, 5, run_options(2));
+  EXPECT_EQ(t.test.n_gen, 5);
+  EXPECT_EQ(t.test.n_seq, 3);
+  ASSERT_EQ(t.samples_ts.size(), 2u);
+  ASSERT_EQ(t.samples_ns.size(), 2u);
+  for (size_t j = 0; j < 2; ++j) {
+    // Each copy's rate over its own time adds up to at least all tokens over the longest time.
+    EXPECT_GE(t.samples_ts[j], (1 - 1e-9) * 1e9 * 15.0 / static_cast<double>(t.samples_ns[j]));
+  }
+  EXPECT_NEAR(t.avg_ts, (t.samples_ts[0] + t.samples_ts[1]) / 2, 1e-9 * t.avg_ts);
+  // Each copy stepped its own sequences only: two tokens per step on one, one on the other.
+  for (size_t i = 0; i < a.batch_sizes.size(); ++i) {
+    if (a.outputs[i] > 0) {
+      EXPECT_EQ(a.batch_sizes[i], 2);
+    }
+  }
+  for (size_t i = 0; i < b.batch_sizes.size(); ++i) {
+    if (b.outputs[i] > 0) {
+      EXPECT_EQ(b.batch_sizes[i], 1);
+    }
+  }
+  EXPECT_GT(a.batch_sizes.size(), 10u);
+  EXPECT_GT(b.batch_sizes.size(), 10u);
+  // A copy that cannot run its share is named.
+  const int64_t too_many[] = {2, 3};
+  try {
+    run_bench_copies(copies, names, too_many, 5, run_options(1));
+    FAIL() << "3 sequences on 2 slots ran";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the copy on w1"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tessera
