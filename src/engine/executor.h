@@ -53,14 +53,14 @@ class Executor {
     const auto n_vocab = static_cast<size_t>(config().n_vocab);
     out.resize(requests.size());
     for (size_t i = 0; i < requests.size(); ++i) {
-      const std::span<const float> row(sample_logits_.data() + i * n_vocab, n_vocab);
-      const SampleRequest& r = requests[i];
-      if (r.top_logprobs >= 0) {
-        out[i] = r.sampler->sample_with_logprobs(row, r.top_logprobs);
-      } else {
-        out[i] = SampledToken{r.sampler->sample(row), 0.0f, {}};
-      }
+      out[i] = sample_row(requests[i], {sample_logits_.data() + i * n_vocab, n_vocab});
     }
+  }
+
+  // One request's pick from its row of logits.
+  static SampledToken sample_row(const SampleRequest& r, std::span<const float> row) {
+    if (r.top_logprobs >= 0) return r.sampler->sample_with_logprobs(row, r.top_logprobs);
+    return SampledToken{r.sampler->sample(row), 0.0f, {}};
   }
 
   // Steps in flight. A pipeline keeps every stage busy only with several steps over disjoint sequences at once
