@@ -194,9 +194,11 @@ TEST(Stage, MixedSequenceBatchEqualsSeparateRuns) {
   std::printf("mixed batch vs alone: max |diff| %.3g\n", max_diff);
 }
 
-// Weights packed at load run the same tiles as the per-call repack, and copied weights are the same bytes, so
-// every logit is bit-identical to the run on the mapped, unpacked weights: prompt batches above and below the packed
-// path's token threshold, decode steps, MoE experts.
+// Copied weights are the same bytes, so every logit is bit-identical to the run on the mapped weights. Weights
+// packed at load run the same tiles as the per-call repack above 16 tokens; from 9 to 16 tokens (MoE experts here)
+// the unpacked K-quants take the small-batch kernels instead, the same int32 block sums added up in another float
+// order, so packed logits match to rounding there and bit for bit elsewhere: prompt batches above and below the
+// packed path's token threshold, decode steps, MoE experts.
 TEST(Stage, PackedWeightsGiveIdenticalLogits) {
   const bool avx512 = select_isa() == Isa::Avx512;
   for (const char* name : {"llama-q8_0", "mixtral-q4_k_m", "qwen3moe-q4_k_m"}) {
@@ -238,12 +240,21 @@ TEST(Stage, PackedWeightsGiveIdenticalLogits) {
       return all;
     };
     const auto a = run(plain);
+    const bool experts = plain.config().n_expert > 0;
     for (Stage* other : {&packed, &mapped}) {
       const auto b = run(*other);
       ASSERT_EQ(a.size(), b.size());
+      const bool rounding = other == &packed && experts;
       size_t differ = 0;
-      for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
-      EXPECT_EQ(differ, 0u) << "of " << a.size() << " logits";
+      for (size_t i = 0; i < a.size(); ++i) {
+        differ += a[i] != b[i];
+        if (rounding) {
+          EXPECT_NEAR(a[i], b[i], 1e-4f * (1.0f + std::abs(a[i]))) << "logit " << i;
+        }
+      }
+      if (!rounding) {
+        EXPECT_EQ(differ, 0u) << "of " << a.size() << " logits";
+      }
     }
   }
 }

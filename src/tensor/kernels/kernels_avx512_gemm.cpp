@@ -215,8 +215,12 @@ template <class F>
 constexpr int kMinTokens = F::kSuper ? 4 : 2;
 
 // K-quants (those with kquant_gemm_batch) from 2 up to this many tokens: unpack each block once and dot it with
-// every token, no repack. Above it the panels' per-call repack is amortized and their tiles win (measured).
-constexpr int kBatchMaxTokens = 8;
+// every token, no repack. Above it the panels' per-call repack is amortized and their tiles win (measured on 1B
+// Q4_K_M at -t 2, prompts of n tokens in t/s, batch kernels against repacking tiles: 9: 116 / 85, 12: 126 / 95,
+// 16: 129 / 124, 24: 128 / 155, 32: 128 / 175). A server's decode step with a new prompt joining is such a size.
+constexpr int kBatchMaxTokens = 16;
+// Weights packed at load (--repack) have no per-call repack: their tiles beat the small-batch kernels from here.
+constexpr int kPackedFromTokens = 9;
 
 template <class F>
 constexpr int kTokGroup = F::kSuper ? 12 : 10;
@@ -320,10 +324,10 @@ void packed_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, 
 
 // With the panels ready, the repack's cost is gone. But a packed panel holds 2-2.5x the bytes of the weights, so
 // for a few tokens, where reading the weights sets the pace, the small-batch kernels of Q4_K/Q5_K/Q6_K stay
-// faster up to kBatchMaxTokens (measured: decode of 4 sequences 0.7x, of 8 about 1x, of 16 1.7x on packed).
+// faster below kPackedFromTokens (measured: decode of 4 sequences 0.7x, of 8 about 1x, of 16 1.7x on packed).
 template <class F>
 constexpr int kPackedMinTokens =
-    F::kType == GgmlType::Q4_K || F::kType == GgmlType::Q5_K || F::kType == GgmlType::Q6_K ? kBatchMaxTokens + 1
+    F::kType == GgmlType::Q4_K || F::kType == GgmlType::Q5_K || F::kType == GgmlType::Q6_K ? kPackedFromTokens
                                                                                            : kMinTokens<F>;
 
 template <class F>
