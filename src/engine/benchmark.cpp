@@ -96,6 +96,17 @@ std::string params_label(uint64_t n) {
   return scaled(x / 1e3, "K");
 }
 
+// Mean and deviation of the repeats' times and rates.
+void summarize(BenchTiming& r) {
+  std::vector<double> ns(r.samples_ns.begin(), r.samples_ns.end());
+  const MeanSd t = mean_sd(ns);
+  r.avg_ns = static_cast<uint64_t>(std::llround(t.mean));
+  r.stddev_ns = static_cast<uint64_t>(std::llround(t.sd));
+  const MeanSd ts = mean_sd(r.samples_ts);
+  r.avg_ts = ts.mean;
+  r.stddev_ts = ts.sd;
+}
+
 }  // namespace
 
 std::string BenchTest::name() const {
@@ -301,13 +312,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
                              static_cast<double>(test.n_tokens() * static_cast<int64_t>(options.repetitions));
   }
 
-  std::vector<double> ns(r.samples_ns.begin(), r.samples_ns.end());
-  const MeanSd t = mean_sd(ns);
-  r.avg_ns = static_cast<uint64_t>(std::llround(t.mean));
-  r.stddev_ns = static_cast<uint64_t>(std::llround(t.sd));
-  const MeanSd ts = mean_sd(r.samples_ts);
-  r.avg_ts = ts.mean;
-  r.stddev_ts = ts.sd;
+  summarize(r);
   return r;
 }
 
@@ -347,13 +352,7 @@ BenchTiming run_bench_copies(std::span<Executor* const> copies, std::span<const 
     r.samples_ts.push_back(ts);
     r.samples_ns.push_back(ns);
   }
-  std::vector<double> ns(r.samples_ns.begin(), r.samples_ns.end());
-  const MeanSd t = mean_sd(ns);
-  r.avg_ns = static_cast<uint64_t>(std::llround(t.mean));
-  r.stddev_ns = static_cast<uint64_t>(std::llround(t.sd));
-  const MeanSd ts = mean_sd(r.samples_ts);
-  r.avg_ts = ts.mean;
-  r.stddev_ts = ts.sd;
+  summarize(r);
   return r;
 }
 
