@@ -8,7 +8,7 @@
 #include "dist/local_stage_endpoint.h"
 #include "dist/remote_stage_endpoint.h"
 #include "model/stage.h"
-#include "model/synthetic_model.h"
+#include "support/tiny_model.h"
 #include "util/error.h"
 #include "worker_process.h"
 
@@ -30,11 +30,7 @@ std::unique_ptr<dist::RemoteStageEndpoint> load_all(const test::WorkerProcess& w
 
 TEST(WorkerMemory, MemLimitCountsThePackedCopy) {
   test::TempDir dir;
-  SyntheticSpec spec;
-  spec.config = preset_config("tiny", "llama");
-  spec.type = "q8_0";
-  spec.threads = 1;
-  write_synthetic_model(spec, dir / "m.gguf");
+  test::write_tiny_model(dir / "m.gguf", "llama", "q8_0");
   const auto model = ModelWeights::load(dir / "m.gguf");
   StageOptions repack;
   repack.repack = true;

@@ -8,10 +8,10 @@
 #include "dist/handshake.h"
 #include "dist/messages.h"
 #include "model/stage.h"
-#include "model/synthetic_model.h"
 #include "plan/live_cluster.h"
 #include "plan/plan_cli.h"
 #include "support/test_paths.h"
+#include "support/tiny_model.h"
 #include "util/error.h"
 
 namespace tessera::plan {
@@ -151,11 +151,7 @@ TEST(LiveCluster, CliPlanShowsTheSplitThatRuns) {
 // run/bench/serve --repack packs the head's own stage: the plan they print counts the packed copy on the head.
 TEST(LiveCluster, CliPlanCountsTheHeadsRepack) {
   test::TempDir dir;
-  SyntheticSpec spec;
-  spec.config = preset_config("tiny", "llama");
-  spec.type = "q8_0";
-  spec.threads = 1;
-  write_synthetic_model(spec, dir / "m.gguf");
+  test::write_tiny_model(dir / "m.gguf", "llama", "q8_0");
   CliPlanRequest r;
   r.model_path = (dir / "m.gguf").string();
   r.prompt_tokens = 64;

@@ -6,10 +6,10 @@
 #include "gguf/gguf_writer.h"
 #include "model/quant_mix.h"
 #include "model/stage.h"
-#include "model/synthetic_model.h"
 #include "plan/plan_report.h"
 #include "plan/planner.h"
 #include "support/test_paths.h"
+#include "support/tiny_model.h"
 
 namespace tessera::plan {
 namespace {
@@ -54,12 +54,8 @@ uint64_t stage_packed_bytes(const std::filesystem::path& path, tessera::LayerRan
 // A tiny synthetic model; `tied` drops output.weight, so the head multiplies by token_embd (gen-model always writes
 // the head).
 std::filesystem::path write_model(const test::TempDir& dir, const char* arch, const char* type, bool tied) {
-  SyntheticSpec spec;
-  spec.config = preset_config("tiny", arch);
-  spec.type = type;
-  spec.threads = 1;
   const auto path = dir / "m.gguf";
-  write_synthetic_model(spec, path);
+  test::write_tiny_model(path, arch, type);
   if (!tied) return path;
   const auto file = gguf::GgufFile::open(path);
   gguf::GgufWriter w;

@@ -1,0 +1,12 @@
+// Test models: a tiny synthetic GGUF (gen-model's "tiny" preset) written into a test's scratch folder.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace tessera::test {
+
+// Writes the "tiny" preset of `arch` with weights of `type` (a gen-model mix name) to `path`, on one thread.
+void write_tiny_model(const std::filesystem::path& path, const std::string& arch, const std::string& type);
+
+}  // namespace tessera::test
