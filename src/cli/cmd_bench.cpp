@@ -300,9 +300,20 @@ std::string choice_verdict(const std::string& choice, const std::map<std::string
 
 // --check-plan: the planner's prediction for each measured result, side by side, with the ratio; then, per test,
 // the planner's own choice against the strategy that measured fastest.
-void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vector<BenchResult>& results) {
+// Node and link profiles per (threads, distributed), probed once for every plan of a --check-plan run.
+using ClusterCache = std::map<std::pair<int, bool>, plan::Cluster>;
+
+plan::CliPlan cached_plan(const plan::CliPlanRequest& req, int threads, bool dist, ClusterCache& clusters) {
+  const auto key = std::make_pair(threads, dist);
+  const auto it = clusters.find(key);
+  plan::CliPlan p = plan::make_cli_plan(req, it == clusters.end() ? nullptr : &it->second);
+  if (it == clusters.end()) clusters.emplace(key, *p.cluster);
+  return p;
+}
+
+void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vector<BenchResult>& results,
+                      ClusterCache& clusters) {
   TextTable table({"strategy", "threads", "test", "predicted t/s", "measured t/s", "measured/predicted"});
-  std::map<std::pair<int, bool>, plan::Cluster> clusters;  // profiles per (threads, distributed), probed once
   struct Choice {
     std::string test;
     int threads;
@@ -316,10 +327,7 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     plan::CliPlanRequest req = plan_request(a, mo, r.timing.test, r.n_threads, dist);
     // The split that ran: the user's, the default one, or the planner's own choice.
     if (dist) req.split = copies ? std::string() : r.split;
-    const auto key = std::make_pair(r.n_threads, dist);
-    const auto it = clusters.find(key);
-    plan::CliPlan p = plan::make_cli_plan(req, it == clusters.end() ? nullptr : &it->second);
-    if (it == clusters.end()) clusters.emplace(key, *p.cluster);
+    const plan::CliPlan p = cached_plan(req, r.n_threads, dist, clusters);
     const size_t n_rows = p.plan.strategies.size();
     size_t row = copies ? n_rows : p.user.value_or(n_rows);
     for (size_t i = 0; copies && i < n_rows; ++i) {
@@ -465,13 +473,14 @@ int run_bench(const BenchArgs& a) {
     r.timing = run_bench_copies(ptrs, s.nodes, s.sequences, t.n_gen, config.run);
     return r;
   };
+  ClusterCache clusters;
   if (distributed && a.check_plan) {
     // The planner's own choice for a test, when it is not what ran above, runs too: the check then says whether
     // the choice was the fastest.
     std::vector<std::string> ran = {"local", dist_config.split};
     for (const BenchTest& t : bench_tests(config.n_prompt, config.n_gen, config.concurrency)) {
       for (int threads : config.threads) {
-        const plan::CliPlan p = plan::make_cli_plan(plan_request(a, mo, t, threads, true));
+        const plan::CliPlan p = cached_plan(plan_request(a, mo, t, threads, true), threads, true, clusters);
         if (!p.plan.best) continue;
         const plan::Strategy& s = p.plan.strategies[*p.plan.best];
         const bool staged = s.kind == plan::StrategyKind::Pipeline || s.kind == plan::StrategyKind::Single ||
@@ -506,7 +515,7 @@ int run_bench(const BenchArgs& a) {
   }
   printer->footer();
   std::fflush(stdout);
-  if (a.check_plan) print_plan_check(a, mo, results);
+  if (a.check_plan) print_plan_check(a, mo, results, clusters);
   std::fflush(stdout);
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <tuple>
 
 #include "plan/plan_explain.h"
 #include "util/error.h"
@@ -446,7 +447,8 @@ Plan Planner::run() {
   }
 
   // The planner's choice: the fastest that fits and can run; among those within min_gain_to_add_nodes of it, the
-  // one with the fewest nodes.
+  // one that needs the fewest machines besides the head, then the fewest nodes: moving the whole model to a worker
+  // that probes a little faster than the head adds a hop and a machine that can fail, for a gain within the noise.
   std::optional<size_t> fastest;
   auto eligible = [&](const Strategy& s) {
     return s.feasible && s.runnable && s.kind != StrategyKind::UserSplit && (!o_.distribute || s.nodes.size() > 1);
@@ -462,9 +464,12 @@ Plan Planner::run() {
       const auto& s = plan.strategies[i];
       const auto& b = plan.strategies[*plan.best];
       if (!eligible(s) || s.pred.score_s > limit) continue;
-      if (s.nodes.size() < b.nodes.size() || (s.nodes.size() == b.nodes.size() && s.pred.score_s < b.pred.score_s)) {
-        plan.best = i;
-      }
+      const auto machines = [&](const Strategy& x) {
+        const auto remote =
+            std::count_if(x.nodes.begin(), x.nodes.end(), [&](const std::string& n) { return n != c_.head().name; });
+        return std::make_tuple(remote, x.nodes.size(), x.pred.score_s);
+      };
+      if (machines(s) < machines(b)) plan.best = i;
     }
   }
   plan.chosen = user ? (plan.strategies[*user].feasible ? user : std::nullopt) : plan.best;

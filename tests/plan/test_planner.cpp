@@ -92,6 +92,24 @@ TEST(Planner, LocalWinsWhenTheModelFits) {
   expect_sound_placements(p, m.n_layer());
 }
 
+// A worker that probes a little faster than the head (5% more bandwidth: within a probe's noise) does not take the
+// whole model away from the head: that would add a hop and a machine that can fail for a gain within the noise.
+TEST(Planner, AWorkerALittleFasterThanTheHeadDoesNotTakeTheModel) {
+  const ModelCost m = shape("qwen2.5-7b");
+  const Cluster c = cluster({vm("head", 60, 40), vm("w1", 60, 42)});
+  const Plan p = make_plan(m, c, options());
+  ASSERT_TRUE(p.chosen);
+  bool saw_w1 = false;
+  for (const auto& s : p.strategies) {
+    if (s.kind == StrategyKind::Single && s.nodes == std::vector<std::string>{"w1"}) {
+      saw_w1 = true;
+      EXPECT_LT(s.pred.score_s, p.strategies[*p.chosen].pred.score_s);  // predicted faster, yet not chosen
+    }
+  }
+  EXPECT_TRUE(saw_w1);
+  EXPECT_EQ(p.strategies[*p.chosen].kind, StrategyKind::Local);
+}
+
 TEST(Planner, SplitsWhenTheModelDoesNotFitAndAdvisesASmallerQuantFirst) {
   const ModelCost m = shape("qwen2.5-72b", "q8_0");
   const Cluster c = cluster({vm("vm1"), vm("vm2"), vm("vm3")});
