@@ -164,32 +164,51 @@ std::shared_ptr<const ModelWeights> ModelWeights::packed(const std::shared_ptr<c
 }
 
 std::shared_ptr<const ModelWeights> ModelWeights::copied(const std::shared_ptr<const ModelWeights>& weights,
-                                                         ThreadPool& pool) {
+                                                         const Kernels& kernels, ThreadPool& pool) {
   auto w = std::shared_ptr<ModelWeights>(new ModelWeights(*weights));
   std::vector<TensorView*> views;
   for_each_matrix(*w, [&](TensorView& v) { views.push_back(&v); });
   views.push_back(&w->token_embd_);
-  // A tied head shares the embedding's bytes: one copy, found by address.
-  std::map<const uint8_t*, size_t> offsets;
-  std::vector<std::pair<const uint8_t*, size_t>> spans;
+  // Each tensor once (a tied head shares the embedding's bytes: found by address): its rows copied, or for a
+  // matrix the kernels keep as panels, the panels instead. The rows of those stay readable in the file mapping
+  // for the rare reader of rows (a slice not on a panel boundary), so the matrix costs memory once.
+  struct Span {
+    const TensorView* src;
+    const PackedGemm* panels;
+    size_t offset;
+    size_t bytes;
+  };
+  std::map<const uint8_t*, size_t> index;
+  std::vector<Span> spans;
   size_t total = 0;
   for (const TensorView* v : views) {
-    if (v->empty() || offsets.count(v->data) != 0) continue;
-    const size_t bytes = static_cast<size_t>(v->rows()) * v->row_bytes;
-    offsets[v->data] = total;
-    spans.emplace_back(v->data, bytes);
+    if (v->empty() || index.count(v->data) != 0) continue;
+    const PackedGemm* panels = v->data == w->token_embd_.data ? nullptr : kernels.panels(v->type);
+    const size_t bytes =
+        panels != nullptr ? PackedWeights::panel_bytes(*v, *panels) : static_cast<size_t>(v->rows()) * v->row_bytes;
+    index[v->data] = spans.size();
+    spans.push_back({v, panels, total, bytes});
     total += (bytes + 63) / 64 * 64;
   }
   auto buffer = std::make_shared<HugeBuffer>(total);
   uint8_t* base = buffer->data();
   pool.parallel_for(static_cast<int64_t>(spans.size()), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      const auto& [src, bytes] = spans[static_cast<size_t>(i)];
-      std::memcpy(base + offsets.at(src), src, bytes);
+      const Span& s = spans[static_cast<size_t>(i)];
+      if (s.panels == nullptr) std::memcpy(base + s.offset, s.src->data, s.bytes);
     }
   });
+  for (const Span& s : spans) {
+    if (s.panels != nullptr) PackedWeights::write_panels(*s.src, *s.panels, base + s.offset, pool);
+  }
   for (TensorView* v : views) {
-    if (!v->empty()) v->data = base + offsets.at(v->data);
+    if (v->empty()) continue;
+    const Span& s = spans[index.at(v->data)];
+    if (s.panels != nullptr) {
+      v->panels = PackedWeights::rows_at(*v, *s.panels, base + s.offset);
+    } else {
+      v->data = base + s.offset;
+    }
   }
   w->copy_ = std::move(buffer);
   return w;

@@ -50,9 +50,10 @@ class ModelWeights {
                                                     const Kernels& kernels, ThreadPool& pool);
   // The same weights copied out of the mapped file into huge pages (HugeBuffer): every token streams them, and
   // through 4 KiB page-cache pages that costs a TLB miss per page (measured: decode 10-15% slower). Costs their
-  // size in private memory; the file's page cache stays, reclaimable.
+  // size in private memory; the file's page cache stays, reclaimable. Matrices the kernels keep as panels
+  // (Kernels::panels) are copied as panels instead of rows.
   static std::shared_ptr<const ModelWeights> copied(const std::shared_ptr<const ModelWeights>& weights,
-                                                    ThreadPool& pool);
+                                                    const Kernels& kernels, ThreadPool& pool);
   uint64_t copied_bytes() const { return copy_ ? copy_->size() : 0; }
   uint64_t packed_bytes() const { return packed_ ? packed_->bytes() : 0; }
   // What packed() with these kernels would add: the memory checks count the copy before it is made.

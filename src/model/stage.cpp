@@ -29,7 +29,7 @@ KvCacheConfig cache_config(const ModelWeights& w, const StageOptions& o) {
 // Copies and packs the weights as the options ask (copy first, so the packing reads huge pages).
 std::shared_ptr<const ModelWeights> prepare_weights(std::shared_ptr<const ModelWeights> w, const StageOptions& o,
                                                     ThreadPool& pool) {
-  if (o.copy_weights) w = ModelWeights::copied(w, pool);
+  if (o.copy_weights) w = ModelWeights::copied(w, Stage::packing_kernels(), pool);
   if (o.repack) w = ModelWeights::packed(w, Stage::packing_kernels(), pool);
   return w;
 }

@@ -49,6 +49,8 @@ struct PackedGemm {
   // As GemmFn, for rows [0, n_rows) of the packed groups at p.
   void (*gemm)(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t x_stride, int64_t n_tok, int64_t k, float* y,
                int64_t ldy) = nullptr;
+  // Above this many tokens (0: no limit) the next choice is faster (--repack's tiles or the plain gemm).
+  int max_tokens = 0;
 };
 
 class Kernels {
@@ -62,6 +64,9 @@ class Kernels {
   GemmFn gemm(GgmlType weight) const;           // never null for a type with can_dequantize
   // The packed layout of this path for a weight type; nullptr where the path has none (the plain gemm is used).
   const PackedGemm* packed(GgmlType weight) const;
+  // A layout the weights' copy at load holds in place of the rows (the size of the rows, or a little more), for
+  // calls of up to max_tokens tokens; nullptr where the path has none for the type.
+  const PackedGemm* panels(GgmlType weight) const;
 
   // The kernel set of one path (the path must be supported by the CPU to be called).
   static const Kernels& get(Isa isa);
@@ -73,6 +78,7 @@ class Kernels {
   VecDotFn dot_[64] = {};
   GemmFn gemm_[64] = {};
   const PackedGemm* packed_[64] = {};
+  const PackedGemm* panels_[64] = {};
 };
 
 }  // namespace tessera

@@ -23,7 +23,7 @@ struct Job {
   const TensorView* w;
   float* y;
   GemmFn gemm;
-  const PackedGemm* packed;  // set when w's packed rows serve this call
+  const PackedRows* packed;  // set when w's panels or packed rows serve this call
   const uint8_t* act;
   size_t act_row;
   int64_t first_chunk;  // chunks of all jobs are numbered consecutively
@@ -57,9 +57,10 @@ void run_chunks(const Job& job, int64_t c0, int64_t c1, int64_t n_tokens) {
   const int64_t r0 = c0 * kChunkRows;
   const int64_t r1 = std::min(n, c1 * kChunkRows);
   if (job.packed != nullptr) {
-    const auto group = static_cast<size_t>(r0 / job.w->packed_group_rows);
-    return job.packed->gemm(job.w->packed + group * job.w->packed_group_bytes, r1 - r0, job.act, job.act_row, n_tokens,
-                            job.w->cols(), job.y + r0, n);
+    const PackedRows& p = *job.packed;
+    const auto group = static_cast<size_t>(r0 / p.group_rows);
+    return p.fns->gemm(p.data + group * p.group_bytes, r1 - r0, job.act, job.act_row, n_tokens, job.w->cols(),
+                       job.y + r0, n);
   }
   job.gemm(job.w->row(r0), job.w->row_bytes, r1 - r0, job.act, job.act_row, n_tokens, job.w->cols(), job.y + r0, n);
 }
@@ -86,9 +87,15 @@ void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, int64_t n_toke
   });
 }
 
-// The packed rows when they exist and pay for this many tokens.
-const PackedGemm* packed_for(const TensorView& w, int64_t n_tokens) {
-  return w.packed != nullptr && n_tokens >= w.packed_fns->min_tokens ? w.packed_fns : nullptr;
+bool serves(const PackedRows& p, int64_t n_tokens) {
+  return !p.empty() && n_tokens >= p.fns->min_tokens && (p.fns->max_tokens == 0 || n_tokens <= p.fns->max_tokens);
+}
+
+// The panels or packed rows when they exist and pay for this many tokens; nullptr for the plain gemm on the rows.
+const PackedRows* packed_for(const TensorView& w, int64_t n_tokens) {
+  if (serves(w.panels, n_tokens)) return &w.panels;
+  if (serves(w.packed, n_tokens)) return &w.packed;
+  return nullptr;
 }
 
 GemmFn gemm_for(const Kernels& kernels, const TensorView& w) {

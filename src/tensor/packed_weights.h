@@ -26,6 +26,13 @@ class PackedWeights {
   static size_t bytes_for(GgmlType type, int64_t rows, int64_t cols, const Kernels& kernels);
   size_t bytes() const { return bytes_; }
 
+  // Panels (Kernels::panels) take the place of a matrix's rows in the weights' copy rather than adding to them.
+  static size_t panel_bytes(const TensorView& w, const PackedGemm& panels);
+  // Writes w's panels to out (64-byte aligned, panel_bytes long) over the pool.
+  static void write_panels(const TensorView& w, const PackedGemm& panels, uint8_t* out, ThreadPool& pool);
+  // w's rows in fns' layout at p.
+  static PackedRows rows_at(const TensorView& w, const PackedGemm& fns, const uint8_t* p);
+
  private:
   std::vector<HugeBuffer> buffers_;  // streamed like the weights: huge pages spare the TLB
   size_t bytes_ = 0;

@@ -371,65 +371,84 @@ TEST_P(KernelTest, GemvManyRows) {
   }
 }
 
-// Weights packed once (PackedGemm, the AVX-512 path) give what the plain gemm gives, for whole matrices and for
-// row ranges starting at a later packed group, with no write outside the rows asked for.
+// Rows packed by fns (a PackedGemm) give what the reference gives, for whole matrices and for row ranges
+// starting at a later packed group, with no write outside the rows asked for.
+void expect_packed_matches_reference(GgmlType t, const PackedGemm* fns) {
+  ASSERT_GT(fns->group_rows, 0);
+  ASSERT_EQ(64 % fns->group_rows, 0) << "matmul's 64-row chunks must be whole packed groups";
+  const GgmlType at = Kernels::act_type(t);
+  const int64_t k_len = type_traits(t).block_size == 256 ? 768 : 320, n_rows = 37;
+  const size_t w_row = row_size(t, k_len), x_row = row_size(at, k_len);
+  const size_t w_stride = w_row + 32;
+  std::vector<uint8_t> w(w_stride * n_rows, 0xCD);
+  std::vector<std::vector<uint8_t>> rows;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    rows.push_back(make_weights(t, k_len, 3100 + static_cast<unsigned>(r)));
+    std::memcpy(w.data() + r * w_stride, rows.back().data(), w_row);
+  }
+  const int64_t groups = (n_rows + fns->group_rows - 1) / fns->group_rows;
+  const size_t group_bytes = fns->group_bytes(k_len);
+  ASSERT_EQ(group_bytes % 64, 0u);
+  std::vector<uint8_t> storage(group_bytes * static_cast<size_t>(groups) + 64);
+  uint8_t* packed = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+  fns->pack(w.data(), w_stride, n_rows, k_len, packed);
+  for (int64_t n_tok : {int64_t{1}, int64_t{2}, int64_t{fns->min_tokens}, int64_t{5}, int64_t{13}, int64_t{25}}) {
+    std::vector<Act> acts;
+    std::vector<uint8_t> x(x_row * static_cast<size_t>(n_tok));
+    for (int64_t tok = 0; tok < n_tok; ++tok) {
+      acts.push_back(make_act(t, normal_data(k_len, 810 + static_cast<unsigned>(tok))));
+      std::memcpy(x.data() + tok * x_row, acts.back().bytes.data(), x_row);
+    }
+    // All rows, then the rows of the second group onwards (the offset matmul uses for a later chunk).
+    for (int64_t first : {int64_t{0}, int64_t{fns->group_rows}}) {
+      const int64_t count = n_rows - first;
+      const int64_t ldy = n_rows + 2;
+      std::vector<float> y(static_cast<size_t>(ldy * n_tok), std::nanf(""));
+      fns->gemm(packed + static_cast<size_t>(first / fns->group_rows) * group_bytes, count, x.data(), x_row, n_tok,
+                k_len, y.data() + first, ldy);
+      for (int64_t tok = 0; tok < n_tok; ++tok) {
+        for (int64_t r = 0; r < ldy; ++r) {
+          const float got = y[tok * ldy + r];
+          if (r < first || r >= n_rows) {
+            EXPECT_TRUE(std::isnan(got)) << type_name(t) << ": wrote outside rows at " << r;
+            continue;
+          }
+          const Reference ref = reference(t, rows[r], acts[tok], k_len);
+          EXPECT_NEAR(got, ref.dot, tolerance(ref.magnitude))
+              << type_name(t) << " row " << r << " tok " << tok << " of " << n_tok << " from " << first;
+        }
+      }
+    }
+  }
+}
+
+// Weights packed once by --repack (PackedGemm, the AVX-512 path).
 TEST_P(KernelTest, PackedGemmMatchesReference) {
   int tested = 0;
   for (GgmlType t : kWeightTypes) {
     const PackedGemm* fns = k().packed(t);
     if (fns == nullptr) continue;
     ++tested;
-    ASSERT_GT(fns->group_rows, 0);
-    ASSERT_EQ(64 % fns->group_rows, 0) << "matmul's 64-row chunks must be whole packed groups";
-    const GgmlType at = Kernels::act_type(t);
-    const int64_t k_len = type_traits(t).block_size == 256 ? 768 : 320, n_rows = 37;
-    const size_t w_row = row_size(t, k_len), x_row = row_size(at, k_len);
-    const size_t w_stride = w_row + 32;
-    std::vector<uint8_t> w(w_stride * n_rows, 0xCD);
-    std::vector<std::vector<uint8_t>> rows;
-    for (int64_t r = 0; r < n_rows; ++r) {
-      rows.push_back(make_weights(t, k_len, 3100 + static_cast<unsigned>(r)));
-      std::memcpy(w.data() + r * w_stride, rows.back().data(), w_row);
-    }
-    const int64_t groups = (n_rows + fns->group_rows - 1) / fns->group_rows;
-    const size_t group_bytes = fns->group_bytes(k_len);
-    std::vector<uint8_t> storage(group_bytes * static_cast<size_t>(groups) + 64);
-    uint8_t* packed = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
-    fns->pack(w.data(), w_stride, n_rows, k_len, packed);
-    for (int64_t n_tok : {1, 2, fns->min_tokens, 13, 25}) {
-      std::vector<Act> acts;
-      std::vector<uint8_t> x(x_row * static_cast<size_t>(n_tok));
-      for (int64_t tok = 0; tok < n_tok; ++tok) {
-        acts.push_back(make_act(t, normal_data(k_len, 810 + static_cast<unsigned>(tok))));
-        std::memcpy(x.data() + tok * x_row, acts.back().bytes.data(), x_row);
-      }
-      // All rows, then the rows of the second group onwards (the offset matmul uses for a later chunk).
-      for (int64_t first : {int64_t{0}, int64_t{fns->group_rows}}) {
-        const int64_t count = n_rows - first;
-        const int64_t ldy = n_rows + 2;
-        std::vector<float> y(static_cast<size_t>(ldy * n_tok), std::nanf(""));
-        fns->gemm(packed + static_cast<size_t>(first / fns->group_rows) * group_bytes, count, x.data(), x_row, n_tok,
-                  k_len, y.data() + first, ldy);
-        for (int64_t tok = 0; tok < n_tok; ++tok) {
-          for (int64_t r = 0; r < ldy; ++r) {
-            const float got = y[tok * ldy + r];
-            if (r < first || r >= n_rows) {
-              EXPECT_TRUE(std::isnan(got)) << type_name(t) << ": wrote outside rows at " << r;
-              continue;
-            }
-            const Reference ref = reference(t, rows[r], acts[tok], k_len);
-            EXPECT_NEAR(got, ref.dot, tolerance(ref.magnitude))
-                << type_name(t) << " row " << r << " tok " << tok << " of " << n_tok << " from " << first;
-          }
-        }
-      }
-    }
+    expect_packed_matches_reference(t, fns);
   }
   if (GetParam() == Isa::Avx512) {
     EXPECT_GE(tested, 10) << "the AVX-512 path packs every quantized format it has a gemm for";
   } else {
     EXPECT_EQ(tested, 0);
   }
+}
+
+// Panels, which the weights' copy holds instead of the rows (Q4_K, Q4_0, Q8_0 on the AVX-512 path).
+TEST_P(KernelTest, PanelsMatchReference) {
+  int tested = 0;
+  for (GgmlType t : kWeightTypes) {
+    const PackedGemm* fns = k().panels(t);
+    if (fns == nullptr) continue;
+    ++tested;
+    EXPECT_EQ(fns->min_tokens, 1) << "panels replace the rows, so they serve every call";
+    expect_packed_matches_reference(t, fns);
+  }
+  EXPECT_EQ(tested, GetParam() == Isa::Avx512 ? 3 : 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, KernelTest, ::testing::ValuesIn(supported_isas()),

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "model/stage.h"
 #include "support/test_paths.h"
@@ -194,11 +195,12 @@ TEST(Stage, MixedSequenceBatchEqualsSeparateRuns) {
   std::printf("mixed batch vs alone: max |diff| %.3g\n", max_diff);
 }
 
-// Copied weights are the same bytes, so every logit is bit-identical to the run on the mapped weights. Weights
-// packed at load run the same tiles as the per-call repack above 16 tokens; from 9 to 16 tokens (MoE experts here)
-// the unpacked K-quants take the small-batch kernels instead, the same int32 block sums added up in another float
-// order, so packed logits match to rounding there and bit for bit elsewhere: prompt batches above and below the
-// packed path's token threshold, decode steps, MoE experts.
+// Copied weights run the same kernels as mapped ones, so every logit is bit-identical, except where the copy holds
+// Q4_K as panels (the AVX-512 path): those are the same int32 block sums added up in another float order, so they
+// match to rounding. Weights packed at load run the same tiles as the per-call repack above 16 tokens (48 for
+// panels); from 9 to 16 tokens (MoE experts here) the unpacked K-quants take the small-batch kernels instead, again
+// the same sums in another order: prompt batches above and below the packed path's token threshold, decode steps,
+// MoE experts.
 TEST(Stage, PackedWeightsGiveIdenticalLogits) {
   const bool avx512 = select_isa() == Isa::Avx512;
   for (const char* name : {"llama-q8_0", "mixtral-q4_k_m", "qwen3moe-q4_k_m"}) {
@@ -244,18 +246,78 @@ TEST(Stage, PackedWeightsGiveIdenticalLogits) {
     for (Stage* other : {&packed, &mapped}) {
       const auto b = run(*other);
       ASSERT_EQ(a.size(), b.size());
-      const bool rounding = other == &packed && experts;
+      const bool panels = Stage::packing_kernels().panels(weights->layer(0).ffn_up.type) != nullptr ||
+                          Stage::packing_kernels().panels(weights->layer(0).ffn_up_exps.type) != nullptr;
+      // Panels against rows: a router near-tie that rounding tips may send a token to another expert (seen: 2 of
+      // the 31 token rows of mixtral), so those rows are counted instead of held to rounding.
+      const bool flips = other == &mapped && panels && experts;
+      const bool rounding = (other == &packed && experts) || (other == &mapped && panels);
       size_t differ = 0;
+      std::set<size_t> rows_beyond_rounding;
       for (size_t i = 0; i < a.size(); ++i) {
         differ += a[i] != b[i];
-        if (rounding) {
-          EXPECT_NEAR(a[i], b[i], 1e-4f * (1.0f + std::abs(a[i]))) << "logit " << i;
+        const bool near = std::abs(a[i] - b[i]) <= 1e-4f * (1.0f + std::abs(a[i]));
+        if (flips) {
+          if (!near) rows_beyond_rounding.insert(i / static_cast<size_t>(v));
+        } else if (rounding) {
+          EXPECT_TRUE(near) << "logit " << i << ": " << a[i] << " vs " << b[i];
         }
       }
+      EXPECT_LE(rows_beyond_rounding.size(), 2u) << "token rows beyond rounding";
       if (!rounding) {
         EXPECT_EQ(differ, 0u) << "of " << a.size() << " logits";
       }
     }
+  }
+}
+
+// On the AVX-512 path the copy holds Q4_K (and Q4_0, Q8_0) matrices as panels in place of their rows: no more
+// memory than the rows (3% for Q4_K's unpacked scales), the rows themselves left in the mapped file. Other paths
+// and types copy rows.
+TEST(Stage, CopiedQ4KMatricesArePanelsInPlaceOfRows) {
+  const auto weights = ModelWeights::load(test::shared_dir() / "fixtures/models/mixtral-q4_k_m.gguf");
+  ThreadPool pool(2);
+  std::vector<Isa> paths = {Isa::Scalar};
+  if (isa_supported(Isa::Avx512, detect_cpu_features())) paths.push_back(Isa::Avx512);
+  for (Isa isa : paths) {
+    SCOPED_TRACE(isa_name(isa));
+    const auto copied = ModelWeights::copied(weights, Kernels::get(isa), pool);
+    uint64_t rows_bytes = 0;
+    int n_panels = 0, n_q4k = 0;
+    for (int64_t l = 0; l < weights->config().n_layer; ++l) {
+      const LayerWeights& before = weights->layer(l);
+      const LayerWeights& after = copied->layer(l);
+      for (auto m : {&LayerWeights::wq, &LayerWeights::wk, &LayerWeights::wv, &LayerWeights::wo,
+                     &LayerWeights::ffn_gate_exps, &LayerWeights::ffn_up_exps, &LayerWeights::ffn_down_exps}) {
+        const TensorView& b = before.*m;
+        const TensorView& a = after.*m;
+        if (b.empty()) continue;
+        rows_bytes += b.row_bytes * static_cast<uint64_t>(b.rows());
+        if (Kernels::get(Isa::Avx512).panels(b.type) == nullptr && b.type != GgmlType::Q4_K) {
+          EXPECT_NE(a.data, b.data) << "a copied matrix reads the copy";
+          EXPECT_TRUE(a.panels.empty());
+          continue;
+        }
+        ++n_q4k;
+        if (isa == Isa::Avx512) {
+          ++n_panels;
+          EXPECT_FALSE(a.panels.empty());
+          EXPECT_EQ(a.data, b.data) << "the rows stay in the mapped file, not in a second copy";
+        } else {
+          EXPECT_TRUE(a.panels.empty());
+          EXPECT_NE(a.data, b.data);
+        }
+      }
+    }
+    ASSERT_GT(n_q4k, 0) << "the fixture has Q4_K matrices";
+    EXPECT_EQ(n_panels, isa == Isa::Avx512 ? n_q4k : 0);
+    // Everything copied (embedding, norms' matrices, head) costs at most the rows plus the panels' 3%.
+    uint64_t all_rows =
+        rows_bytes + weights->token_embd().row_bytes * static_cast<uint64_t>(weights->token_embd().rows());
+    if (weights->output().data != weights->token_embd().data) {
+      all_rows += weights->output().row_bytes * static_cast<uint64_t>(weights->output().rows());
+    }
+    EXPECT_LE(copied->copied_bytes(), all_rows + all_rows * 3 / 100 + 1024 * 1024);
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tensor/kernels.h"
+#include "tensor/packed_weights.h"
 #include "tensor/quant.h"
 
 namespace tessera {
@@ -110,6 +111,40 @@ TEST(Matmul, MultiEqualsSeparateMatmuls) {
       }
       matmul_multi(outs, x.data(), n_tokens, pool, scratch);
       for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "output " << i << " tokens " << n_tokens;
+    }
+  }
+}
+
+// Weights as panels (what the weights' copy holds on the AVX-512 path): every token count the panels serve and the
+// ones above it (rows again), whole and for an expert-like slice on and off a panel boundary.
+TEST(Matmul, PanelsMatchTheReference) {
+  if (!isa_supported(Isa::Avx512, detect_cpu_features())) GTEST_SKIP() << "panels are an AVX-512 layout";
+  const Kernels& kernels = Kernels::get(Isa::Avx512);
+  const int64_t k = 512, rows = 200;
+  ThreadPool pool(2);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q4_0, GgmlType::Q8_0}) {
+    SCOPED_TRACE(type_name(t));
+    Weight w = make_weight(t, rows, k, 7);
+    const PackedGemm* fns = kernels.panels(t);
+    ASSERT_NE(fns, nullptr);
+    const size_t bytes = PackedWeights::panel_bytes(w.view, *fns);
+    std::vector<uint8_t> storage(bytes + 64);
+    uint8_t* p = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    PackedWeights::write_panels(w.view, *fns, p, pool);
+    w.view.panels = PackedWeights::rows_at(w.view, *fns, p);
+    for (int64_t n_tokens : {1, 2, 4, 5, 9, 17, 23, 48, 49}) {
+      const auto x = inputs(n_tokens, k);
+      for (auto [first, count] : {std::pair<int64_t, int64_t>{0, rows}, {64, 100}, {40, 120}}) {
+        Weight slice = w;
+        slice.view = w.view.slice_rows(first, count);
+        EXPECT_EQ(slice.view.panels.empty(), first % 16 != 0);
+        std::vector<float> y(static_cast<size_t>(count * n_tokens), std::nanf(""));
+        MatmulScratch scratch;
+        scratch.kernels = &kernels;
+        matmul(slice.view, x.data(), n_tokens, y.data(), pool, scratch);
+        SCOPED_TRACE(::testing::Message() << n_tokens << " tokens, rows " << first << "+" << count);
+        expect_matches_reference(slice, x, n_tokens, y);
+      }
     }
   }
 }

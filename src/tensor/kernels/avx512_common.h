@@ -24,6 +24,9 @@ GemvFn kquant_gemv(GgmlType weight);
 GemmFn kquant_gemm_batch(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
 const PackedGemm* quant_packed(GgmlType weight);
+// Weights as 16-row panels written at load in place of the rows (kernels_avx512_panels.cpp); nullptr if none.
+const PackedGemm* kquant_panels(GgmlType weight);
+const PackedGemm* legacy_panels(GgmlType weight);  // kernels_avx512_legacy_panels.cpp
 
 // 64-byte aligned heap scratch. Deliberately not std::vector: its template code would be compiled with AVX-512
 // flags and the linker may let baseline code share it.

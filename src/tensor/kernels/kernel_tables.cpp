@@ -36,7 +36,10 @@ struct KernelTables {
       k.quantize_[id] = q;
       k.dot_[id] = d;
       k.gemm_[id] = g;
-      if (isa == Isa::Avx512) k.packed_[id] = kernels::avx512_packed(t);
+      if (isa == Isa::Avx512) {
+        k.packed_[id] = kernels::avx512_packed(t);
+        k.panels_[id] = kernels::avx512_panels(t);
+      }
     }
     return k;
   }
@@ -71,6 +74,11 @@ GemmFn Kernels::gemm(GgmlType weight) const {
 const PackedGemm* Kernels::packed(GgmlType weight) const {
   const auto id = static_cast<uint32_t>(weight);
   return id < 64 ? packed_[id] : nullptr;
+}
+
+const PackedGemm* Kernels::panels(GgmlType weight) const {
+  const auto id = static_cast<uint32_t>(weight);
+  return id < 64 ? panels_[id] : nullptr;
 }
 
 const Kernels& Kernels::get(Isa isa) {

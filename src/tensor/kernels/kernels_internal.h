@@ -18,5 +18,6 @@ ActQuantFn avx512_quantize_act(GgmlType act);
 VecDotFn avx512_vec_dot(GgmlType weight);
 GemmFn avx512_gemm(GgmlType weight);
 const PackedGemm* avx512_packed(GgmlType weight);
+const PackedGemm* avx512_panels(GgmlType weight);
 
 }  // namespace tessera::kernels

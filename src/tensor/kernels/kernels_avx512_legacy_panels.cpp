@@ -1,0 +1,172 @@
+// AVX-512 path, part 6: Q4_0 and Q8_0 weights as 16-row panels (exactly the rows' bytes), written at load in place
+// of the rows' copy, as kernels_avx512_panels.cpp does for Q4_K. Levels are stored unsigned (Q4_0's nibbles as
+// they are, Q8_0's bytes + 128) so one vpdpbusd takes 4 levels of 16 rows; the offset comes back as offset * the
+// activation block's sum.
+#include "tensor/kernels/avx512_common.h"
+#include "tensor/quant_blocks.h"
+
+namespace tessera::kernels::avx512 {
+namespace {
+
+using quant::BlockQ4_0;
+using quant::BlockQ8_0;
+using quant::kQK;
+
+constexpr int kRows = 16;
+constexpr size_t kPrefetchBytes = 2368;
+
+// One panel block: 16 rows x 32 elements. Chunk c of 64 bytes holds 4 consecutive levels of each row (byte 4r + i
+// of row r); Q4_0 has 4 chunks whose low nibbles are elements 4c + i and high nibbles 16 + 4c + i (the rows' own
+// byte order), Q8_0 8 chunks of elements 4c + i. Then the 16 rows' d as fp16.
+template <class B>
+struct Layout;
+
+template <>
+struct Layout<BlockQ4_0> {
+  static constexpr int kChunks = 4;
+  static constexpr int kOffset = 8;
+  static uint8_t byte(const BlockQ4_0& b, int c, int i) { return b.qs[4 * c + i]; }
+};
+
+template <>
+struct Layout<BlockQ8_0> {
+  static constexpr int kChunks = 8;
+  static constexpr int kOffset = 128;
+  static uint8_t byte(const BlockQ8_0& b, int c, int i) { return static_cast<uint8_t>(b.qs[4 * c + i] + 128); }
+};
+
+template <class B>
+constexpr size_t kBlockBytes = Layout<B>::kChunks * 64 + 2 * kRows;  // 288 (Q4_0), 544 (Q8_0): 16 rows' bytes
+
+template <class B>
+size_t group_bytes(int64_t k) {
+  // Whole panels stay 64-byte aligned; the blocks inside are read with unaligned loads.
+  return (static_cast<size_t>(k / kQK) * kBlockBytes<B> + 63) / 64 * 64;
+}
+
+template <class B>
+void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t* out) {
+  const int64_t nb = k / kQK;
+  const size_t panel_bytes = group_bytes<B>(k);
+  for (int64_t p = 0; p * kRows < n_rows; ++p) {
+    uint8_t* panel = out + static_cast<size_t>(p) * panel_bytes;
+    std::memset(panel, 0, panel_bytes);
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes<B>;
+      for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
+        const B& src = reinterpret_cast<const B*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
+        for (int c = 0; c < Layout<B>::kChunks; ++c) {
+          for (int i = 0; i < 4; ++i) blk[c * 64 + 4 * r + i] = Layout<B>::byte(src, c, i);
+        }
+        std::memcpy(blk + Layout<B>::kChunks * 64 + 2 * r, &src.d, 2);
+      }
+    }
+  }
+}
+
+// An activation block's d and its levels' sum times the weights' offset.
+struct LegacyAct {
+  float d;
+  int32_t offset_sum;
+};
+
+template <class B, int T>
+void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const LegacyAct* act, float* y,
+                  int64_t ldy, int n_valid) {
+  constexpr int kChunks = Layout<B>::kChunks;
+  constexpr bool kNibbles = kChunks == 4;
+  const __m512i m_lo = _mm512_set1_epi8(0x0f);
+  const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
+  __m512 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes<B>;
+    // About 2.3 KB ahead, every line (blocks are not line-aligned: one line more).
+    for (size_t o = 0; o <= kBlockBytes<B>; o += 64) {
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes + o), _MM_HINT_T0);
+    }
+    __m512i lv[8];
+    if constexpr (kNibbles) {
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = load512(blk + 64 * c);
+        lv[c] = _mm512_and_si512(v, m_lo);
+        lv[4 + c] = _mm512_and_si512(v, m_hi);  // 16 x level: shifted back once per block
+      }
+    } else {
+      for (int c = 0; c < 8; ++c) lv[c] = load512(blk + 64 * c);
+    }
+    const __m512 d = _mm512_cvtph_ps(load256(blk + kChunks * 64));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const auto& xb = reinterpret_cast<const BlockQ8_0*>(x + t * xs)[b];
+      __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+      // lv[c] and lv[4 + c] hold elements 4c + i and 16 + 4c + i in both layouts.
+      for (int c = 0; c < 4; ++c) {
+        s0 = _mm512_dpbusd_epi32(s0, lv[c], _mm512_set1_epi32(static_cast<int>(load_u32(xb.qs + 4 * c))));
+        s1 = _mm512_dpbusd_epi32(s1, lv[4 + c], _mm512_set1_epi32(static_cast<int>(load_u32(xb.qs + 16 + 4 * c))));
+      }
+      if constexpr (kNibbles) s1 = _mm512_srai_epi32(s1, 4);
+      const LegacyAct& a = act[t * nb + b];
+      const __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(a.offset_sum));
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, _mm512_set1_ps(a.d)), acc[t]);
+    }
+  }
+  const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
+}
+
+constexpr int kTokenChunk = 4;      // 8 level registers + 3 per token
+constexpr int64_t kBlockRows = 64;  // as the Q4_K panels: a row block's panels stay in L2 across token chunks
+
+template <class B>
+void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
+          int64_t ldy) {
+  using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const LegacyAct*, float*, int64_t, int);
+  constexpr Fn kTokens[5] = {nullptr, &panel_tokens<B, 1>, &panel_tokens<B, 2>, &panel_tokens<B, 3>,
+                             &panel_tokens<B, 4>};
+  const int64_t nb = k / kQK;
+  Scratch scratch(sizeof(LegacyAct) * static_cast<size_t>(nb * n_tok) + 64);
+  auto* act = reinterpret_cast<LegacyAct*>(scratch.get());  // [token][block]
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* xt = reinterpret_cast<const BlockQ8_0*>(x + t * xs);
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i q = _mm256_cvtepi8_epi16(load128(xt[b].qs));
+      const __m256i q2 = _mm256_cvtepi8_epi16(load128(xt[b].qs + 16));
+      const int sum = hsum_i32(_mm256_madd_epi16(_mm256_add_epi16(q, q2), _mm256_set1_epi16(1)));
+      act[t * nb + b] = {half_at(&xt[b].d), Layout<B>::kOffset * sum};
+    }
+  }
+  const size_t panel_bytes = group_bytes<B>(k);
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kBlockRows) {
+    const int64_t r1 = n_rows - r0 < kBlockRows ? n_rows : r0 + kBlockRows;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kTokenChunk) {
+      const int n = static_cast<int>(n_tok - t0 < kTokenChunk ? n_tok - t0 : kTokenChunk);
+      for (int64_t r = r0; r < r1; r += kRows) {
+        const int valid = static_cast<int>(r1 - r < kRows ? r1 - r : kRows);
+        kTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb,
+                   y + t0 * ldy + r, ldy, valid);
+      }
+    }
+  }
+}
+
+constexpr int kPanelMaxTokens = 48;  // as the Q4_K panels: above it the prefill tiles win
+const PackedGemm kQ4_0Panels{kRows, 1, &group_bytes<BlockQ4_0>, &pack<BlockQ4_0>, &gemm<BlockQ4_0>, kPanelMaxTokens};
+const PackedGemm kQ8_0Panels{kRows, 1, &group_bytes<BlockQ8_0>, &pack<BlockQ8_0>, &gemm<BlockQ8_0>, kPanelMaxTokens};
+
+}  // namespace
+
+const PackedGemm* legacy_panels(GgmlType weight) {
+  switch (weight) {
+    case GgmlType::Q4_0:
+      return &kQ4_0Panels;
+    case GgmlType::Q8_0:
+      return &kQ8_0Panels;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace tessera::kernels::avx512

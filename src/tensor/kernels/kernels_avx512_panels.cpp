@@ -1,0 +1,182 @@
+// AVX-512 path, part 5: Q4_K weights as 16-row panels, written at load in place of the rows' copy (the same bytes
+// plus 3%). One vpdpbusd multiplies 4 levels of 16 rows by 4 broadcast activations, so a 32-element group of 16
+// rows costs 8 of them and one scale multiply: about a third of the row kernels' work per byte, which lets
+// decode run at the memory's pace and serves every token count from the same layout.
+#include "tensor/kernels/avx512_common.h"
+#include "tensor/quant_blocks.h"
+
+namespace tessera::kernels::avx512 {
+namespace {
+
+using quant::BlockQ4_K;
+using quant::BlockQ8_K;
+
+// One panel block: 16 rows x 256 elements. qs: per group g (32 elements) and chunk c, 64 bytes where byte 4r + i
+// of row r holds element 32g + 4c + i in its low nibble and element 32g + 16 + 4c + i in its high nibble; sc: the
+// 6-bit scale of group g for each row (16 bytes per group); mn: the mins of groups 2p and 2p + 1 of each row as
+// byte pairs (32 bytes per pair); then the rows' d and dmin as fp16.
+constexpr int kRows = 16;
+constexpr size_t kQsBytes = 2048;
+constexpr size_t kScOffset = kQsBytes;
+constexpr size_t kMnOffset = kScOffset + 128;
+constexpr size_t kDOffset = kMnOffset + 128;
+constexpr size_t kDminOffset = kDOffset + 32;
+constexpr size_t kBlockBytes = kDminOffset + 32;  // 2368 = 37 * 64: blocks stay 64-byte aligned
+static_assert(kBlockBytes % 64 == 0);
+
+size_t group_bytes(int64_t k) { return static_cast<size_t>(k / quant::kQKK) * kBlockBytes; }
+
+// Rows past n_rows (the last panel of a matrix whose row count is not a multiple of 16) are zero: d = 0.
+void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t* out) {
+  const int64_t nb = k / quant::kQKK;
+  for (int64_t p = 0; p * kRows < n_rows; ++p) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = out + static_cast<size_t>(p * nb + b) * kBlockBytes;
+      std::memset(blk, 0, kBlockBytes);
+      for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
+        const auto& src = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
+        uint8_t lv[quant::kQKK];
+        for (int j = 0; j < 4; ++j) {
+          for (int l = 0; l < 32; ++l) {
+            lv[64 * j + l] = src.qs[32 * j + l] & 0x0f;
+            lv[64 * j + 32 + l] = src.qs[32 * j + l] >> 4;
+          }
+        }
+        for (int g = 0; g < 8; ++g) {
+          for (int c = 0; c < 4; ++c) {
+            for (int i = 0; i < 4; ++i) {
+              blk[(4 * g + c) * 64 + 4 * r + i] =
+                  static_cast<uint8_t>(lv[32 * g + 4 * c + i] | lv[32 * g + 16 + 4 * c + i] << 4);
+            }
+          }
+          uint8_t sc = 0, mn = 0;
+          quant::get_scale_min_k4(g, src.scales, sc, mn);
+          blk[kScOffset + 16 * g + r] = sc;
+          blk[kMnOffset + 32 * (g / 2) + 2 * r + g % 2] = mn;
+        }
+        std::memcpy(blk + kDOffset + 2 * r, &src.d, 2);
+        std::memcpy(blk + kDminOffset + 2 * r, &src.dmin, 2);
+      }
+    }
+  }
+}
+
+// The activation side of one Q8_K block as the panel kernel reads it: the eight 32-element group sums as the
+// int16 pairs (g0, g1) ... (g6, g7) the mins' vpdpwssd takes, and d.
+struct PanelAct {
+  int32_t gsum_pairs[4];
+  float d;
+};
+
+inline PanelAct panel_act(const BlockQ8_K& x) {
+  PanelAct a;
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(a.gsum_pairs), _mm_hadd_epi16(load128(x.bsums), load128(x.bsums + 8)));
+  a.d = x.d;
+  return a;
+}
+
+// T tokens (T <= 4) against one panel over all nb blocks: each group's levels are unpacked once and dotted with
+// every token. y[t * ldy + r] for the panel's rows r < n_valid.
+template <int T>
+void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const PanelAct* act, float* y,
+                  int64_t ldy, int n_valid) {
+  const __m512i m_lo = _mm512_set1_epi8(0x0f);
+  const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
+  __m512 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes;
+    // One block ahead (2368 bytes): every line of the stream, as the row kernels do.
+    for (size_t o = 0; o < kBlockBytes; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(blk + kBlockBytes + o), _MM_HINT_T0);
+    const int8_t* xq[T];
+    __m512i blk_sum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      xq[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xs)[b].qs;
+      blk_sum[t] = _mm512_setzero_si512();
+    }
+    for (int g = 0; g < 8; ++g) {
+      __m512i lo[4], hi[4];
+      for (int c = 0; c < 4; ++c) {
+        const __m512i v = _mm512_load_si512(blk + (4 * g + c) * 64);
+        lo[c] = _mm512_and_si512(v, m_lo);
+        hi[c] = _mm512_and_si512(v, m_hi);  // 16 x level: the sum is shifted back once per group
+      }
+      const __m512i sc =
+          _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + kScOffset + 16 * g)));
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        __m512i s_lo = _mm512_setzero_si512(), s_hi = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+          s_lo =
+              _mm512_dpbusd_epi32(s_lo, lo[c], _mm512_set1_epi32(static_cast<int>(load_u32(xq[t] + 32 * g + 4 * c))));
+          s_hi = _mm512_dpbusd_epi32(s_hi, hi[c],
+                                     _mm512_set1_epi32(static_cast<int>(load_u32(xq[t] + 32 * g + 16 + 4 * c))));
+        }
+        const __m512i dot = _mm512_add_epi32(s_lo, _mm512_srai_epi32(s_hi, 4));
+        blk_sum[t] = _mm512_add_epi32(blk_sum[t], _mm512_mullo_epi32(dot, sc));
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kDOffset)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kDminOffset)));
+    __m512i mn[4];
+    for (int p = 0; p < 4; ++p) {
+      mn[p] = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kMnOffset + 32 * p)));
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      const PanelAct& a = act[t * nb + b];
+      __m512i m = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) m = _mm512_dpwssd_epi32(m, mn[p], _mm512_set1_epi32(a.gsum_pairs[p]));
+      const __m512 xd = _mm512_set1_ps(a.d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(blk_sum[t]), _mm512_mul_ps(d, xd), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(m), _mm512_mul_ps(dmin, xd), acc[t]);
+    }
+  }
+  const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
+}
+
+using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
+constexpr PanelFn kPanelTokens[5] = {nullptr, &panel_tokens<1>, &panel_tokens<2>, &panel_tokens<3>, &panel_tokens<4>};
+constexpr int kTokenChunk = 4;      // 8 unpacked level registers + 3 per token stay in the 32 registers
+constexpr int64_t kBlockRows = 64;  // rows whose panels stay in L2 while every token chunk passes over them
+
+// Rows in blocks of 64, token chunks inside, panels innermost: a block's panels come from memory once and from L2
+// for the other chunks, and a chunk's activations (4 x k bytes) stay in L1 across the block's four panels.
+void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
+          int64_t ldy) {
+  const int64_t nb = k / quant::kQKK;
+  Scratch scratch(sizeof(PanelAct) * static_cast<size_t>(nb * n_tok) + 64);
+  auto* act = reinterpret_cast<PanelAct*>(scratch.get());  // [token][block]
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* xt = reinterpret_cast<const BlockQ8_K*>(x + t * xs);
+    for (int64_t b = 0; b < nb; ++b) act[t * nb + b] = panel_act(xt[b]);
+  }
+  const size_t panel_bytes = group_bytes(k);
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kBlockRows) {
+    const int64_t r1 = n_rows - r0 < kBlockRows ? n_rows : r0 + kBlockRows;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += kTokenChunk) {
+      const int n = static_cast<int>(n_tok - t0 < kTokenChunk ? n_tok - t0 : kTokenChunk);
+      for (int64_t r = r0; r < r1; r += kRows) {
+        const int valid = static_cast<int>(r1 - r < kRows ? r1 - r : kRows);
+        kPanelTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb,
+                        y + t0 * ldy + r, ldy, valid);
+      }
+    }
+  }
+}
+
+// Beyond 48 tokens the prefill tiles win (measured 1b Q4_K_M at -t 2: panels 176 vs 120 t/s at 24 tokens, even at
+// 32-48, 150-163 vs 173-180 at 64, 170-187 vs 221-230 at 512): each group's scale multiply is paid per token.
+constexpr int kPanelMaxTokens = 48;
+const PackedGemm kQ4KPanels{kRows, 1, &group_bytes, &pack, &gemm, kPanelMaxTokens};
+
+}  // namespace
+
+const PackedGemm* kquant_panels(GgmlType weight) { return weight == GgmlType::Q4_K ? &kQ4KPanels : nullptr; }
+
+}  // namespace tessera::kernels::avx512
