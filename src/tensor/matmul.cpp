@@ -91,10 +91,12 @@ bool serves(const PackedRows& p, int64_t n_tokens) {
   return !p.empty() && n_tokens >= p.fns->min_tokens && (p.fns->max_tokens == 0 || n_tokens <= p.fns->max_tokens);
 }
 
-// The panels or packed rows when they exist and pay for this many tokens; nullptr for the plain gemm on the rows.
+// The packed rows or panels when they exist and pay for this many tokens; nullptr for the plain gemm on the rows.
+// Tiles packed at load (--repack) beat the panels from their own threshold on (9 tokens); panels beat building
+// the tiles per call up to 48.
 const PackedRows* packed_for(const TensorView& w, int64_t n_tokens) {
-  if (serves(w.panels, n_tokens)) return &w.panels;
   if (serves(w.packed, n_tokens)) return &w.packed;
+  if (serves(w.panels, n_tokens)) return &w.panels;
   return nullptr;
 }
 

@@ -3,6 +3,7 @@
 // they are, Q8_0's bytes + 128) so one vpdpbusd takes 4 levels of 16 rows; the offset comes back as offset * the
 // activation block's sum.
 #include "tensor/kernels/avx512_common.h"
+#include "tensor/kernels/panel_loops.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx512 {
@@ -12,7 +13,7 @@ using quant::BlockQ4_0;
 using quant::BlockQ8_0;
 using quant::kQK;
 
-constexpr int kRows = 16;
+constexpr int kRows = kPanelRowCount;
 constexpr size_t kPrefetchBytes = 2368;
 
 // One panel block: 16 rows x 32 elements. Chunk c of 64 bytes holds 4 consecutive levels of each row (byte 4r + i
@@ -117,15 +118,12 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
-constexpr int kTokenChunk = 4;      // 8 level registers + 3 per token
-constexpr int64_t kBlockRows = 64;  // as the Q4_K panels: a row block's panels stay in L2 across token chunks
-
 template <class B>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const LegacyAct*, float*, int64_t, int);
-  constexpr Fn kTokens[5] = {nullptr, &panel_tokens<B, 1>, &panel_tokens<B, 2>, &panel_tokens<B, 3>,
-                             &panel_tokens<B, 4>};
+  constexpr Fn kTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1>, &panel_tokens<B, 2>, &panel_tokens<B, 3>,
+                                                &panel_tokens<B, 4>};
   const int64_t nb = k / kQK;
   Scratch scratch(sizeof(LegacyAct) * static_cast<size_t>(nb * n_tok) + 64);
   auto* act = reinterpret_cast<LegacyAct*>(scratch.get());  // [token][block]
@@ -139,17 +137,10 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
     }
   }
   const size_t panel_bytes = group_bytes<B>(k);
-  for (int64_t r0 = 0; r0 < n_rows; r0 += kBlockRows) {
-    const int64_t r1 = n_rows - r0 < kBlockRows ? n_rows : r0 + kBlockRows;
-    for (int64_t t0 = 0; t0 < n_tok; t0 += kTokenChunk) {
-      const int n = static_cast<int>(n_tok - t0 < kTokenChunk ? n_tok - t0 : kTokenChunk);
-      for (int64_t r = r0; r < r1; r += kRows) {
-        const int valid = static_cast<int>(r1 - r < kRows ? r1 - r : kRows);
-        kTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb,
-                   y + t0 * ldy + r, ldy, valid);
-      }
-    }
-  }
+  for_each_panel_chunk(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
+    kTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb, y + t0 * ldy + r,
+               ldy, valid);
+  });
 }
 
 constexpr int kPanelMaxTokens = 48;  // as the Q4_K panels: above it the prefill tiles win

@@ -3,6 +3,7 @@
 // rows costs 8 of them and one scale multiply: about a third of the row kernels' work per byte, which lets
 // decode run at the memory's pace and serves every token count from the same layout.
 #include "tensor/kernels/avx512_common.h"
+#include "tensor/kernels/panel_loops.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx512 {
@@ -15,7 +16,7 @@ using quant::BlockQ8_K;
 // of row r holds element 32g + 4c + i in its low nibble and element 32g + 16 + 4c + i in its high nibble; sc: the
 // 6-bit scale of group g for each row (16 bytes per group); mn: the mins of groups 2p and 2p + 1 of each row as
 // byte pairs (32 bytes per pair); then the rows' d and dmin as fp16.
-constexpr int kRows = 16;
+constexpr int kRows = kPanelRowCount;
 constexpr size_t kQsBytes = 2048;
 constexpr size_t kScOffset = kQsBytes;
 constexpr size_t kMnOffset = kScOffset + 128;
@@ -141,12 +142,10 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
 }
 
 using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
-constexpr PanelFn kPanelTokens[5] = {nullptr, &panel_tokens<1>, &panel_tokens<2>, &panel_tokens<3>, &panel_tokens<4>};
-constexpr int kTokenChunk = 4;      // 8 unpacked level registers + 3 per token stay in the 32 registers
-constexpr int64_t kBlockRows = 64;  // rows whose panels stay in L2 while every token chunk passes over them
+constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<1>, &panel_tokens<2>, &panel_tokens<3>,
+                                                        &panel_tokens<4>};
 
-// Rows in blocks of 64, token chunks inside, panels innermost: a block's panels come from memory once and from L2
-// for the other chunks, and a chunk's activations (4 x k bytes) stay in L1 across the block's four panels.
+// Rows in blocks, token chunks inside, panels innermost (panel_loops.h).
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   const int64_t nb = k / quant::kQKK;
@@ -157,17 +156,10 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
     for (int64_t b = 0; b < nb; ++b) act[t * nb + b] = panel_act(xt[b]);
   }
   const size_t panel_bytes = group_bytes(k);
-  for (int64_t r0 = 0; r0 < n_rows; r0 += kBlockRows) {
-    const int64_t r1 = n_rows - r0 < kBlockRows ? n_rows : r0 + kBlockRows;
-    for (int64_t t0 = 0; t0 < n_tok; t0 += kTokenChunk) {
-      const int n = static_cast<int>(n_tok - t0 < kTokenChunk ? n_tok - t0 : kTokenChunk);
-      for (int64_t r = r0; r < r1; r += kRows) {
-        const int valid = static_cast<int>(r1 - r < kRows ? r1 - r : kRows);
-        kPanelTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb,
-                        y + t0 * ldy + r, ldy, valid);
-      }
-    }
-  }
+  for_each_panel_chunk(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
+    kPanelTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb,
+                    y + t0 * ldy + r, ldy, valid);
+  });
 }
 
 // Beyond 48 tokens the prefill tiles win (measured 1b Q4_K_M at -t 2: panels 176 vs 120 t/s at 24 tokens, even at
