@@ -108,6 +108,27 @@ void bench_gemv(benchmark::State& state, Isa isa, GgmlType t, int64_t kbytes) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
 }
 
+// The same decode case on panels (Kernels::panels: what the weights' copy holds for these types), reporting the
+// rows' bytes per second so the figure compares with gemv's.
+void bench_panels(benchmark::State& state, Isa isa, GgmlType t, int64_t kbytes) {
+  const Kernels& kern = Kernels::get(isa);
+  const PackedGemm* fns = kern.panels(t);
+  const int64_t k = 2048;
+  const int64_t rows = std::max<int64_t>(16, kbytes * 1024 / static_cast<int64_t>(row_size(t, k)) / 16 * 16);
+  const auto w = weight_rows(t, k, rows);
+  const auto x = activations(t, k, 1, kern);
+  const size_t bytes = static_cast<size_t>(rows / fns->group_rows) * fns->group_bytes(k);
+  std::vector<uint8_t> storage(bytes + 64);
+  uint8_t* p = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+  fns->pack(w.data(), row_size(t, k), rows, k, p);
+  std::vector<float> y(static_cast<size_t>(rows));
+  for (auto _ : state) {
+    fns->gemm(p, rows, x.data(), row_size(Kernels::act_type(t), k), 1, k, y.data(), rows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
+}
+
 // Small token counts (speculative decoding, batched sequences): where the repacking gemm starts to beat a
 // vec_dot per (row, token). Reports weight GB/s per token (bytes * tokens / time).
 void bench_gemm_tokens(benchmark::State& state, Isa isa, GgmlType t, int64_t n_tok) {
@@ -163,6 +184,11 @@ int register_all() {
         benchmark::RegisterBenchmark(("gemv/" + path + "/" + name + "/" + size).c_str(), bench_gemv, isa, t, kb)
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.2);
+        if (Kernels::get(isa).panels(t) != nullptr) {
+          benchmark::RegisterBenchmark(("panels/" + path + "/" + name + "/" + size).c_str(), bench_panels, isa, t, kb)
+              ->Unit(benchmark::kMillisecond)
+              ->MinTime(0.2);
+        }
       }
       for (int64_t n : {1, 2, 3, 4, 8, 12, 16, 24, 32}) {
         benchmark::RegisterBenchmark(("gemm_tokens/" + path + "/" + name + "/" + std::to_string(n)).c_str(),

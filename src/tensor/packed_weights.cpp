@@ -9,14 +9,14 @@ size_t PackedWeights::bytes_for(const TensorView& w, const Kernels& kernels) {
   return w.empty() ? 0 : bytes_for(w.type, w.rows(), w.cols(), kernels);
 }
 
-size_t PackedWeights::bytes_for(GgmlType type, int64_t rows, int64_t cols, const Kernels& kernels) {
-  const PackedGemm* fns = kernels.packed(type);
-  if (fns == nullptr || rows <= 0 || cols <= 0) return 0;
-  const int64_t groups = (rows + fns->group_rows - 1) / fns->group_rows;
-  return static_cast<size_t>(groups) * fns->group_bytes(cols);
-}
-
 namespace {
+
+// The one size rule of a packed layout (tiles or panels): whole groups of group_rows rows.
+size_t layout_bytes(const PackedGemm& fns, int64_t rows, int64_t cols) {
+  if (rows <= 0 || cols <= 0) return 0;
+  const int64_t groups = (rows + fns.group_rows - 1) / fns.group_rows;
+  return static_cast<size_t>(groups) * fns.group_bytes(cols);
+}
 
 // Packs all of w's rows in groups over the pool.
 void pack_groups(const TensorView& w, const PackedGemm& fns, uint8_t* out, ThreadPool& pool) {
@@ -32,6 +32,11 @@ void pack_groups(const TensorView& w, const PackedGemm& fns, uint8_t* out, Threa
 
 }  // namespace
 
+size_t PackedWeights::bytes_for(GgmlType type, int64_t rows, int64_t cols, const Kernels& kernels) {
+  const PackedGemm* fns = kernels.packed(type);
+  return fns == nullptr ? 0 : layout_bytes(*fns, rows, cols);
+}
+
 bool PackedWeights::pack(TensorView& w, const Kernels& kernels, ThreadPool& pool) {
   const size_t bytes = bytes_for(w, kernels);
   if (bytes == 0) return false;
@@ -45,8 +50,7 @@ bool PackedWeights::pack(TensorView& w, const Kernels& kernels, ThreadPool& pool
 }
 
 size_t PackedWeights::panel_bytes(const TensorView& w, const PackedGemm& panels) {
-  const int64_t groups = (w.rows() + panels.group_rows - 1) / panels.group_rows;
-  return static_cast<size_t>(groups) * panels.group_bytes(w.cols());
+  return layout_bytes(panels, w.rows(), w.cols());
 }
 
 void PackedWeights::write_panels(const TensorView& w, const PackedGemm& panels, uint8_t* out, ThreadPool& pool) {
