@@ -1,15 +1,69 @@
-// Attention per (token, KV head): the query heads that share a KV head are handled together, so each cached key
-// and value row is converted from f16 once and used by the whole group. Softmax is two-pass over the scores, as
-// llama.cpp computes it without flash attention.
+// Attention as flash attention computes it: the query rows of a few tokens of one sequence that share a KV head
+// form tiles (attention_tile.h); keys and values come from the cache in blocks, converted to f32 once per block
+// for all of the tiles, and each block is folded into the tiles' running softmax. No row keeps its n_pos scores,
+// and the per-key work is vector-wide instead of one dot product per key and head.
 #include "model/attention.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
 #include <vector>
 
-#include "tensor/tensor_ops.h"
-
 namespace tessera {
+namespace {
+
+// Query rows (tokens x heads of a group) per work item: four tiles share each converted key block.
+constexpr int64_t kRowsPerItem = 4 * kAttnLanes;
+
+// 64-byte aligned floats for the tiles' vector loads.
+class AlignedFloats {
+ public:
+  explicit AlignedFloats(size_t n)
+      : p_(static_cast<float*>(::operator new[](std::max<size_t>(n, 1) * sizeof(float), std::align_val_t{64}))) {}
+  ~AlignedFloats() { ::operator delete[](p_, std::align_val_t{64}); }
+  AlignedFloats(const AlignedFloats&) = delete;
+  AlignedFloats& operator=(const AlignedFloats&) = delete;
+  float* get() const { return p_; }
+
+ private:
+  float* p_;
+};
+
+// Consecutive batch tokens of one sequence, at most `limit` of them: [first, last).
+struct TokenRun {
+  int64_t first;
+  int64_t last;
+};
+
+std::vector<TokenRun> token_runs(const Batch& batch, int64_t limit) {
+  std::vector<TokenRun> runs;
+  for (int64_t t = 0; t < batch.size();) {
+    int64_t u = t + 1;
+    while (u < batch.size() && u - t < limit && batch.seq[static_cast<size_t>(u)] == batch.seq[static_cast<size_t>(t)])
+      ++u;
+    runs.push_back({t, u});
+    t = u;
+  }
+  return runs;
+}
+
+// Rows [0, n_rows) of a block of cached keys (or values) from position p0, head g, as f32 rows of `width`.
+void load_rows(const uint8_t* rows, bool f16, int64_t row_elems, int64_t g, int64_t width, int64_t p0, int64_t n,
+               float* out, const VecOps& ops) {
+  for (int64_t p = 0; p < n; ++p) {
+    const int64_t at = (p0 + p) * row_elems + g * width;
+    if (f16) {
+      ops.f16_to_f32(reinterpret_cast<const uint16_t*>(rows) + at, out + p * width, width);
+    } else {
+      std::memcpy(out + p * width, reinterpret_cast<const float*>(rows) + at,
+                  static_cast<size_t>(width) * sizeof(float));
+    }
+  }
+}
+
+}  // namespace
 
 void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, const Batch& batch, const float* q,
                float* out, ThreadPool& pool, const VecOps& ops) {
@@ -17,48 +71,71 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
   const int64_t n_embd_k = cache.config().n_embd_k;
   const int64_t n_embd_v = cache.config().n_embd_v;
   const int64_t group = s.n_head / s.n_head_kv;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  const int64_t n_tokens = batch.size();
+  const int64_t d = s.head_dim;
+  const int64_t dv = s.head_dim_v;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const std::vector<TokenRun> runs = token_runs(batch, std::max<int64_t>(1, kRowsPerItem / group));
+  const int64_t n_items = static_cast<int64_t>(runs.size()) * s.n_head_kv;
+  const int64_t max_tiles = (std::max<int64_t>(kRowsPerItem, group) + kAttnLanes - 1) / kAttnLanes;
 
-  pool.parallel_for(n_tokens * s.n_head_kv, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
-    std::vector<float> krow(static_cast<size_t>(s.head_dim));
-    std::vector<float> vrow(static_cast<size_t>(s.head_dim_v));
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t t = item / s.n_head_kv;
+  pool.parallel_for(n_items, [&](int64_t begin, int64_t end) {
+    AlignedFloats qt(static_cast<size_t>(max_tiles * d * kAttnLanes));
+    AlignedFloats ot(static_cast<size_t>(max_tiles * dv * kAttnLanes));
+    AlignedFloats ml(static_cast<size_t>(max_tiles * 2 * kAttnLanes));
+    AlignedFloats keys(static_cast<size_t>(kAttnKeys * d));
+    AlignedFloats values(static_cast<size_t>(kAttnKeys * dv));
+    std::vector<int32_t> pos(static_cast<size_t>(max_tiles * kAttnLanes));
+    for (int64_t index = begin; index < end; ++index) {
+      // Last runs first: they see the most keys, and the threads' last ranges should be the short ones.
+      const int64_t item = n_items - 1 - index;
+      const TokenRun run = runs[static_cast<size_t>(item / s.n_head_kv)];
       const int64_t g = item % s.n_head_kv;
-      const int64_t n_pos = batch.pos[static_cast<size_t>(t)] + 1;
-      const int64_t slot = batch.seq[static_cast<size_t>(t)];
-      const uint8_t* k = cache.k_rows(layer, slot);
-      const uint8_t* v = cache.v_rows(layer, slot);
-      const float* qg = q + (t * s.n_head + g * group) * s.head_dim;
-      float* og = out + (t * s.n_head + g * group) * s.head_dim_v;
+      const int64_t slot = batch.seq[static_cast<size_t>(run.first)];
+      const int64_t n_rows = (run.last - run.first) * group;
+      const int64_t n_tiles = (n_rows + kAttnLanes - 1) / kAttnLanes;
 
-      scores.resize(static_cast<size_t>(group * n_pos));
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const int64_t at = p * n_embd_k + g * s.head_dim;
-        const float* kp = reinterpret_cast<const float*>(k) + at;
-        if (f16) {
-          ops.f16_to_f32(reinterpret_cast<const uint16_t*>(k) + at, krow.data(), s.head_dim);
-          kp = krow.data();
+      int32_t last_pos = 0;
+      std::fill(qt.get(), qt.get() + n_tiles * d * kAttnLanes, 0.0f);
+      std::fill(ot.get(), ot.get() + n_tiles * dv * kAttnLanes, 0.0f);
+      for (int64_t r = 0; r < n_tiles * kAttnLanes; ++r) {
+        const int64_t tile = r / kAttnLanes;
+        const int64_t lane = r % kAttnLanes;
+        float* m = ml.get() + tile * 2 * kAttnLanes;
+        m[lane] = -std::numeric_limits<float>::infinity();
+        m[kAttnLanes + lane] = 0.0f;
+        if (r >= n_rows) {
+          pos[static_cast<size_t>(r)] = -1;
+          continue;
         }
-        for (int64_t j = 0; j < group; ++j) {
-          scores[static_cast<size_t>(j * n_pos + p)] = ops.dot(qg + j * s.head_dim, kp, s.head_dim) * scale;
+        const int64_t t = run.first + r / group;
+        const float* qr = q + (t * s.n_head + g * group + r % group) * d;
+        float* qtile = qt.get() + tile * d * kAttnLanes;
+        for (int64_t i = 0; i < d; ++i) qtile[i * kAttnLanes + lane] = qr[i] * scale;
+        pos[static_cast<size_t>(r)] = batch.pos[static_cast<size_t>(t)];
+        last_pos = std::max(last_pos, batch.pos[static_cast<size_t>(t)]);
+      }
+
+      for (int64_t p0 = 0; p0 <= last_pos; p0 += kAttnKeys) {
+        const int64_t n = std::min<int64_t>(kAttnKeys, last_pos + 1 - p0);
+        load_rows(cache.k_rows(layer, slot), f16, n_embd_k, g, d, p0, n, keys.get(), ops);
+        load_rows(cache.v_rows(layer, slot), f16, n_embd_v, g, dv, p0, n, values.get(), ops);
+        const AttnKeys block{keys.get(), values.get(), n, p0, d, dv};
+        for (int64_t tile = 0; tile < n_tiles; ++tile) {
+          float* m = ml.get() + tile * 2 * kAttnLanes;
+          ops.attend({qt.get() + tile * d * kAttnLanes, ot.get() + tile * dv * kAttnLanes, m, m + kAttnLanes,
+                      pos.data() + tile * kAttnLanes},
+                     block);
         }
       }
-      for (int64_t j = 0; j < group; ++j) softmax(scores.data() + j * n_pos, n_pos);
 
-      std::fill(og, og + group * s.head_dim_v, 0.0f);
-      for (int64_t p = 0; p < n_pos; ++p) {
-        const int64_t at = p * n_embd_v + g * s.head_dim_v;
-        const float* vp = reinterpret_cast<const float*>(v) + at;
-        if (f16) {
-          ops.f16_to_f32(reinterpret_cast<const uint16_t*>(v) + at, vrow.data(), s.head_dim_v);
-          vp = vrow.data();
-        }
-        for (int64_t j = 0; j < group; ++j) {
-          ops.axpy(scores[static_cast<size_t>(j * n_pos + p)], vp, og + j * s.head_dim_v, s.head_dim_v);
-        }
+      for (int64_t r = 0; r < n_rows; ++r) {
+        const int64_t tile = r / kAttnLanes;
+        const int64_t lane = r % kAttnLanes;
+        const int64_t t = run.first + r / group;
+        const float inv = 1.0f / ml.get()[tile * 2 * kAttnLanes + kAttnLanes + lane];
+        const float* otile = ot.get() + tile * dv * kAttnLanes;
+        float* o = out + (t * s.n_head + g * group + r % group) * dv;
+        for (int64_t i = 0; i < dv; ++i) o[i] = otile[i * kAttnLanes + lane] * inv;
       }
     }
   });

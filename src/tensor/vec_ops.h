@@ -1,17 +1,17 @@
-// Small vector routines of the attention and row operations (f32, and f16 rows of the KV cache), with SIMD
+// The attention's vector routines (f16 rows of the KV cache to f32, the tile update of attention_tile.h), with SIMD
 // versions chosen at run time like the matmul kernels.
 #pragma once
 
 #include <cstdint>
 
+#include "tensor/attention_tile.h"
 #include "tensor/kernels.h"
 
 namespace tessera {
 
 struct VecOps {
   void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n);
-  float (*dot)(const float* a, const float* b, int64_t n);
-  void (*axpy)(float a, const float* x, float* y, int64_t n);  // y += a * x
+  AttnUpdateFn attend;  // attention_tile.h
 
   static const VecOps& get(Isa isa);
 };
