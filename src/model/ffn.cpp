@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "model/token_loop.h"
 #include "tensor/tensor_ops.h"
 
 namespace tessera {
@@ -17,7 +18,7 @@ void FeedForward::dense(const LayerWeights& w, const ModelConfig& c, const float
   hidden_.resize(n);
   const MatmulOut gate_up[] = {{&w.ffn_gate, gate_.data()}, {&w.ffn_up, up_.data()}};
   matmul_multi(gate_up, x, n_tokens, pool, scratch_);
-  swiglu(gate_.data(), up_.data(), static_cast<int64_t>(n), hidden_.data());
+  swiglu_rows(c.n_ff, n_tokens, pool);
   matmul(w.ffn_down, hidden_.data(), n_tokens, out, pool, scratch_);
 }
 
@@ -63,7 +64,7 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* 
     expert_out_.resize(static_cast<size_t>(m * n_embd));
     matmul(w.ffn_gate_exps.slice_rows(e * n_ff, n_ff), gathered_.data(), m, gate_.data(), pool, scratch_);
     matmul(w.ffn_up_exps.slice_rows(e * n_ff, n_ff), gathered_.data(), m, up_.data(), pool, scratch_);
-    swiglu(gate_.data(), up_.data(), m * n_ff, hidden_.data());
+    swiglu_rows(n_ff, m, pool);
     matmul(w.ffn_down_exps.slice_rows(e * n_embd, n_embd), hidden_.data(), m, expert_out_.data(), pool, scratch_);
     for (int64_t i = 0; i < m; ++i) {
       const auto [t, weight] = tokens[static_cast<size_t>(i)];
@@ -72,6 +73,12 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* 
       for (int64_t j = 0; j < n_embd; ++j) dst[j] += weight * src[j];
     }
   }
+}
+
+void FeedForward::swiglu_rows(int64_t n_ff, int64_t n_rows, ThreadPool& pool) {
+  for_each_token(pool, n_rows, [&](int64_t t) {
+    swiglu(gate_.data() + t * n_ff, up_.data() + t * n_ff, n_ff, hidden_.data() + t * n_ff);
+  });
 }
 
 }  // namespace tessera

@@ -19,6 +19,7 @@ class FeedForward {
   void moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out, ThreadPool& pool);
 
  private:
+  void swiglu_rows(int64_t n_ff, int64_t n_rows, ThreadPool& pool);  // hidden = swiglu(gate, up), row by row
   MatmulScratch scratch_;
   std::vector<float> gate_, up_, hidden_, router_, gathered_, expert_out_;
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "model/token_loop.h"
 #include "tensor/kernels.h"
 #include "tensor/quant.h"
 #include "tensor/tensor_ops.h"
@@ -140,9 +141,9 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
 
   // Attention block.
   norm_.resize(sz(n_tokens * n_embd));
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  for_each_token(pool_, n_tokens, [&](int64_t t) {
     rms_norm(x_.data() + t * n_embd, w.attn_norm.data(), n_embd, c.rms_eps, norm_.data() + t * n_embd);
-  }
+  });
   q_.resize(sz(n_tokens * c.n_embd_q()));
   k_.resize(sz(n_tokens * c.n_embd_k()));
   v_.resize(sz(n_tokens * c.n_embd_v()));
@@ -154,7 +155,8 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
 
   const RopeMode mode = c.rope_style() == RopeStyle::Norm ? RopeMode::Norm : RopeMode::Neox;
   const float* factors = weights_->rope_factors().empty() ? nullptr : weights_->rope_factors().data();
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  // Each token stores its own cache position: the tokens' stores do not overlap.
+  for_each_token(pool_, n_tokens, [&](int64_t t) {
     float* qt = q_.data() + t * c.n_embd_q();
     float* kt = k_.data() + t * c.n_embd_k();
     if (!w.q_norm.empty()) {
@@ -167,25 +169,33 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
     rope(qt, c.n_head, c.head_dim, c.n_rot, pos, c.rope_freq_base, c.rope_freq_scale, factors, mode);
     rope(kt, c.n_head_kv, c.head_dim, c.n_rot, pos, c.rope_freq_base, c.rope_freq_scale, factors, mode);
     cache_.store(local, batch.seq[sz(t)], pos, kt, v_.data() + t * c.n_embd_v());
-  }
+  });
 
   attn_.resize(sz(n_tokens * c.n_head * c.head_dim_v));
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v};
   attention(shape, cache_, local, batch, q_.data(), attn_.data(), pool_, vec_);
   proj_.resize(sz(n_tokens * n_embd));
   matmul(w.wo, attn_.data(), n_tokens, proj_.data(), pool_, scratch_);
-  for (size_t i = 0; i < proj_.size(); ++i) x_[i] += proj_[i];
+  add_residual(n_tokens, n_embd);
 
   // Feed-forward block.
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  for_each_token(pool_, n_tokens, [&](int64_t t) {
     rms_norm(x_.data() + t * n_embd, w.ffn_norm.data(), n_embd, c.rms_eps, norm_.data() + t * n_embd);
-  }
+  });
   if (c.is_moe()) {
     ffn_.moe(w, c, norm_.data(), n_tokens, proj_.data(), pool_);
   } else {
     ffn_.dense(w, c, norm_.data(), n_tokens, proj_.data(), pool_);
   }
-  for (size_t i = 0; i < proj_.size(); ++i) x_[i] += proj_[i];
+  add_residual(n_tokens, n_embd);
+}
+
+void Stage::add_residual(int64_t n_tokens, int64_t n_embd) {
+  for_each_token(pool_, n_tokens, [&](int64_t t) {
+    float* x = x_.data() + t * n_embd;
+    const float* p = proj_.data() + t * n_embd;
+    for (int64_t i = 0; i < n_embd; ++i) x[i] += p[i];
+  });
 }
 
 }  // namespace tessera

@@ -65,6 +65,7 @@ class Stage {
  private:
   void check_batch(const Batch& batch) const;
   void layer_forward(int64_t layer, const Batch& batch);
+  void add_residual(int64_t n_tokens, int64_t n_embd);  // x += proj, row by row
 
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool& pool_;
