@@ -103,13 +103,23 @@ __m256i q5_levels1(const uint8_t* b) {
   return _mm256_mask_add_epi8(q, _cvtu32_mask32(load_u32(b + kQh)), q, _mm256_set1_epi8(16));
 }
 
-// Software prefetch for the weight stream of a dot product: decode reads every weight once, and the hardware
-// prefetcher alone left a third of the memory bandwidth unused (measured on 64 MB rows: 5 -> 8.6 GB/s for Q4_0).
-// Prefetches the lines of [p + 4 KB, p + 4 KB + kStep] for a loop that consumes kStep bytes per iteration.
+// Software prefetch for a weight stream read once (decode), for a loop that consumes kStep bytes from p per
+// iteration. Each line is asked for twice: far ahead into L2 (prefetcht1) so that enough lines are in flight to
+// cover DRAM latency at the core's full bandwidth, and shortly ahead into L1 so that the loads hit. A prefetcht0
+// alone a few KB ahead holds one of the core's few L1 fill buffers for the whole DRAM latency: on 2 threads over
+// 512 MB of Q4_0 panels in huge pages it read 22 GB/s against 28-29 with both distances (the plain read loop
+// 25-28); in the engine, 1b Q4_0 decode at -t 2 rose 15-20%. Without any software prefetch it was 14.
+constexpr int kPrefetchFarBytes = 18944;
+constexpr int kPrefetchNearBytes = 1152;
+
 template <int kStep>
 inline void prefetch_ahead(const void* p) {
-  const char* c = static_cast<const char*>(p) + 4096;
-  for (int o = 0; o <= kStep; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+  const char* far = static_cast<const char*>(p) + kPrefetchFarBytes;
+  const char* near = static_cast<const char*>(p) + kPrefetchNearBytes;
+  for (int o = 0; o <= kStep; o += 64) {
+    _mm_prefetch(far + o, _MM_HINT_T1);
+    _mm_prefetch(near + o, _MM_HINT_T0);
+  }
 }
 
 inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }

@@ -14,7 +14,6 @@ using quant::BlockQ8_0;
 using quant::kQK;
 
 constexpr int kRows = kPanelRowCount;
-constexpr size_t kPrefetchBytes = 2368;
 
 // One panel block: 16 rows x 32 elements. Chunk c of 64 bytes holds 4 consecutive levels of each row (byte 4r + i
 // of row r); Q4_0 has 4 chunks whose low nibbles are elements 4c + i and high nibbles 16 + 4c + i (the rows' own
@@ -83,10 +82,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes<B>;
-    // About 2.3 KB ahead, every line (blocks are not line-aligned: one line more).
-    for (size_t o = 0; o <= kBlockBytes<B>; o += 64) {
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kPrefetchBytes + o), _MM_HINT_T0);
-    }
+    prefetch_ahead<kBlockBytes<B>>(blk);  // blocks are not line-aligned: it covers one line more
     __m512i lv[8];
     if constexpr (kNibbles) {
       for (int c = 0; c < 4; ++c) {

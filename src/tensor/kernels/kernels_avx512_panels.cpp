@@ -88,9 +88,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes;
-    // One block ahead (2368 bytes): every line of the stream, as the row kernels do.
-    for (size_t o = 0; o < kBlockBytes; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(blk + kBlockBytes + o), _MM_HINT_T0);
+    prefetch_ahead<kBlockBytes - 64>(blk);
     const int8_t* xq[T];
     __m512 blk_sum[T];
 #pragma GCC unroll 4
