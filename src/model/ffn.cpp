@@ -31,8 +31,7 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* 
   router_.resize(static_cast<size_t>(n_tokens * n_exp));
   matmul(w.ffn_gate_inp, x, n_tokens, router_.data(), pool, scratch_);
 
-  // Per expert: the tokens routed to it and their gate weights.
-  std::vector<std::vector<std::pair<int64_t, float>>> routed(static_cast<size_t>(n_exp));
+  Routing routed(static_cast<size_t>(n_exp));
   std::vector<int64_t> order(static_cast<size_t>(n_exp));
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* p = router_.data() + t * n_exp;
@@ -50,6 +49,7 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* 
   }
 
   std::fill(out, out + n_tokens * n_embd, 0.0f);
+  if (n_tokens <= kBatchedExpertTokens) return experts_together(w, c, x, routed, out, pool);
   for (int64_t e = 0; e < n_exp; ++e) {
     const auto& tokens = routed[static_cast<size_t>(e)];
     if (tokens.empty()) continue;
@@ -66,12 +66,64 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* 
     matmul(w.ffn_up_exps.slice_rows(e * n_ff, n_ff), gathered_.data(), m, up_.data(), pool, scratch_);
     swiglu_rows(n_ff, m, pool);
     matmul(w.ffn_down_exps.slice_rows(e * n_embd, n_embd), hidden_.data(), m, expert_out_.data(), pool, scratch_);
+    add_expert_out(tokens, 0, n_embd, out);
+  }
+}
+
+// The chosen experts' rows laid out one expert after the other, so every expert's gate and up run in one pass of
+// the pool (matmul_each) and every down in a second: two fork/joins per layer instead of three per expert.
+void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, const float* x, const Routing& routed,
+                                   float* out, ThreadPool& pool) {
+  const int64_t n_embd = c.n_embd;
+  const int64_t n_ff = c.n_ff_exp;
+  std::vector<std::pair<int64_t, int64_t>> active;  // (expert, first row)
+  int64_t rows = 0;
+  for (int64_t e = 0; e < c.n_expert; ++e) {
+    const auto m = static_cast<int64_t>(routed[static_cast<size_t>(e)].size());
+    if (m == 0) continue;
+    active.emplace_back(e, rows);
+    rows += m;
+  }
+  gathered_.resize(static_cast<size_t>(rows * n_embd));
+  gate_.resize(static_cast<size_t>(rows * n_ff));
+  up_.resize(static_cast<size_t>(rows * n_ff));
+  hidden_.resize(static_cast<size_t>(rows * n_ff));
+  expert_out_.resize(static_cast<size_t>(rows * n_embd));
+  std::vector<TensorView> views;  // the jobs point into it: sized once
+  views.reserve(3 * active.size());
+  std::vector<MatmulJob> jobs;
+  for (const auto& [e, row0] : active) {
+    const auto& tokens = routed[static_cast<size_t>(e)];
+    const auto m = static_cast<int64_t>(tokens.size());
     for (int64_t i = 0; i < m; ++i) {
-      const auto [t, weight] = tokens[static_cast<size_t>(i)];
-      float* dst = out + t * n_embd;
-      const float* src = expert_out_.data() + i * n_embd;
-      for (int64_t j = 0; j < n_embd; ++j) dst[j] += weight * src[j];
+      std::copy_n(x + tokens[static_cast<size_t>(i)].first * n_embd, n_embd, gathered_.data() + (row0 + i) * n_embd);
     }
+    const float* in = gathered_.data() + row0 * n_embd;
+    views.push_back(w.ffn_gate_exps.slice_rows(e * n_ff, n_ff));
+    jobs.push_back({&views.back(), in, m, gate_.data() + row0 * n_ff});
+    views.push_back(w.ffn_up_exps.slice_rows(e * n_ff, n_ff));
+    jobs.push_back({&views.back(), in, m, up_.data() + row0 * n_ff});
+  }
+  matmul_each(jobs, pool, scratch_);
+  swiglu_rows(n_ff, rows, pool);
+  jobs.clear();
+  for (const auto& [e, row0] : active) {
+    const auto m = static_cast<int64_t>(routed[static_cast<size_t>(e)].size());
+    views.push_back(w.ffn_down_exps.slice_rows(e * n_embd, n_embd));
+    jobs.push_back({&views.back(), hidden_.data() + row0 * n_ff, m, expert_out_.data() + row0 * n_embd});
+  }
+  matmul_each(jobs, pool, scratch_);
+  // In expert order, as the one-expert-at-a-time path adds them: the sums round the same way.
+  for (const auto& [e, row0] : active) add_expert_out(routed[static_cast<size_t>(e)], row0, n_embd, out);
+}
+
+void FeedForward::add_expert_out(const std::vector<std::pair<int64_t, float>>& tokens, int64_t row0, int64_t n_embd,
+                                 float* out) const {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const auto [t, weight] = tokens[i];
+    float* dst = out + t * n_embd;
+    const float* src = expert_out_.data() + (row0 + static_cast<int64_t>(i)) * n_embd;
+    for (int64_t j = 0; j < n_embd; ++j) dst[j] += weight * src[j];
   }
 }
 

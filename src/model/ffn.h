@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "model/model_config.h"
@@ -19,6 +20,16 @@ class FeedForward {
   void moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out, ThreadPool& pool);
 
  private:
+  // Per expert: the tokens routed to it and their gate weights.
+  using Routing = std::vector<std::vector<std::pair<int64_t, float>>>;
+  // Up to this many tokens (decode, a few sequences) the chosen experts run together (experts_together).
+  static constexpr int64_t kBatchedExpertTokens = 16;
+
+  void experts_together(const LayerWeights& w, const ModelConfig& c, const float* x, const Routing& routed, float* out,
+                        ThreadPool& pool);
+  // out[t] += weight * expert_out_ row (row0 + i) for the i-th (t, weight) of tokens.
+  void add_expert_out(const std::vector<std::pair<int64_t, float>>& tokens, int64_t row0, int64_t n_embd,
+                      float* out) const;
   void swiglu_rows(int64_t n_ff, int64_t n_rows, ThreadPool& pool);  // hidden = swiglu(gate, up), row by row
   MatmulScratch scratch_;
   std::vector<float> gate_, up_, hidden_, router_, gathered_, expert_out_;

@@ -27,6 +27,7 @@ struct Job {
   const uint8_t* act;
   size_t act_row;
   int64_t first_chunk;  // chunks of all jobs are numbered consecutively
+  int64_t n_tokens;
 };
 
 const Kernels& kernels_of(MatmulScratch& scratch) {
@@ -52,7 +53,8 @@ size_t quantize_into(const Kernels& kernels, GgmlType act_type, const float* x, 
   return act_row;
 }
 
-void run_chunks(const Job& job, int64_t c0, int64_t c1, int64_t n_tokens) {
+void run_chunks(const Job& job, int64_t c0, int64_t c1) {
+  const int64_t n_tokens = job.n_tokens;
   const int64_t n = job.w->rows();
   const int64_t r0 = c0 * kChunkRows;
   const int64_t r1 = std::min(n, c1 * kChunkRows);
@@ -69,7 +71,7 @@ int64_t chunks_of(const TensorView& w) { return (w.rows() + kChunkRows - 1) / kC
 
 // Every chunk of every job, threads taking the next few from a shared counter: about four takes per thread, as
 // each gemm call has a small fixed cost (scratch, activation layout) next to its rows.
-void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, int64_t n_tokens, ThreadPool& pool) {
+void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, ThreadPool& pool) {
   const int64_t grain = std::max<int64_t>(1, total_chunks / (4 * pool.size()));
   std::atomic<int64_t> next{0};
   pool.run([&](int) {
@@ -80,7 +82,7 @@ void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, int64_t n_toke
       while (c < end) {
         while (j + 1 < jobs.size() && c >= jobs[j + 1].first_chunk) ++j;
         const int64_t job_end = j + 1 < jobs.size() ? std::min(end, jobs[j + 1].first_chunk) : end;
-        run_chunks(jobs[j], c - jobs[j].first_chunk, job_end - jobs[j].first_chunk, n_tokens);
+        run_chunks(jobs[j], c - jobs[j].first_chunk, job_end - jobs[j].first_chunk);
         c = job_end;
       }
     }
@@ -113,14 +115,14 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
   const GgmlType act_type = Kernels::act_type(w.type);
   const GemmFn gemm = gemm_for(kernels, w);
   const size_t act_row = quantize_into(kernels, act_type, x, n_tokens, w.cols(), scratch.act, pool);
-  const Job job{&w, y, gemm, packed_for(w, n_tokens), scratch.act.data(), act_row, 0};
+  const Job job{&w, y, gemm, packed_for(w, n_tokens), scratch.act.data(), act_row, 0, n_tokens};
   const int64_t chunks = chunks_of(w);
-  if (pool.size() == 1 || chunks == 1) return run_chunks(job, 0, chunks, n_tokens);
-  if (n_tokens <= kDynamicMaxTokens) return run_dynamic({&job, 1}, chunks, n_tokens, pool);
+  if (pool.size() == 1 || chunks == 1) return run_chunks(job, 0, chunks);
+  if (n_tokens <= kDynamicMaxTokens) return run_dynamic({&job, 1}, chunks, pool);
   // Many tokens: one contiguous range of chunks per thread, since every gemm call prepares all the tokens.
   const int64_t threads = std::min<int64_t>(pool.size(), chunks);
   pool.run([&](int t) {
-    if (t < threads) run_chunks(job, chunks * t / threads, chunks * (t + 1) / threads, n_tokens);
+    if (t < threads) run_chunks(job, chunks * t / threads, chunks * (t + 1) / threads);
   });
 }
 
@@ -165,10 +167,37 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
                   packed_for(w, n_tokens),
                   f == 0 ? scratch.act.data() : scratch.act2.data(),
                   rows[f],
-                  total};
+                  total,
+                  n_tokens};
     total += chunks_of(w);
   }
-  run_dynamic({jobs, outs.size()}, total, n_tokens, pool);
+  run_dynamic({jobs, outs.size()}, total, pool);
+}
+
+void matmul_each(std::span<const MatmulJob> in, ThreadPool& pool, MatmulScratch& scratch) {
+  const Kernels& kernels = kernels_of(scratch);
+  std::vector<size_t> offsets(in.size());
+  std::vector<size_t> act_rows(in.size());
+  size_t bytes = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    act_rows[i] = row_size(Kernels::act_type(in[i].w->type), in[i].w->cols());
+    offsets[i] = bytes;
+    bytes += (act_rows[i] * static_cast<size_t>(in[i].n_tokens) + 63) / 64 * 64;
+  }
+  scratch.act_each.resize(bytes);
+  std::vector<Job> jobs(in.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const MatmulJob& m = in[i];
+    const int64_t k = m.w->cols();
+    const ActQuantFn quantize = kernels.quantize_act(Kernels::act_type(m.w->type));
+    if (quantize == nullptr) fail("no activation kernel for {}", type_name(Kernels::act_type(m.w->type)));
+    uint8_t* act = scratch.act_each.data() + offsets[i];
+    for (int64_t t = 0; t < m.n_tokens; ++t) quantize(m.x + t * k, act + static_cast<size_t>(t) * act_rows[i], k);
+    jobs[i] = Job{m.w, m.y, gemm_for(kernels, *m.w), packed_for(*m.w, m.n_tokens), act, act_rows[i], total, m.n_tokens};
+    total += chunks_of(*m.w);
+  }
+  if (total > 0) run_dynamic(jobs, total, pool);
 }
 
 }  // namespace tessera

@@ -16,6 +16,7 @@ class Kernels;
 struct MatmulScratch {
   std::vector<uint8_t> act;
   std::vector<uint8_t> act2;         // matmul_multi: a second activation format
+  std::vector<uint8_t> act_each;     // matmul_each: every job's activations
   const Kernels* kernels = nullptr;  // chosen on first use (select_isa: TESSERA_ISA or the CPU's best)
 };
 
@@ -34,5 +35,18 @@ struct MatmulOut {
 // thread pool, so a decode step pays one fork/join instead of one per weight. At most two activation formats.
 void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool,
                   MatmulScratch& scratch);
+
+struct MatmulJob {
+  const TensorView* w;
+  const float* x;  // n_tokens rows of w->cols()
+  int64_t n_tokens;
+  float* y;  // y[t * w->rows() + r], as matmul
+};
+
+// Weights with inputs of their own (the experts that a few tokens chose in a MoE layer): each output exactly as
+// matmul would compute it, and all of them in one pass of the thread pool, so a decode step pays one fork/join for
+// every expert matrix together instead of one each. Meant for a few tokens per job: the activations are converted
+// on the calling thread.
+void matmul_each(std::span<const MatmulJob> jobs, ThreadPool& pool, MatmulScratch& scratch);
 
 }  // namespace tessera

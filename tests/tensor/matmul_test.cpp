@@ -1,5 +1,5 @@
 // matmul against the scalar reference and identical with one or two threads (dynamic or static row chunks);
-// matmul_multi equal to separate matmuls, including weights that need two activation formats.
+// matmul_multi equal to separate matmuls, including weights that need two activation formats; matmul_each too.
 #include "tensor/matmul.h"
 
 #include <gtest/gtest.h>
@@ -112,6 +112,49 @@ TEST(Matmul, MultiEqualsSeparateMatmuls) {
       matmul_multi(outs, x.data(), n_tokens, pool, scratch);
       for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "output " << i << " tokens " << n_tokens;
     }
+  }
+}
+
+// The experts of a MoE layer at decode: slices of one tensor (on and off a panel boundary) and other weights, each
+// with its own input and token count, in one pass: each output bit-identical to its own matmul, on rows and panels.
+TEST(Matmul, EachEqualsSeparateMatmuls) {
+  const Isa isa = best_isa(detect_cpu_features());
+  const Kernels& kernels = Kernels::get(isa);
+  const int64_t k = 512;
+  Weight experts = make_weight(GgmlType::Q4_K, 6 * 96, k, 11);
+  std::vector<uint8_t> storage;
+  if (const PackedGemm* fns = kernels.panels(GgmlType::Q4_K)) {
+    storage.resize(PackedWeights::panel_bytes(experts.view, *fns) + 64);
+    uint8_t* p = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+    ThreadPool pool(2);
+    PackedWeights::write_panels(experts.view, *fns, p, pool);
+    experts.view.panels = PackedWeights::rows_at(experts.view, *fns, p);
+  }
+  const Weight other[2] = {make_weight(GgmlType::Q6_K, 130, k, 12), make_weight(GgmlType::Q8_0, 70, k, 13)};
+  std::vector<TensorView> views;
+  for (int64_t e : {0, 2, 5}) views.push_back(experts.view.slice_rows(e * 96, 96));
+  views.push_back(experts.view.slice_rows(40, 100));  // off a panel boundary: rows
+  views.push_back(other[0].view);
+  views.push_back(other[1].view);
+  const int64_t tokens[] = {1, 3, 2, 5, 1, 17};
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    MatmulScratch scratch;
+    scratch.kernels = &kernels;
+    std::vector<std::vector<float>> xs, want, got;
+    std::vector<MatmulJob> jobs;
+    for (size_t i = 0; i < views.size(); ++i) {
+      xs.push_back(inputs(tokens[i], k));
+      for (auto& v : xs.back()) v *= static_cast<float>(i + 1);  // inputs differ per job
+      const auto size = static_cast<size_t>(views[i].rows() * tokens[i]);
+      want.emplace_back(size);
+      got.emplace_back(size, std::nanf(""));
+      matmul(views[i], xs[i].data(), tokens[i], want[i].data(), pool, scratch);
+    }
+    for (size_t i = 0; i < views.size(); ++i) jobs.push_back({&views[i], xs[i].data(), tokens[i], got[i].data()});
+    matmul_each(jobs, pool, scratch);
+    for (size_t i = 0; i < views.size(); ++i)
+      EXPECT_EQ(got[i], want[i]) << "job " << i << ", " << threads << " threads";
   }
 }
 
