@@ -203,7 +203,9 @@ void Server::Impl::routes() {
     log_warn("serve: internal error: {}", what);
     send_json(res, 500, error_json(fmt::format("Internal server error: {}", what), "server_error"));
   });
-  http.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+  // Counted before the response goes out (the logger runs after it): a client that reads /metrics right after its
+  // answer, on another connection, must already see that answer counted.
+  http.set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     metrics.record_http(route_label(req.path), res.status);
   });
 

@@ -174,12 +174,17 @@ TEST(ServeApi, ModelsHealthMetricsAndPage) {
   EXPECT_GT(node["memory"]["kv_cache"].get<uint64_t>(), 0u);
   EXPECT_GT(node["memory"]["capacity"].get<uint64_t>(), node["memory"]["used"].get<uint64_t>());
 
+  auto missing = c.Get("/no-such-page");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  // Read right after the answers, on a new connection: each answer is counted before it is sent.
   auto metrics = c.Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_EQ(metrics->status, 200);
   const std::string& t = metrics->body;
   for (const char* want :
        {"tessera_ready 1", "tessera_http_requests_total{route=\"/v1/completions\",status=\"200\"} 1",
+        "tessera_http_requests_total{route=\"other\",status=\"404\"} 1",
         "tessera_requests_total{replica=\"0\",reason=\"length\"} 1", "tessera_generated_tokens_total{replica=\"0\"} 12",
         "tessera_prompt_tokens_total{replica=\"0\"} 2", "tessera_queue_depth{replica=\"0\"} 0",
         "tessera_parallel_sequences{replica=\"0\"} 2", "tessera_time_to_first_token_seconds_count 1",
