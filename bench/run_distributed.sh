@@ -20,7 +20,9 @@
 #   --bench-arg ARG      one more argument for both tessera bench runs (repeatable), e.g. --no-probe
 #   --repack             pack weights at load on the one node and on every worker (tessera --repack)
 #   --build DIR          the build tree with tessera, tessera-relay [build]
-#   --out DIR            where one-node.json, distributed.json and the worker logs go [a temporary folder]
+#   --rounds N           alternate one node and the cluster N times and report each round's ratio and their
+#                        median: this VM's speed drifts by 10-30% within minutes, so one pair can mislead [1]
+#   --out DIR            where one-node-R.json, distributed-R.json and the worker logs go [a temporary folder]
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -40,6 +42,7 @@ build="$root/build"
 out=""
 extra=()
 repack=0
+rounds=1
 
 die() {
   echo "run_distributed: $*" >&2
@@ -64,11 +67,13 @@ while [ $# -gt 0 ]; do
     --repack) repack=1; shift ;;
     --build) build="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     *) die "unknown option '$1' (see the usage at the top of $0)" ;;
   esac
 done
 [ -n "$model" ] || die "-m MODEL is required"
 [ -f "$model" ] || die "no model at $model"
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || die "--rounds must be a positive whole number, got '$rounds'"
 model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
 tessera="$build/src/cli/tessera"
 [ -x "$tessera" ] || die "no tessera at $tessera (build it: ninja -C $build tessera tessera-relay)"
@@ -97,31 +102,49 @@ bench_args=(-m "$model" -p "$n_prompt" -n "$n_gen" -t 1 -r "$reps" -o json ${ext
 [ "$repack" == 0 ] || bench_args+=(--repack)
 # Both runs decode the same number of sequences at once, so the ratio compares like with like.
 [ -z "$concurrency" ] || bench_args+=(--concurrency "$concurrency")
-echo "one node on core ${cpu_list[0]}: tessera bench ${bench_args[*]}" >&2
-taskset -c "${cpu_list[0]}" "$tessera" bench "${bench_args[@]}" >"$out/one-node.json"
-
 dist_args=("${bench_args[@]}")
 [ -z "$split" ] || dist_args+=(--split "$split")
 harness=(--mode "$mode" --workers "$n_workers" --cpus "$cpus" --threads 1 --bin-dir "$build" --log-dir "$out/logs"
   --delay-ms "$delay_ms" --worker-arg --models --worker-arg "$(dirname "$model")")
 [ "$rate" == none ] || harness+=(--rate "$rate")
 [ "$repack" == 0 ] || harness+=(--worker-arg --repack)
-echo "$n_workers workers on cores $cpus ($mode, rate $rate, ${delay_ms} ms each way), head on core $head_cpu" >&2
-# The worker list and key exist only once the harness has started the cluster, so the inner shell reads them.
-# shellcheck disable=SC2016
-bash "$root/tests/netns/netns_cluster.sh" "${harness[@]}" -- \
-  bash -c 'exec taskset -c "$0" "$1" bench "${@:2}" --workers "$TESSERA_NET_WORKERS" --key-file "$TESSERA_NET_KEY"' \
-  "$head_cpu" "$tessera" "${dist_args[@]}" >"$out/distributed.json"
 
-echo "## one node (core ${cpu_list[0]})"
-cat "$out/one-node.json"
-echo "## $n_workers workers ($mode, rate $rate, ${delay_ms} ms each way)"
-cat "$out/distributed.json"
+for round in $(seq 1 "$rounds"); do
+  echo "round $round of $rounds: one node on core ${cpu_list[0]}: tessera bench ${bench_args[*]}" >&2
+  taskset -c "${cpu_list[0]}" "$tessera" bench "${bench_args[@]}" >"$out/one-node-$round.json"
+  echo "round $round of $rounds: $n_workers workers on cores $cpus ($mode, rate $rate, ${delay_ms} ms each way), head on core $head_cpu" >&2
+  # The worker list and key exist only once the harness has started the cluster, so the inner shell reads them.
+  # shellcheck disable=SC2016
+  bash "$root/tests/netns/netns_cluster.sh" "${harness[@]}" -- \
+    bash -c 'exec taskset -c "$0" "$1" bench "${@:2}" --workers "$TESSERA_NET_WORKERS" --key-file "$TESSERA_NET_KEY"' \
+    "$head_cpu" "$tessera" "${dist_args[@]}" >"$out/distributed-$round.json"
+  echo "## round $round: one node (core ${cpu_list[0]})"
+  cat "$out/one-node-$round.json"
+  echo "## round $round: $n_workers workers ($mode, rate $rate, ${delay_ms} ms each way)"
+  cat "$out/distributed-$round.json"
+done
+
 echo "## distributed / one node (tokens per second)"
-# Tests are matched by prompt and generation lengths.
-jq -r --slurpfile one "$out/one-node.json" '
-  .[] as $d
-  | ($one[0][] | select(.n_prompt == $d.n_prompt and .n_gen == $d.n_gen)) as $o
-  | "pp\($d.n_prompt) tg\($d.n_gen) concurrency \($d.concurrency // 1): \($d.avg_ts | . * 100 | round / 100) vs \($o.avg_ts | . * 100 | round / 100) t/s = \(($d.avg_ts / $o.avg_ts) * 100 | round / 100)x, wire bytes/token \($d.wire_bytes_per_token // "n/a")"
-' "$out/distributed.json"
+# Tests are matched by prompt and generation lengths and concurrency; one line per round, then the median ratio.
+for round in $(seq 1 "$rounds"); do
+  jq -r --arg round "$round" --slurpfile one "$out/one-node-$round.json" '
+    .[] as $d
+    | ($one[0][] | select(.n_prompt == $d.n_prompt and .n_gen == $d.n_gen and (.concurrency // 1) == ($d.concurrency // 1))) as $o
+    | "pp\($d.n_prompt) tg\($d.n_gen) concurrency \($d.concurrency // 1): round \($round): \($d.avg_ts | . * 100 | round / 100) vs \($o.avg_ts | . * 100 | round / 100) t/s = \(($d.avg_ts / $o.avg_ts) * 100 | round / 100)x, wire bytes/token \($d.wire_bytes_per_token // "n/a")"
+  ' "$out/distributed-$round.json"
+done
+if [ "$rounds" -gt 1 ]; then
+  jq -rn '
+    [inputs] as $files
+    | ($files | length / 2) as $n
+    | [range(0; $n) as $r | $files[$r] as $one | $files[$n + $r][] as $d
+       | ($one[] | select(.n_prompt == $d.n_prompt and .n_gen == $d.n_gen and (.concurrency // 1) == ($d.concurrency // 1))) as $o
+       | {key: "pp\($d.n_prompt) tg\($d.n_gen) concurrency \($d.concurrency // 1)", ratio: ($d.avg_ts / $o.avg_ts)}]
+    | group_by(.key)[]
+    | (map(.ratio) | sort) as $r
+    | (if ($r | length) % 2 == 1 then $r[($r | length - 1) / 2] else ($r[($r | length) / 2 - 1] + $r[($r | length) / 2]) / 2 end) as $median
+    | "\(.[0].key): median of \($r | length) rounds \($median * 100 | round / 100)x (\($r | map(. * 100 | round / 100) | join(" / ")))"
+  ' $(for r in $(seq 1 "$rounds"); do echo "$out/one-node-$r.json"; done) \
+    $(for r in $(seq 1 "$rounds"); do echo "$out/distributed-$r.json"; done)
+fi
 echo "(results in $out)" >&2

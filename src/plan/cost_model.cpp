@@ -85,6 +85,12 @@ double CostModel::distinct_experts(double tokens) const {
   return n * (1.0 - std::pow(1.0 - k / n, std::max(tokens, 0.0)));
 }
 
+double CostModel::expert_batch(double tokens) const {
+  const double touched = distinct_experts(tokens);
+  if (touched <= 0) return tokens;
+  return std::max(1.0, tokens * static_cast<double>(model_.config.n_expert_used) / touched);
+}
+
 double CostModel::read_rate(size_t node) const {
   return cluster_.nodes()[node].mem_read_gbps * 1e9 * k_.bandwidth_efficiency;
 }
@@ -102,8 +108,10 @@ double CostModel::compute_rate(size_t node, bool quantized, double tokens) const
   const double one = k_.small_batch_compute_factor, few = std::max(one, k_.few_token_compute_factor);
   double f = one;
   if (tokens >= k_.few_token_batch) {
-    const double span = std::max(k_.full_rate_batch - k_.few_token_batch, 1.0);
-    f = few + (1.0 - few) * std::clamp((tokens - k_.few_token_batch) / span, 0.0, 1.0);
+    // Logarithmic in the batch: each doubling of the tokens per pass gains about the same (docs/planner.md).
+    const double full = n.repack && quantized ? k_.full_rate_batch_packed : k_.full_rate_batch;
+    const double lo = std::max(k_.few_token_batch, 1.0), hi = std::max(full, lo * 1.0001);
+    f = few + (1.0 - few) * std::clamp(std::log(tokens / lo) / std::log(hi / lo), 0.0, 1.0);
   } else if (tokens >= 2) {
     f = few;
   } else if (tokens > 1) {
@@ -117,7 +125,7 @@ TimeParts CostModel::stage_time(const StageSpec& s, double tokens, double seqs, 
   const double k = static_cast<double>(m.config.n_expert_used);
   const double n = static_cast<double>(m.config.n_expert);
   const double expert_share = n > 0 ? distinct_experts(tokens) / n : 0.0;
-  double bytes = 0, fq = 0, ff = 0;
+  double bytes = 0, fq = 0, ff = 0, eq = 0, ef = 0;
   for (int64_t i = s.first; i <= s.last; ++i) {
     const LayerCost& l = m.layers[static_cast<size_t>(i)];
     bytes += s.fraction * static_cast<double>(l.dense_bytes);
@@ -125,8 +133,8 @@ TimeParts CostModel::stage_time(const StageSpec& s, double tokens, double seqs, 
     ff += s.fraction * tokens * l.dense_flops_f;
     if (s.experts) {
       bytes += s.fraction * static_cast<double>(l.expert_bytes) * expert_share;
-      fq += s.fraction * tokens * k * l.expert_flops_q;
-      ff += s.fraction * tokens * k * l.expert_flops_f;
+      eq += s.fraction * tokens * k * l.expert_flops_q;
+      ef += s.fraction * tokens * k * l.expert_flops_f;
     }
     // Attention: each sequence reads its own history once per pass; every token scores every position (f32).
     bytes += s.fraction * seqs * ctx * static_cast<double>(l.kv_bytes_per_token);
@@ -139,7 +147,10 @@ TimeParts CostModel::stage_time(const StageSpec& s, double tokens, double seqs, 
     ff += logit_tokens * m.output_flops_f;
   }
   const double mem_s = bytes / read_rate(s.node);
-  const double comp_s = fq / compute_rate(s.node, true, tokens) + ff / compute_rate(s.node, false, tokens);
+  // An expert's matmul sees only the tokens routed to it, a smaller batch at a lower rate.
+  const double per_expert = expert_batch(tokens);
+  const double comp_s = fq / compute_rate(s.node, true, tokens) + ff / compute_rate(s.node, false, tokens) +
+                        eq / compute_rate(s.node, true, per_expert) + ef / compute_rate(s.node, false, per_expert);
   TimeParts t;
   (mem_s >= comp_s ? t.memory : t.compute) = std::max(mem_s, comp_s);
   t.compute += static_cast<double>(std::max<int64_t>(s.layers(), 0)) * k_.layer_overhead_s + k_.stage_overhead_s;
@@ -388,7 +399,9 @@ Prediction CostModel::predict_expert_parallel(std::span<const size_t> nodes, con
         const double fq = tokens * k * shares[i] / n * l.expert_flops_q;
         const double ff = tokens * k * shares[i] / n * l.expert_flops_f;
         const double mem_s = bytes / read_rate(nodes[i]);
-        const double comp_s = fq / compute_rate(nodes[i], true, tokens) + ff / compute_rate(nodes[i], false, tokens);
+        const double per_expert = expert_batch(tokens);
+        const double comp_s =
+            fq / compute_rate(nodes[i], true, per_expert) + ff / compute_rate(nodes[i], false, per_expert);
         TimeParts t;
         (mem_s >= comp_s ? t.memory : t.compute) = std::max(mem_s, comp_s);
         if (nodes[i] != home) {

@@ -108,6 +108,9 @@ class CostModel {
  private:
   // Expected distinct experts (of n) that `tokens` tokens choosing k each touch: n (1 - (1 - k/n)^tokens).
   double distinct_experts(double tokens) const;
+  // Tokens per expert matmul in a pass of `tokens`: each of the experts the pass touches sees its share of the
+  // tokens' k picks.
+  double expert_batch(double tokens) const;
   uint64_t buffer_bytes(const Workload& w, bool last_stage) const;
   Prediction finish(double prefill_s, int64_t micro_batch, TimeParts prefill_parts, double d1_s, TimeParts d1_parts,
                     double dc_tps, TimeParts dc_parts, int64_t groups, double prefill_c_s, const Workload& w) const;

@@ -7,28 +7,34 @@
 namespace tessera::plan {
 
 struct PlanConstants {
+  // The compute and bandwidth factors below were fitted on the 2-vCPU development VM (AVX-512 VNNI), 1B Q4_K_M,
+  // 1 and 2 threads, against `tessera probe` in the same minutes (docs/planner.md, "Constants", has the table).
+  //
   // Fraction of the probe's streaming read bandwidth that decode reaches: weights are read row by row through the
-  // kernels, with dequantization in the loop, not as one sequential sweep.
-  double bandwidth_efficiency = 0.80;
-  // Fraction of the probe's peak int8 dot-product rate a quantized matmul reaches: block scales, nibble unpacking,
-  // activation quantization and cache misses on the weight rows all cost issue slots the probe's loop never spends.
-  // Calibrated by `bench --check-plan` on the 1B Q4_K_M (1 thread, AVX-512 VNNI): 64-512 token batches ran at
-  // 125-188 GFLOPS while the probe measured 380-640 int8 GOPS on the same busy machine; 0.33 centres the measured
-  // over predicted ratios of four runs (docs/benchmarks.md).
-  double int8_efficiency = 0.33;
-  // Fraction of the peak f32 FMA rate a matmul over F32/F16/BF16 weights reaches (F16/BF16 convert on the fly).
+  // kernels, with dequantization in the loop, not as one sequential sweep. Measured 0.85 (1 thread) and 0.81-0.94
+  // (2 threads, depending on the probe's own swing).
+  double bandwidth_efficiency = 0.85;
+  // Fraction of the probe's peak int8 dot-product rate a quantized matmul reaches at full batch: block scales,
+  // nibble unpacking and activation quantization cost issue slots the probe's loop never spends. Measured: the
+  // matmuls of a 512-token prefill at 0.56 (1 thread) and 0.48 (2 threads) of the probe.
+  double int8_efficiency = 0.50;
+  // Fraction of the peak f32 FMA rate that attention (and matmuls over F32/F16/BF16 weights) reach. Measured from
+  // the attention's share (pp2048 against pp512): 0.67 at 1 thread, 0.31 at 2.
   double f32_efficiency = 0.45;
-  // One token per pass (the gemv kernels) runs at this fraction of the full compute rate: it cannot reuse a weight
-  // row across activations to hide the unpacking. Calibrated by `bench --check-plan` on the 1B Q4_K_M: one token
-  // runs at ~26 GFLOPS, about 0.15 of the 64-token rate, so a single-thread decode step of that model is
-  // compute-bound (~85 ms) rather than memory-bound (~45 ms).
-  double small_batch_compute_factor = 0.17;
-  // 2 to few_token_batch tokens per pass (batched decode) run the small-batch kernels, which unpack each weight
-  // block once for all tokens: about half the full rate (measured 2026-11-30, 2 threads, 1B Q4_K_M: 4 tokens 196
-  // GFLOPS, 8 tokens 220, 64 tokens 418). Above it the rate ramps linearly to the full rate at full_rate_batch.
-  double few_token_compute_factor = 0.5;
+  // One token per pass (the panel and row kernels) runs at this fraction of the full compute rate. A decode step
+  // of a quantized model is memory-bound on these kernels, so this only has to be low enough for small models
+  // whose weights sit in cache: the panels compute ~130 GFLOPS per core there (kernel benchmark), 0.3 of the
+  // full rate at 1 thread.
+  double small_batch_compute_factor = 0.30;
+  // 2 to few_token_batch tokens per pass (batched decode, the small-batch kernels and panels) run at this fraction;
+  // above it the rate grows with the logarithm of the batch up to the full rate at full_rate_batch, or at
+  // full_rate_batch_packed on a node that packs its weights at load (--repack: the prefill tiles are built once,
+  // not on every call). Measured (fraction of the 512-token rate, 1 / 2 threads): 4 tokens 0.34 / memory-bound;
+  // 16 tokens 0.58 / 0.64, packed 0.67 / 0.57; 64 tokens 0.76 / 0.79, packed 0.97 / 0.98.
+  double few_token_compute_factor = 0.38;
   double few_token_batch = 8;
-  double full_rate_batch = 64;
+  double full_rate_batch = 256;
+  double full_rate_batch_packed = 64;
 
   // Fixed time per layer per forward pass: thread-pool fork/join, norms, RoPE, softmax and other small ops.
   double layer_overhead_s = 15e-6;
@@ -47,9 +53,11 @@ struct PlanConstants {
   double memory_headroom = 0.05;
 
   // Hypothetical nodes described by their cores only (cluster.json "cores"): peak rates per logical CPU of a
-  // recent x86 server core with AVX-512 VNNI, as `tessera probe` measures them (2 vCPUs: ~670 int8 GOPS, ~165 f32).
-  double int8_gops_per_core = 300.0;
-  double f32_gflops_per_core = 80.0;
+  // recent x86 server with AVX-512 VNNI, as `tessera probe` would measure them. The 2-vCPU development VM probes
+  // 1,275-1,290 int8 GOPS and 313-324 f32 GFLOPS with 2 threads when idle, but its vCPUs do not share cores; a
+  // larger cloud VM's vCPUs are mostly hyperthread pairs, which share one core's vector units.
+  double int8_gops_per_core = 400.0;
+  double f32_gflops_per_core = 100.0;
 
   // A plan with more nodes is chosen over one with fewer only when it predicts at least this much less time: the
   // model's error is larger than a few percent, and every extra machine is one more thing to fail.

@@ -157,6 +157,7 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
                     {"few_token_compute_factor", k.few_token_compute_factor},
                     {"few_token_batch", k.few_token_batch},
                     {"full_rate_batch", k.full_rate_batch},
+                    {"full_rate_batch_packed", k.full_rate_batch_packed},
                     {"layer_overhead_s", k.layer_overhead_s},
                     {"stage_overhead_s", k.stage_overhead_s},
                     {"message_overhead_s", k.message_overhead_s},

@@ -2,6 +2,8 @@
 // per stage, RTT/2 + bytes/bandwidth per hop, the pipelined prefill makespan, concurrency across stages, MoE reads.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "plan/cost_model.h"
 
 namespace tessera::plan {
@@ -137,12 +139,14 @@ TEST(CostModel, PipelinedPrefillIsMicroBatchesPlusStagesMinusOneTimesTheSlowest)
 
 TEST(CostModel, FewTokensRunAtTheSmallBatchRate) {
   // Compute-bound: one token at small_batch_compute_factor of the full rate, 2-8 tokens (the small-batch kernels)
-  // at few_token_compute_factor, the full rate from full_rate_batch up with a linear ramp in between.
+  // at few_token_compute_factor, the full rate from full_rate_batch up, logarithmic in the batch in between.
   const ModelCost m = flat_model(8, 1000, 2e9);
   const Cluster c({node("a", 1e5, 100)}, "a", {}, link_of(1e4, 0));
   PlanConstants k = bare();
   k.small_batch_compute_factor = 0.2;
   k.few_token_compute_factor = 0.5;
+  k.few_token_batch = 8;
+  k.full_rate_batch = 128;
   const CostModel cm(m, c, k);
   const StageSpec local{0, 0, 7, true, true};
   const double full = 100e9 * k.int8_efficiency, flops = 8 * 2e9;
@@ -150,10 +154,59 @@ TEST(CostModel, FewTokensRunAtTheSmallBatchRate) {
   EXPECT_NEAR(one.decode_tps_1, 0.2 * full / flops, 1e-3 * one.decode_tps_1);
   const Prediction four = cm.predict_pipeline(std::span(&local, 1), work(512, 4));
   EXPECT_NEAR(four.decode_tps_c, 0.5 * full / flops, 1e-3 * four.decode_tps_c);
-  const Prediction many = cm.predict_pipeline(std::span(&local, 1), work(512, 36));
-  EXPECT_NEAR(many.decode_tps_c, 0.75 * full / flops, 1e-3 * many.decode_tps_c);  // halfway from 8 to 64
+  // 32 tokens: two of the four doublings from 8 to 128; 16 tokens: one.
+  const Prediction many = cm.predict_pipeline(std::span(&local, 1), work(512, 32));
+  EXPECT_NEAR(many.decode_tps_c, 0.75 * full / flops, 1e-3 * many.decode_tps_c);
+  const Prediction some = cm.predict_pipeline(std::span(&local, 1), work(512, 16));
+  EXPECT_NEAR(some.decode_tps_c, 0.625 * full / flops, 1e-3 * some.decode_tps_c);
   const Prediction wide = cm.predict_pipeline(std::span(&local, 1), work(512, 128));
   EXPECT_NEAR(wide.decode_tps_c, full / flops, 1e-3 * wide.decode_tps_c);
+}
+
+TEST(CostModel, PackedWeightsReachTheFullRateAtSmallerBatches) {
+  // --repack builds the prefill tiles once at load: a packed node computes at the full rate from
+  // full_rate_batch_packed tokens, an unpacked one only from full_rate_batch; both start from the few-token rate.
+  const ModelCost m = flat_model(8, 1000, 2e9);
+  PlanConstants k = bare();
+  k.few_token_compute_factor = 0.5;
+  k.few_token_batch = 8;
+  k.full_rate_batch = 512;
+  k.full_rate_batch_packed = 32;
+  NodeProfile packed = node("a", 1e5, 100);
+  packed.repack = true;
+  const Cluster plain({node("a", 1e5, 100)}, "a", {}, link_of(1e4, 0));
+  const Cluster repacked({packed}, "a", {}, link_of(1e4, 0));
+  const StageSpec s{0, 0, 7, false, false};
+  const double full_s = 32 * 8 * 2e9 / (100e9 * k.int8_efficiency);
+  // 32 tokens: packed at the full rate; unpacked two of the six doublings from 8 to 512.
+  EXPECT_NEAR(CostModel(m, repacked, k).stage_time(s, 32, 1, 0, 0).compute, full_s, 1e-9);
+  EXPECT_NEAR(CostModel(m, plain, k).stage_time(s, 32, 1, 0, 0).compute, full_s / (0.5 + 0.5 * 2.0 / 6.0), 1e-9);
+  // One token is the same on both.
+  EXPECT_NEAR(CostModel(m, repacked, k).stage_time(s, 1, 1, 0, 0).compute,
+              CostModel(m, plain, k).stage_time(s, 1, 1, 0, 0).compute, 1e-12);
+}
+
+TEST(CostModel, ExpertMatmulsRunAtTheBatchRoutedToThem) {
+  // 8 experts, 2 per token: 64 tokens touch all 8 (almost surely), each expert sees 64 * 2 / 8 = 16 of them, which
+  // run at the 16-token rate while the dense part runs at the 64-token rate.
+  ModelCost m = flat_model(1, 0, 1e9);
+  m.config.n_expert = 8;
+  m.config.n_expert_used = 2;
+  m.layers[0].expert_flops_q = 3e9;
+  PlanConstants k = bare();
+  k.few_token_compute_factor = 0.5;
+  k.few_token_batch = 8;
+  k.full_rate_batch = 128;
+  const Cluster c({node("a", 1e5, 100)}, "a", {}, link_of(1e4, 0));
+  const CostModel cm(m, c, k);
+  const StageSpec s{0, 0, 0, false, false};
+  const double rate = 100e9 * k.int8_efficiency;
+  const double distinct = 8 * (1 - std::pow(0.75, 64));
+  const double per_expert = 64 * 2 / distinct;
+  const double f_dense = 0.5 + 0.5 * std::log(64.0 / 8) / std::log(128.0 / 8);
+  const double f_expert = 0.5 + 0.5 * std::log(per_expert / 8) / std::log(128.0 / 8);
+  EXPECT_NEAR(cm.stage_time(s, 64, 1, 0, 0).compute, 64 * 1e9 / (rate * f_dense) + 64 * 2 * 3e9 / (rate * f_expert),
+              1e-9);
 }
 
 TEST(CostModel, ConcurrencyKeepsPipelineStagesBusy) {
