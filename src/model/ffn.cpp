@@ -27,7 +27,6 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* 
   const int64_t n_exp = c.n_expert;
   const int64_t k = c.n_expert_used;
   const int64_t n_embd = c.n_embd;
-  const int64_t n_ff = c.n_ff_exp;
   router_.resize(static_cast<size_t>(n_tokens * n_exp));
   matmul(w.ffn_gate_inp, x, n_tokens, router_.data(), pool, scratch_);
 
@@ -49,31 +48,16 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* 
   }
 
   std::fill(out, out + n_tokens * n_embd, 0.0f);
-  if (n_tokens <= kBatchedExpertTokens) return experts_together(w, c, x, routed, out, pool);
-  for (int64_t e = 0; e < n_exp; ++e) {
-    const auto& tokens = routed[static_cast<size_t>(e)];
-    if (tokens.empty()) continue;
-    const auto m = static_cast<int64_t>(tokens.size());
-    gathered_.resize(static_cast<size_t>(m * n_embd));
-    for (int64_t i = 0; i < m; ++i) {
-      std::copy_n(x + tokens[static_cast<size_t>(i)].first * n_embd, n_embd, gathered_.data() + i * n_embd);
-    }
-    gate_.resize(static_cast<size_t>(m * n_ff));
-    up_.resize(static_cast<size_t>(m * n_ff));
-    hidden_.resize(static_cast<size_t>(m * n_ff));
-    expert_out_.resize(static_cast<size_t>(m * n_embd));
-    matmul(w.ffn_gate_exps.slice_rows(e * n_ff, n_ff), gathered_.data(), m, gate_.data(), pool, scratch_);
-    matmul(w.ffn_up_exps.slice_rows(e * n_ff, n_ff), gathered_.data(), m, up_.data(), pool, scratch_);
-    swiglu_rows(n_ff, m, pool);
-    matmul(w.ffn_down_exps.slice_rows(e * n_embd, n_embd), hidden_.data(), m, expert_out_.data(), pool, scratch_);
-    add_expert_out(tokens, 0, n_embd, out);
-  }
+  // A few tokens: every expert matrix's row chunks shared by all threads. Many: whole expert matrices per thread,
+  // since each gemm call prepares all of its tokens (and, without --repack, builds the tiles of its rows).
+  experts_together(w, c, x, routed, out, pool,
+                   n_tokens <= kBatchedExpertTokens ? EachSplit::Chunks : EachSplit::WholeJobs);
 }
 
 // The chosen experts' rows laid out one expert after the other, so every expert's gate and up run in one pass of
 // the pool (matmul_each) and every down in a second: two fork/joins per layer instead of three per expert.
 void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, const float* x, const Routing& routed,
-                                   float* out, ThreadPool& pool) {
+                                   float* out, ThreadPool& pool, EachSplit split) {
   const int64_t n_embd = c.n_embd;
   const int64_t n_ff = c.n_ff_exp;
   std::vector<std::pair<int64_t, int64_t>> active;  // (expert, first row)
@@ -104,7 +88,7 @@ void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, 
     views.push_back(w.ffn_up_exps.slice_rows(e * n_ff, n_ff));
     jobs.push_back({&views.back(), in, m, up_.data() + row0 * n_ff});
   }
-  matmul_each(jobs, pool, scratch_);
+  matmul_each(jobs, pool, scratch_, split);
   swiglu_rows(n_ff, rows, pool);
   jobs.clear();
   for (const auto& [e, row0] : active) {
@@ -112,7 +96,7 @@ void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, 
     views.push_back(w.ffn_down_exps.slice_rows(e * n_embd, n_embd));
     jobs.push_back({&views.back(), hidden_.data() + row0 * n_ff, m, expert_out_.data() + row0 * n_embd});
   }
-  matmul_each(jobs, pool, scratch_);
+  matmul_each(jobs, pool, scratch_, split);
   // In expert order, as the one-expert-at-a-time path adds them: the sums round the same way.
   for (const auto& [e, row0] : active) add_expert_out(routed[static_cast<size_t>(e)], row0, n_embd, out);
 }

@@ -22,11 +22,12 @@ class FeedForward {
  private:
   // Per expert: the tokens routed to it and their gate weights.
   using Routing = std::vector<std::vector<std::pair<int64_t, float>>>;
-  // Up to this many tokens (decode, a few sequences) the chosen experts run together (experts_together).
+  // Up to this many tokens (decode, a few sequences) the threads share every expert's row chunks; above it each
+  // thread takes whole expert matrices (EachSplit).
   static constexpr int64_t kBatchedExpertTokens = 16;
 
   void experts_together(const LayerWeights& w, const ModelConfig& c, const float* x, const Routing& routed, float* out,
-                        ThreadPool& pool);
+                        ThreadPool& pool, EachSplit split);
   // out[t] += weight * expert_out_ row (row0 + i) for the i-th (t, weight) of tokens.
   void add_expert_out(const std::vector<std::pair<int64_t, float>>& tokens, int64_t row0, int64_t n_embd,
                       float* out) const;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <numeric>
 
 #include "tensor/kernels.h"
 #include "util/error.h"
@@ -89,6 +90,15 @@ void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, ThreadPool& po
   });
 }
 
+// Many tokens: one contiguous range of chunks per thread, since every gemm call prepares all the tokens.
+void run_split(const Job& job, int64_t chunks, ThreadPool& pool) {
+  const int64_t threads = std::min<int64_t>(pool.size(), chunks);
+  if (threads <= 1) return run_chunks(job, 0, chunks);
+  pool.run([&](int t) {
+    if (t < threads) run_chunks(job, chunks * t / threads, chunks * (t + 1) / threads);
+  });
+}
+
 bool serves(const PackedRows& p, int64_t n_tokens) {
   return !p.empty() && n_tokens >= p.fns->min_tokens && (p.fns->max_tokens == 0 || n_tokens <= p.fns->max_tokens);
 }
@@ -119,11 +129,7 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
   const int64_t chunks = chunks_of(w);
   if (pool.size() == 1 || chunks == 1) return run_chunks(job, 0, chunks);
   if (n_tokens <= kDynamicMaxTokens) return run_dynamic({&job, 1}, chunks, pool);
-  // Many tokens: one contiguous range of chunks per thread, since every gemm call prepares all the tokens.
-  const int64_t threads = std::min<int64_t>(pool.size(), chunks);
-  pool.run([&](int t) {
-    if (t < threads) run_chunks(job, chunks * t / threads, chunks * (t + 1) / threads);
-  });
+  run_split(job, chunks, pool);
 }
 
 void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool,
@@ -174,30 +180,96 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   run_dynamic({jobs, outs.size()}, total, pool);
 }
 
-void matmul_each(std::span<const MatmulJob> in, ThreadPool& pool, MatmulScratch& scratch) {
+void matmul_each(std::span<const MatmulJob> in, ThreadPool& pool, MatmulScratch& scratch, EachSplit split) {
   const Kernels& kernels = kernels_of(scratch);
-  std::vector<size_t> offsets(in.size());
-  std::vector<size_t> act_rows(in.size());
+  // Each distinct input gets one activation buffer; a job whose input an earlier job already has shares it.
+  struct Input {
+    const float* x;
+    int64_t n_tokens, k;
+    GgmlType type;
+    size_t offset, row;
+    ActQuantFn quantize;
+  };
+  std::vector<Input> inputs;
+  std::vector<size_t> input_of(in.size());
   size_t bytes = 0;
+  int64_t rows = 0;
   for (size_t i = 0; i < in.size(); ++i) {
-    act_rows[i] = row_size(Kernels::act_type(in[i].w->type), in[i].w->cols());
-    offsets[i] = bytes;
-    bytes += (act_rows[i] * static_cast<size_t>(in[i].n_tokens) + 63) / 64 * 64;
+    const MatmulJob& m = in[i];
+    const GgmlType type = Kernels::act_type(m.w->type);
+    const int64_t k = m.w->cols();
+    const auto same = std::find_if(inputs.begin(), inputs.end(), [&](const Input& x) {
+      return x.x == m.x && x.n_tokens == m.n_tokens && x.k == k && x.type == type;
+    });
+    if (same != inputs.end()) {
+      input_of[i] = static_cast<size_t>(same - inputs.begin());
+      continue;
+    }
+    const ActQuantFn quantize = kernels.quantize_act(type);
+    if (quantize == nullptr) fail("no activation kernel for {}", type_name(type));
+    const size_t row = row_size(type, k);
+    input_of[i] = inputs.size();
+    inputs.push_back({m.x, m.n_tokens, k, type, bytes, row, quantize});
+    bytes += (row * static_cast<size_t>(m.n_tokens) + 63) / 64 * 64;
+    rows += m.n_tokens;
   }
   scratch.act_each.resize(bytes);
+  // Every input row on its own: numbered input by input, converted in parallel when there are enough of them.
+  const auto convert = [&](int64_t begin, int64_t end) {
+    size_t j = 0;
+    int64_t first = 0;
+    for (int64_t r = begin; r < end; ++r) {
+      while (r >= first + inputs[j].n_tokens) first += inputs[j++].n_tokens;
+      const Input& x = inputs[j];
+      const int64_t t = r - first;
+      x.quantize(x.x + t * x.k, scratch.act_each.data() + x.offset + static_cast<size_t>(t) * x.row, x.k);
+    }
+  };
+  if (rows >= 64 && pool.size() > 1) {
+    pool.parallel_for(rows, convert);
+  } else {
+    convert(0, rows);
+  }
   std::vector<Job> jobs(in.size());
   int64_t total = 0;
   for (size_t i = 0; i < in.size(); ++i) {
     const MatmulJob& m = in[i];
-    const int64_t k = m.w->cols();
-    const ActQuantFn quantize = kernels.quantize_act(Kernels::act_type(m.w->type));
-    if (quantize == nullptr) fail("no activation kernel for {}", type_name(Kernels::act_type(m.w->type)));
-    uint8_t* act = scratch.act_each.data() + offsets[i];
-    for (int64_t t = 0; t < m.n_tokens; ++t) quantize(m.x + t * k, act + static_cast<size_t>(t) * act_rows[i], k);
-    jobs[i] = Job{m.w, m.y, gemm_for(kernels, *m.w), packed_for(*m.w, m.n_tokens), act, act_rows[i], total, m.n_tokens};
+    const Input& x = inputs[input_of[i]];
+    jobs[i] = Job{m.w,
+                  m.y,
+                  gemm_for(kernels, *m.w),
+                  packed_for(*m.w, m.n_tokens),
+                  scratch.act_each.data() + x.offset,
+                  x.row,
+                  total,
+                  m.n_tokens};
     total += chunks_of(*m.w);
   }
-  if (total > 0) run_dynamic(jobs, total, pool);
+  if (total == 0) return;
+  if (split == EachSplit::Chunks) return run_dynamic(jobs, total, pool);
+  if (pool.size() == 1) {
+    for (const Job& job : jobs) run_chunks(job, 0, chunks_of(*job.w));
+    return;
+  }
+  if (jobs.size() < 2 * static_cast<size_t>(pool.size())) {
+    // Too few jobs to keep every thread busy with whole ones: each job split as matmul splits it.
+    for (const Job& job : jobs) run_split(job, chunks_of(*job.w), pool);
+    return;
+  }
+  // Largest first, each thread taking the next: the last jobs to start are the short ones.
+  std::vector<size_t> order(jobs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return jobs[a].w->rows() * jobs[a].n_tokens > jobs[b].w->rows() * jobs[b].n_tokens;
+  });
+  std::atomic<size_t> next{0};
+  pool.run([&](int) {
+    for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < order.size();
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      const Job& job = jobs[order[i]];
+      run_chunks(job, 0, chunks_of(*job.w));
+    }
+  });
 }
 
 }  // namespace tessera

@@ -43,10 +43,17 @@ struct MatmulJob {
   float* y;  // y[t * w->rows() + r], as matmul
 };
 
-// Weights with inputs of their own (the experts that a few tokens chose in a MoE layer): each output exactly as
-// matmul would compute it, and all of them in one pass of the thread pool, so a decode step pays one fork/join for
-// every expert matrix together instead of one each. Meant for a few tokens per job: the activations are converted
-// on the calling thread.
-void matmul_each(std::span<const MatmulJob> jobs, ThreadPool& pool, MatmulScratch& scratch);
+// How matmul_each shares its jobs among the threads.
+enum class EachSplit {
+  Chunks,     // every job's row chunks from one shared counter: a few tokens per job (decode)
+  WholeJobs,  // whole jobs, largest first: many tokens per job (prefill), where every gemm call prepares all of
+              // its tokens, so fewer and larger calls pay
+};
+
+// Weights with inputs of their own (the experts that tokens chose in a MoE layer): each output exactly as matmul
+// would compute it, and all of them in one pass of the thread pool, so a step pays one fork/join for every expert
+// matrix together instead of one each. Jobs that share an input (same x, tokens and format) convert it once.
+void matmul_each(std::span<const MatmulJob> jobs, ThreadPool& pool, MatmulScratch& scratch,
+                 EachSplit split = EachSplit::Chunks);
 
 }  // namespace tessera

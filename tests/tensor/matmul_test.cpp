@@ -115,8 +115,8 @@ TEST(Matmul, MultiEqualsSeparateMatmuls) {
   }
 }
 
-// The experts of a MoE layer at decode: slices of one tensor (on and off a panel boundary) and other weights, each
-// with its own input and token count, in one pass: each output bit-identical to its own matmul, on rows and panels.
+// The experts of a MoE layer: slices of one tensor (on and off a panel boundary) and other weights, each with its
+// own input and token count, in one pass: each output bit-identical to its own matmul, on rows, panels and tiles.
 TEST(Matmul, EachEqualsSeparateMatmuls) {
   const Isa isa = best_isa(detect_cpu_features());
   const Kernels& kernels = Kernels::get(isa);
@@ -136,25 +136,41 @@ TEST(Matmul, EachEqualsSeparateMatmuls) {
   views.push_back(experts.view.slice_rows(40, 100));  // off a panel boundary: rows
   views.push_back(other[0].view);
   views.push_back(other[1].view);
-  const int64_t tokens[] = {1, 3, 2, 5, 1, 17};
-  for (int threads : {1, 2}) {
-    ThreadPool pool(threads);
-    MatmulScratch scratch;
-    scratch.kernels = &kernels;
-    std::vector<std::vector<float>> xs, want, got;
-    std::vector<MatmulJob> jobs;
-    for (size_t i = 0; i < views.size(); ++i) {
-      xs.push_back(inputs(tokens[i], k));
-      for (auto& v : xs.back()) v *= static_cast<float>(i + 1);  // inputs differ per job
-      const auto size = static_cast<size_t>(views[i].rows() * tokens[i]);
-      want.emplace_back(size);
-      got.emplace_back(size, std::nanf(""));
-      matmul(views[i], xs[i].data(), tokens[i], want[i].data(), pool, scratch);
+  // Decode-sized jobs, then prefill-sized ones (the tiles, on and off a panel); jobs 0 and 1 share their input, as
+  // an expert's gate and up do. Each split: every row chunk from a shared counter, and whole jobs per thread (more
+  // jobs than threads, then fewer).
+  const std::vector<std::vector<int64_t>> token_sets = {{1, 3, 2, 5, 1, 17}, {40, 64, 20, 50, 9, 70}};
+  for (const auto& tokens : token_sets) {
+    for (EachSplit split : {EachSplit::Chunks, EachSplit::WholeJobs}) {
+      for (size_t n_jobs : {views.size(), size_t{3}}) {
+        for (int threads : {1, 2}) {
+          ThreadPool pool(threads);
+          MatmulScratch scratch;
+          scratch.kernels = &kernels;
+          std::vector<std::vector<float>> xs, want, got;
+          std::vector<MatmulJob> jobs;
+          for (size_t i = 0; i < n_jobs; ++i) {
+            const int64_t t = i == 1 ? tokens[0] : tokens[i];
+            xs.push_back(inputs(t, k));
+            for (auto& v : xs.back()) v *= static_cast<float>(i + 1);  // inputs differ per job
+            const auto size = static_cast<size_t>(views[i].rows() * t);
+            want.emplace_back(size);
+            got.emplace_back(size, std::nanf(""));
+          }
+          for (size_t i = 0; i < n_jobs; ++i) {
+            const float* x = xs[i == 1 ? 0 : i].data();
+            const int64_t t = i == 1 ? tokens[0] : tokens[i];
+            matmul(views[i], x, t, want[i].data(), pool, scratch);
+            jobs.push_back({&views[i], x, t, got[i].data()});
+          }
+          matmul_each(jobs, pool, scratch, split);
+          for (size_t i = 0; i < n_jobs; ++i) {
+            EXPECT_EQ(got[i], want[i]) << "job " << i << " of " << n_jobs << ", " << tokens[i] << " tokens, " << threads
+                                       << " threads, split " << static_cast<int>(split);
+          }
+        }
+      }
     }
-    for (size_t i = 0; i < views.size(); ++i) jobs.push_back({&views[i], xs[i].data(), tokens[i], got[i].data()});
-    matmul_each(jobs, pool, scratch);
-    for (size_t i = 0; i < views.size(); ++i)
-      EXPECT_EQ(got[i], want[i]) << "job " << i << ", " << threads << " threads";
   }
 }
 
