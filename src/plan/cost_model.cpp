@@ -110,8 +110,8 @@ double CostModel::compute_rate(size_t node, bool quantized, double tokens) const
   if (tokens >= k_.few_token_batch) {
     // Logarithmic in the batch: each doubling of the tokens per pass gains about the same (docs/planner.md).
     const double full = n.repack && quantized ? k_.full_rate_batch_packed : k_.full_rate_batch;
-    const double lo = std::max(k_.few_token_batch, 1.0), hi = std::max(full, lo * 1.0001);
-    f = few + (1.0 - few) * std::clamp(std::log(tokens / lo) / std::log(hi / lo), 0.0, 1.0);
+    const double lo = std::max(k_.few_token_batch, 1.0);
+    f = full <= lo ? 1.0 : few + (1.0 - few) * std::clamp(std::log(tokens / lo) / std::log(full / lo), 0.0, 1.0);
   } else if (tokens >= 2) {
     f = few;
   } else if (tokens > 1) {

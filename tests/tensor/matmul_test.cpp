@@ -165,8 +165,8 @@ TEST(Matmul, EachEqualsSeparateMatmuls) {
           }
           matmul_each(jobs, pool, scratch, split);
           for (size_t i = 0; i < n_jobs; ++i) {
-            EXPECT_EQ(got[i], want[i]) << "job " << i << " of " << n_jobs << ", " << tokens[i] << " tokens, " << threads
-                                       << " threads, split " << static_cast<int>(split);
+            EXPECT_EQ(got[i], want[i]) << "job " << i << " of " << n_jobs << ", " << jobs[i].n_tokens << " tokens, "
+                                       << threads << " threads, split " << static_cast<int>(split);
           }
         }
       }
