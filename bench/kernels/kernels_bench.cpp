@@ -145,6 +145,27 @@ void bench_gemm_tokens(benchmark::State& state, Isa isa, GgmlType t, int64_t n_t
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()) * n_tok);
 }
 
+// Prefill on weights packed at load (--repack), the shape of one 1B projection (2048 x 2048): GOPS by token count,
+// so a pipeline's micro-batch size can be set where the kernel is still near its full rate.
+void bench_packed_tokens(benchmark::State& state, Isa isa, GgmlType t, int64_t n_tok) {
+  const Kernels& kern = Kernels::get(isa);
+  const PackedGemm* fns = kern.packed(t);
+  const int64_t k = 2048, rows = 2048;
+  const auto w = weight_rows(t, k, rows);
+  const auto x = activations(t, k, n_tok, kern);
+  const size_t bytes = static_cast<size_t>(rows / fns->group_rows) * fns->group_bytes(k);
+  std::vector<uint8_t> storage(bytes + 64);
+  uint8_t* p = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+  fns->pack(w.data(), row_size(t, k), rows, k, p);
+  std::vector<float> y(static_cast<size_t>(rows * n_tok));
+  for (auto _ : state) {
+    fns->gemm(p, rows, x.data(), row_size(Kernels::act_type(t), k), n_tok, k, y.data(), rows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GOPS"] = benchmark::Counter(2.0 * static_cast<double>(rows * k * n_tok) * 1e-9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The roofline for vec_dot: summing the same number of bytes with plain 64-bit loads, four independent streams,
 // with the same 4 KB software prefetch distance as the kernels.
 void bench_read(benchmark::State& state, int64_t mbytes) {
@@ -195,6 +216,14 @@ int register_all() {
                                      bench_gemm_tokens, isa, t, n)
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.2);
+      }
+      if (Kernels::get(isa).packed(t) != nullptr) {
+        for (int64_t n : {16, 24, 32, 48, 64, 96, 128, 256, 512}) {
+          benchmark::RegisterBenchmark(("packed_tokens/" + path + "/" + name + "/" + std::to_string(n)).c_str(),
+                                       bench_packed_tokens, isa, t, n)
+              ->Unit(benchmark::kMillisecond)
+              ->MinTime(0.2);
+        }
       }
       benchmark::RegisterBenchmark(("gemm/" + path + "/" + name).c_str(), bench_gemm, isa, t)
           ->Unit(benchmark::kMillisecond)

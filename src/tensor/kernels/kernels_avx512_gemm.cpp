@@ -142,10 +142,19 @@ void prep_tokens(const uint8_t* x, size_t xs, int n, int64_t nblk, uint8_t* out)
 
 inline __m512i bcast4(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(load_u32(p))); }
 
+// Bytes of the next row pass to pull into L2 while a micro-kernel computes on panels already there.
+struct NextPass {
+  const uint8_t* begin = nullptr;
+  size_t bytes = 0;
+};
+
 // The T accumulator chains are interleaved (quad-outer, token-inner) so the vpdpbusd latency is hidden. Panels
-// packed at load come from memory, not from a scratch just written: kStream prefetches ahead of them.
+// packed at load come from memory, not from a scratch just written: kStream prefetches ahead of them, or, given a
+// next pass, spreads its prefetches over this call.
+
 template <class F, int T, bool kStream>
-void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int64_t ldy, __mmask16 rows) {
+void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int64_t ldy, __mmask16 rows,
+           NextPass next) {
   using G = PanelGeom<F>;
   constexpr int kNg = G::kGroupsPerBlock;
   constexpr int kQuads = F::kGroup / 4;
@@ -153,6 +162,10 @@ void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int
   __m512 acc[T];
 #pragma GCC unroll 16
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  // next.bytes spread evenly over the records: each record adds next.bytes to the budget, a line costs 64 * records.
+  const size_t line_cost = 64 * static_cast<size_t>(nblk) * kNg;
+  size_t budget = 0;
+  const char* fetch = reinterpret_cast<const char*>(next.begin);
   for (int64_t b = 0; b < nblk; ++b, tok += kTokRec) {
     const float* fx = reinterpret_cast<const float*>(tok + F::kBlock * T);
     __m512 part[T];  // this block's sum before the activation scale (K-quants)
@@ -161,7 +174,15 @@ void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int
       for (int t = 0; t < T; ++t) part[t] = _mm512_setzero_ps();
     }
     for (int g = 0; g < kNg; ++g, panel += G::kRec) {
-      if constexpr (kStream) prefetch_ahead<G::kRec - 64>(panel);
+      if constexpr (kStream) {
+        if (next.begin == nullptr) {
+          prefetch_ahead<G::kRec - 64>(panel);
+        } else {
+          for (budget += next.bytes; budget >= line_cost; budget -= line_cost, fetch += 64) {
+            _mm_prefetch(fetch, _MM_HINT_T1);
+          }
+        }
+      }
       const __m512i corr = _mm512_load_si512(panel + G::kQuadBytes);
       __m512i s[T];
 #pragma GCC unroll 16
@@ -202,10 +223,11 @@ void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int
 }
 
 template <class F, int N, bool kStream>
-void micro_n(int n, const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int64_t ldy, __mmask16 rows) {
+void micro_n(int n, const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int64_t ldy, __mmask16 rows,
+             NextPass next) {
   if constexpr (N > 0) {
-    if (n == N) return micro<F, N, kStream>(panel, tok, nblk, y, ldy, rows);
-    micro_n<F, N - 1, kStream>(n, panel, tok, nblk, y, ldy, rows);
+    if (n == N) return micro<F, N, kStream>(panel, tok, nblk, y, ldy, rows, next);
+    micro_n<F, N - 1, kStream>(n, panel, tok, nblk, y, ldy, rows, next);
   }
 }
 
@@ -248,21 +270,38 @@ void pack_panels(const uint8_t* w, size_t ws, int64_t n_rows, int64_t nblk, uint
 }
 
 // y for rows [0, n_rows) of consecutive panels against every token group; kPanelsPerPass panels at a time meet a
-// token group, so the group is read once per 64 rows while the panels stay in L1/L2.
+// token group, so the group is read once per 64 rows while the panels stay in L1/L2. Panels packed at load
+// (kStream) come from memory: the first token group streams its pass, and every later group pulls a share of the
+// next pass into L2. Streaming each pass with the first group alone asks for more than one core's bandwidth while
+// the others ask for none; it cost a 64-token call ~20% of its time per token against a 512-token one.
 template <class F, bool kStream>
 void panels_times_tokens(const uint8_t* panels, size_t panel_bytes, int64_t n_rows, const uint8_t* tok,
                          size_t tok_bytes, int64_t n_tok, int64_t nblk, float* y, int64_t ldy) {
   constexpr int kT = kTokGroup<F>;
-  for (int64_t r0 = 0; r0 < n_rows; r0 += kPanelRows * kPanelsPerPass) {
+  constexpr int64_t kPassRows = kPanelRows * kPanelsPerPass;
+  const int64_t n_groups = (n_tok + kT - 1) / kT;
+  for (int64_t r0 = 0; r0 < n_rows; r0 += kPassRows) {
     const int np = static_cast<int>(std::min<int64_t>(kPanelsPerPass, (n_rows - r0 + kPanelRows - 1) / kPanelRows));
     const uint8_t* pass = panels + (r0 / kPanelRows) * panel_bytes;
-    for (int64_t t0 = 0; t0 < n_tok; t0 += kT) {
+    const int64_t next_rows = std::min<int64_t>(kPassRows, n_rows - r0 - kPassRows);
+    const size_t next_bytes =
+        next_rows > 0 ? static_cast<size_t>((next_rows + kPanelRows - 1) / kPanelRows) * panel_bytes : 0;
+    // With one later group (up to 24 tokens) its compute is too short to hide a whole pass: stream as the first.
+    const bool spread = kStream && n_groups > 2;
+    const size_t share = spread ? (next_bytes / static_cast<size_t>((n_groups - 1) * np) + 63) / 64 * 64 : 0;
+    for (int64_t t0 = 0, gi = 0; t0 < n_tok; t0 += kT, ++gi) {
       const int n = static_cast<int>(n_tok - t0 < kT ? n_tok - t0 : kT);
       for (int p = 0; p < np; ++p) {
         const int64_t left = n_rows - r0 - p * kPanelRows;
         const auto rows = static_cast<__mmask16>(left >= kPanelRows ? 0xffff : (1u << left) - 1);
+        NextPass next;
+        if (spread && gi > 0) {
+          // Every later group prefetches (nothing once the next pass is all asked for): its own panels are in L2.
+          const size_t from = std::min(next_bytes, static_cast<size_t>((gi - 1) * np + p) * share);
+          next = {pass + static_cast<size_t>(np) * panel_bytes + from, std::min(share, next_bytes - from)};
+        }
         micro_n<F, kT, kStream>(n, pass + p * panel_bytes, tok + t0 * tok_bytes, nblk,
-                                y + t0 * ldy + r0 + p * kPanelRows, ldy, rows);
+                                y + t0 * ldy + r0 + p * kPanelRows, ldy, rows, next);
       }
     }
   }
