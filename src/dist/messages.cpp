@@ -479,6 +479,7 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeR
   io.f32("age_s", m.age_s, 0.0f, 1e7f);
   io.string("cpu", m.cpu, 0, kMaxModelName, Charset::Printable);
   io.string("isa", m.isa, 0, kMaxVersionText, Charset::Printable);
+  io.boolean("repack", m.repack);
 }
 
 template <typename M>

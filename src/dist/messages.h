@@ -17,7 +17,7 @@ namespace tessera::dist {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 2;
+inline constexpr uint16_t kProtocolVersion = 3;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -307,6 +307,7 @@ struct ProbeReply {
   float age_s = 0;                   // age of the measured figures (0: measured for this request)
   std::string cpu;
   std::string isa;
+  bool repack = false;  // the worker packs its weights at load (its --repack): the planner's batch rates and memory
   bool operator==(const ProbeReply&) const = default;
 };
 

@@ -65,7 +65,7 @@ ForwardResult run_forward(Stage& stage, const Forward& f, WireType wire, StageSa
 }
 
 // This machine's profile for the head's planner, from the cache when it is young enough.
-ProbeReply probe_reply(ProbeCache& cache, const ProbeRequest& request, int threads) {
+ProbeReply probe_reply(ProbeCache& cache, const ProbeRequest& request, int threads, bool repack) {
   ProbeOptions po;
   po.threads = threads;
   po.seconds = request.seconds;
@@ -91,6 +91,7 @@ ProbeReply probe_reply(ProbeCache& cache, const ProbeRequest& request, int threa
   };
   r.cpu = printable(p.cpu, kMaxModelName);
   r.isa = printable(p.isa, kMaxVersionText);
+  r.repack = repack;
   return r;
 }
 
@@ -281,7 +282,7 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
         }
       } else if (auto* probe = std::get_if<ProbeRequest>(&*msg)) {
         try {
-          conn->send(probe_reply(probe_cache_, *probe, options_.threads));
+          conn->send(probe_reply(probe_cache_, *probe, options_.threads, options_.repack));
         } catch (const Error& e) {
           reply_error(ErrorCode::Internal, fmt::format("probe failed: {}", e.what()));
         }

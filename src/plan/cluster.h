@@ -35,7 +35,8 @@ class Cluster {
   const std::vector<LinkProfile>& links() const { return links_; }
   const std::optional<LinkProfile>& default_link() const { return default_link_; }
   // Whether a node packs its weights at load (NodeProfile::repack): a run setting, not something a profile measures,
-  // so it is set where the command knows it (the head's --repack, `tessera plan --repack` for every node).
+  // so it is set where the command knows it (the head's --repack, a worker's profile for its own flag, `tessera
+  // plan --repack` for every node of a cluster file).
   void set_repack(size_t node, bool repack) { nodes_.at(node).repack = repack; }
 
  private:

@@ -87,6 +87,7 @@ WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& o
     n.int8_gops = p->int8_gops;
     n.f32_gflops = p->f32_gflops;
     n.cores = static_cast<int>(p->cores);
+    n.repack = p->repack;
     n.source = p->age_s > 0 ? fmt::format("worker probe, {:.0f} s old", p->age_s) : "worker probe";
     validate_node(n);
   } catch (const Error& e) {

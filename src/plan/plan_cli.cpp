@@ -67,8 +67,8 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   } else {
     out.cluster.emplace(probe_live_cluster(workers, lo));
   }
-  // The head's --repack packs the head's own stage only; a worker packs by its own flag (and its --mem-limit counts
-  // it).
+  // The head's --repack packs the head's own stage only; a worker packs by its own flag, which its profile reports
+  // (and its --mem-limit counts the copy).
   out.cluster->set_repack(out.cluster->head_index(), r.repack);
 
   PlanOptions o;

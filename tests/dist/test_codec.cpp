@@ -111,8 +111,8 @@ std::vector<Message> samples() {
   out.push_back(ClearSequence{3});
   out.push_back(TruncateSequence{3, 17});
   out.push_back(ProbeRequest{1.5f, 300});
-  out.push_back(
-      ProbeReply{2, 4, 12.5f, 9.75f, 640.0f, 160.0f, uint64_t{32} << 30, uint64_t{20} << 30, 42.0f, "Xeon", "avx512"});
+  out.push_back(ProbeReply{2, 4, 12.5f, 9.75f, 640.0f, 160.0f, uint64_t{32} << 30, uint64_t{20} << 30, 42.0f, "Xeon",
+                           "avx512", true});
   return out;
 }
 

@@ -75,6 +75,7 @@ TEST(LiveCluster, WorkersReportTheirProfileAndKeepIt) {
   EXPECT_GT(first.node.f32_gflops, 0);
   EXPECT_GT(first.node.mem_available_bytes, 0u);
   EXPECT_EQ(first.node.source, "worker probe");
+  EXPECT_FALSE(first.node.repack);
   EXPECT_EQ(first.link.a, "local");
   EXPECT_EQ(first.link.b, "b");
   EXPECT_GT(first.link.rtt_s, 0);
@@ -93,6 +94,34 @@ TEST(LiveCluster, WorkersReportTheirProfileAndKeepIt) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("worker gone (127.0.0.1:1): cannot get its profile"), std::string::npos)
         << e.what();
+  }
+}
+
+// A worker's --repack is its own flag, not the head's: its profile says so, and the plan rates its prompt
+// micro-batches as packed and counts the packed copy in its memory.
+TEST(LiveCluster, WorkersReportTheirRepack) {
+  test::TempDir dir;
+  test::write_tiny_model(dir / "m.gguf", "llama", "q8_0");
+  test::WorkerProcess packing({"--repack"}), plain;
+  const WorkerProbe p = probe_worker({"p", packing.address()}, quick(dir / "probe.json"));
+  EXPECT_TRUE(p.node.repack);
+  EXPECT_FALSE(probe_worker({"q", plain.address()}, quick(dir / "probe.json")).node.repack);
+
+  CliPlanRequest r;
+  r.model_path = (dir / "m.gguf").string();
+  r.workers = fmt::format("p={},q={}", packing.address(), plain.address());
+  r.prompt_tokens = 64;
+  r.n_gen = 16;
+  r.probe_seconds = 0.05;
+  const CliPlan plan = make_cli_plan(r);
+  const Cluster& c = *plan.cluster;
+  EXPECT_FALSE(c.head().repack);  // no --repack on the head
+  EXPECT_TRUE(c.node("p").repack);
+  EXPECT_FALSE(c.node("q").repack);
+  ASSERT_TRUE(plan.user.has_value());
+  const bool packs = Stage::packing_kernels().packed(GgmlType::Q8_0) != nullptr;
+  for (const NodeMemory& m : plan.plan.strategies[*plan.user].memory) {
+    EXPECT_EQ(m.packed > 0, packs && m.node == "p") << m.node;
   }
 }
 
