@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dist/messages.h"
+#include "engine/probe.h"
 #include "util/error.h"
 
 using namespace tessera::dist;
@@ -73,6 +74,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const MsgType type = type_of(message);
   if (type != MsgType::Hello && type != MsgType::HelloAck && again != frame)
     violated("decoding accepted a non-canonical frame");
+  // The head's planner reads a worker's CPU list: any text must give an ascending list or an Error.
+  if (const auto* probe = std::get_if<ProbeReply>(&message)) {
+    try {
+      const std::vector<int> cpus = tessera::parse_cpu_list(probe->cpus, probe->cores);
+      if (cpus.size() > probe->cores) violated("parse_cpu_list returned more CPUs than allowed");
+      for (size_t i = 1; i < cpus.size(); ++i) {
+        if (cpus[i] <= cpus[i - 1]) violated("parse_cpu_list returned CPUs out of order");
+      }
+    } catch (const tessera::Error&) {
+      // refused with a message
+    }
+  }
   return 0;
 }
 
@@ -140,7 +153,8 @@ std::vector<Message> seeds() {
   out.push_back(ClearSequence{1});
   out.push_back(TruncateSequence{1, 2});
   out.push_back(ProbeRequest{1.0f, 300});
-  out.push_back(ProbeReply{1, 2, 10.0f, 9.0f, 600.0f, 150.0f, 1u << 30, 1u << 29, 5.0f, "cpu", "avx2"});
+  out.push_back(ProbeReply{1, 2, 10.0f, 9.0f, 600.0f, 150.0f, 1u << 30, 1u << 29, 5.0f, "cpu", "avx2", true,
+                           "0f1e2d3c-boot", "0-1"});
   return out;
 }
 

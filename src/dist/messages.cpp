@@ -480,6 +480,8 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeR
   io.string("cpu", m.cpu, 0, kMaxModelName, Charset::Printable);
   io.string("isa", m.isa, 0, kMaxVersionText, Charset::Printable);
   io.boolean("repack", m.repack);
+  io.string("machine", m.machine, 0, kMaxVersionText, Charset::Printable);
+  io.string("cpus", m.cpus, 0, kMaxCpuListText, Charset::Printable);
 }
 
 template <typename M>

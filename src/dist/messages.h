@@ -54,6 +54,7 @@ inline constexpr size_t kMaxReason = 512;
 inline constexpr size_t kMaxErrorText = 4096;
 inline constexpr size_t kMaxFileName = 255;
 inline constexpr size_t kMaxModelName = 256;
+inline constexpr size_t kMaxCpuListText = 4096;  // "0-3,8": a worker's CPUs
 inline constexpr size_t kMaxTensorName = 256;
 inline constexpr size_t kMaxModelMetadata = 48u << 20;
 inline constexpr size_t kMaxTensors = 1u << 16;
@@ -308,6 +309,8 @@ struct ProbeReply {
   std::string cpu;
   std::string isa;
   bool repack = false;  // the worker packs its weights at load (its --repack): the planner's batch rates and memory
+  std::string machine;  // the worker's system (its boot id): nodes on one machine share its CPUs
+  std::string cpus;     // the CPUs the worker may run on, "0-3,8"
   bool operator==(const ProbeReply&) const = default;
 };
 

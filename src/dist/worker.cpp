@@ -92,6 +92,9 @@ ProbeReply probe_reply(ProbeCache& cache, const ProbeRequest& request, int threa
   r.cpu = printable(p.cpu, kMaxModelName);
   r.isa = printable(p.isa, kMaxVersionText);
   r.repack = repack;
+  r.machine = printable(machine_id(), kMaxVersionText);
+  const std::string cpus = cpu_list_text(affinity_cpus());
+  if (cpus.size() <= kMaxCpuListText) r.cpus = cpus;
   return r;
 }
 

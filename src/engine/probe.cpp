@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -179,6 +180,66 @@ int available_cores() {
     if (n > 0) return n;
   }
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::vector<int> affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) out.push_back(cpu);
+  }
+  return out;
+}
+
+std::string machine_id() {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string id;
+  if (!std::getline(in, id)) return {};
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
+std::string cpu_list_text(const std::vector<int>& cpus) {
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(cpus[i]);
+    if (j > i) out += '-' + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::vector<int> parse_cpu_list(std::string_view text, size_t max_cpus) {
+  std::vector<int> out;
+  const auto number = [&](std::string_view part, std::string_view item) {
+    int v = 0;
+    const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), v);
+    if (part.empty() || ec != std::errc() || end != part.data() + part.size() || v < 0 || v >= (1 << 20)) {
+      fail("CPU list '{}': '{}' is not a CPU number or range", text, item);
+    }
+    return v;
+  };
+  size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string_view item = text.substr(start, comma - start);
+    const size_t dash = item.find('-');
+    const int first = number(item.substr(0, dash), item);
+    const int last = dash == std::string_view::npos ? first : number(item.substr(dash + 1), item);
+    if (last < first) fail("CPU list '{}': range '{}' runs backwards", text, item);
+    if (!out.empty() && first <= out.back()) fail("CPU list '{}': '{}' is not above the CPUs before it", text, item);
+    if (out.size() + static_cast<size_t>(last - first) + 1 > max_cpus) {
+      fail("CPU list '{}': more than {} CPUs", text, max_cpus);
+    }
+    for (int c = first; c <= last; ++c) out.push_back(c);
+    start = comma + 1;
+  }
+  return out;
 }
 
 std::string cpu_model_name() {

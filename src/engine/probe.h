@@ -8,6 +8,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace tessera {
 
@@ -52,6 +54,16 @@ double measure_read_gbps(int threads, double seconds, uint64_t buffer_bytes = 0)
 // Logical CPUs in this process's affinity mask (all cores by default for -t).
 int available_cores();
 std::string cpu_model_name();
+
+// The logical CPUs in this process's affinity mask, ascending; empty when the mask cannot be read.
+std::vector<int> affinity_cpus();
+// The running system's identity (the kernel's boot id): processes that report the same one share the machine's
+// cores and memory. Empty when it cannot be read.
+std::string machine_id();
+// CPU lists as taskset writes them: "0-3,8". The parser throws Error naming what is wrong (at most max_cpus CPUs,
+// ascending, none repeated).
+std::string cpu_list_text(const std::vector<int>& cpus);
+std::vector<int> parse_cpu_list(std::string_view text, size_t max_cpus);
 
 struct MemInfo {
   uint64_t total_bytes = 0;

@@ -88,6 +88,11 @@ WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& o
     n.f32_gflops = p->f32_gflops;
     n.cores = static_cast<int>(p->cores);
     n.repack = p->repack;
+    n.threads = static_cast<int>(p->threads);
+    if (!p->machine.empty() && !p->cpus.empty()) {
+      n.machine = p->machine;
+      n.cpus = parse_cpu_list(p->cpus, p->cores);
+    }
     n.source = p->age_s > 0 ? fmt::format("worker probe, {:.0f} s old", p->age_s) : "worker probe";
     validate_node(n);
   } catch (const Error& e) {

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -84,7 +85,9 @@ std::filesystem::path default_probe_cache_path() {
   return {};
 }
 
-NodeProfile probe_local_node(const LocalProbeOptions& o) {
+namespace {
+
+NodeProfile measure_local_node(const LocalProbeOptions& o) {
   const std::filesystem::path cache = o.cache_path ? *o.cache_path : default_probe_cache_path();
   const std::string host = host_name();
   const int cores = available_cores();
@@ -127,6 +130,17 @@ NodeProfile probe_local_node(const LocalProbeOptions& o) {
     if (out) out << j.dump() << "\n";
   }
   return node_from_probe(p);
+}
+
+}  // namespace
+
+NodeProfile probe_local_node(const LocalProbeOptions& o) {
+  NodeProfile n = measure_local_node(o);
+  // Where the head computes, so the planner can tell workers that share its CPUs.
+  n.cpus = affinity_cpus();
+  if (!n.cpus.empty()) n.machine = machine_id();
+  n.threads = o.threads > 0 ? o.threads : std::max(1, available_cores());
+  return n;
 }
 
 }  // namespace tessera::plan

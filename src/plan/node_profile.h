@@ -7,6 +7,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tessera::plan {
 
@@ -23,6 +24,12 @@ struct NodeProfile {
   std::string source;  // "probe", "probe cache (42 s old)", "cluster.json": shown with the plan
   // The node packs its weights at load (--repack): its stages also need the packed copy (ModelCost's packed bytes).
   bool repack = false;
+  // Where a probed node runs: `machine` is its system's boot id (empty for a cluster file's node), `cpus` the CPUs
+  // its process may use, `threads` those it computes with. Nodes of one machine whose threads outnumber the CPUs
+  // they have between them take turns on those CPUs, which each node's own probe does not show.
+  std::string machine;
+  std::vector<int> cpus;
+  int threads = 0;
 };
 
 // Throws Error naming the node and the field when a value is missing, not finite, or outside a sane range.

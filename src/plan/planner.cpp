@@ -4,9 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
+#include <set>
 #include <tuple>
 
+#include "engine/probe.h"
 #include "plan/plan_explain.h"
 #include "util/error.h"
 
@@ -15,6 +18,33 @@ namespace {
 
 std::string range_text(int64_t first, int64_t last) {
   return first == last ? std::to_string(first) : fmt::format("{}-{}", first, last);
+}
+
+// Nodes of one machine whose threads outnumber the CPUs they may use between them (workers pinned to the head's
+// core, three one-thread nodes on two cores) would take turns on those CPUs while each node's rates were measured
+// alone: the reason such a set cannot work at the predicted speed, or nothing.
+std::optional<std::string> crowded(const Cluster& c, const std::vector<size_t>& set) {
+  std::map<std::string, std::vector<size_t>> by_machine;
+  for (size_t i : set) {
+    if (!c.nodes()[i].machine.empty()) by_machine[c.nodes()[i].machine].push_back(i);
+  }
+  for (const auto& [machine, nodes] : by_machine) {
+    if (nodes.size() < 2) continue;
+    std::set<int> cpus;
+    int threads = 0;
+    std::string who;
+    for (size_t i : nodes) {
+      const NodeProfile& n = c.nodes()[i];
+      cpus.insert(n.cpus.begin(), n.cpus.end());
+      threads += std::max(1, n.threads);
+      who += (who.empty() ? "" : ", ") + n.name;
+    }
+    if (threads <= static_cast<int>(cpus.size())) continue;
+    return fmt::format("{} run on one machine with {} threads on {} CPU{} ({}): their stages would take turns", who,
+                       threads, cpus.size(), cpus.size() == 1 ? "" : "s",
+                       cpu_list_text(std::vector<int>(cpus.begin(), cpus.end())));
+  }
+  return std::nullopt;
 }
 
 class Planner {
@@ -237,6 +267,18 @@ std::optional<Strategy> Planner::replicas() const {
     if (s.feasible) fit.push_back({s.pred.decode_tps_1, i});
   }
   std::stable_sort(fit.begin(), fit.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  // Copies that would share CPUs are no more copies: keep the fastest of them.
+  std::vector<std::pair<double, size_t>> apart;
+  std::vector<size_t> chosen;
+  for (const auto& f : fit) {
+    chosen.push_back(f.second);
+    if (crowded(c_, chosen)) {
+      chosen.pop_back();
+    } else {
+      apart.push_back(f);
+    }
+  }
+  fit = std::move(apart);
   if (fit.size() > static_cast<size_t>(w.concurrency)) fit.resize(static_cast<size_t>(w.concurrency));
   if (fit.size() < 2) return std::nullopt;
   // Sequences in proportion to each copy's speed at an even share; every copy gets at least one.
@@ -373,7 +415,15 @@ Plan Planner::run() {
   plan.workload = w;
 
   // Every subset of nodes: one node runs the whole model, several form a pipeline.
-  std::vector<std::vector<size_t>> sets = subsets();
+  std::vector<std::vector<size_t>> sets;
+  for (auto& set : subsets()) {
+    const auto why = set.size() > 1 ? crowded(c_, set) : std::nullopt;
+    if (why) {
+      plan.skipped.push_back({names(set), *why});
+    } else {
+      sets.push_back(std::move(set));
+    }
+  }
   std::vector<Strategy> singles, pipelines;
   for (const auto& set : sets) {
     if (set.size() == 1) {

@@ -112,7 +112,7 @@ std::vector<Message> samples() {
   out.push_back(TruncateSequence{3, 17});
   out.push_back(ProbeRequest{1.5f, 300});
   out.push_back(ProbeReply{2, 4, 12.5f, 9.75f, 640.0f, 160.0f, uint64_t{32} << 30, uint64_t{20} << 30, 42.0f, "Xeon",
-                           "avx512", true});
+                           "avx512", true, "1b2c3d4e-boot", "0-3,8"});
   return out;
 }
 

@@ -78,6 +78,33 @@ TEST(Probe, MachineFacts) {
   EXPECT_LE(m.available_bytes, m.total_bytes);
   EXPECT_FALSE(cpu_model_name().empty());
   EXPECT_GE(available_cores(), 1);
+  EXPECT_EQ(affinity_cpus().size(), static_cast<size_t>(available_cores()));
+  EXPECT_FALSE(machine_id().empty());
+  EXPECT_EQ(machine_id(), machine_id());
+}
+
+TEST(Probe, CpuListsReadAsTasksetWritesThem) {
+  EXPECT_EQ(cpu_list_text({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(cpu_list_text({5}), "5");
+  EXPECT_EQ(cpu_list_text({}), "");
+  EXPECT_EQ(parse_cpu_list("0-3,8,10-11", 64), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(parse_cpu_list("", 64), std::vector<int>{});
+  const auto mine = affinity_cpus();
+  EXPECT_EQ(parse_cpu_list(cpu_list_text(mine), mine.size()), mine);
+  const auto error = [](std::string_view text, size_t max) {
+    try {
+      parse_cpu_list(text, max);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error("0,x", 8), "CPU list '0,x': 'x' is not a CPU number or range");
+  EXPECT_EQ(error("0,", 8), "CPU list '0,': '' is not a CPU number or range");
+  EXPECT_EQ(error("3-1", 8), "CPU list '3-1': range '3-1' runs backwards");
+  EXPECT_EQ(error("2,1", 8), "CPU list '2,1': '1' is not above the CPUs before it");
+  EXPECT_EQ(error("0-9", 8), "CPU list '0-9': more than 8 CPUs");
+  EXPECT_EQ(error("-1", 8), "CPU list '-1': '-1' is not a CPU number or range");
 }
 
 // The read loops available on this CPU, with their names for messages.

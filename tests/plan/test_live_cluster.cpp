@@ -7,6 +7,7 @@
 #include "../dist/worker_process.h"
 #include "dist/handshake.h"
 #include "dist/messages.h"
+#include "engine/probe.h"
 #include "model/stage.h"
 #include "plan/live_cluster.h"
 #include "plan/plan_cli.h"
@@ -76,6 +77,10 @@ TEST(LiveCluster, WorkersReportTheirProfileAndKeepIt) {
   EXPECT_GT(first.node.mem_available_bytes, 0u);
   EXPECT_EQ(first.node.source, "worker probe");
   EXPECT_FALSE(first.node.repack);
+  // A worker on this machine says so: the planner then counts its threads against the CPUs it shares.
+  EXPECT_EQ(first.node.machine, machine_id());
+  EXPECT_EQ(first.node.cpus, affinity_cpus());
+  EXPECT_EQ(first.node.threads, 1);
   EXPECT_EQ(first.link.a, "local");
   EXPECT_EQ(first.link.b, "b");
   EXPECT_GT(first.link.rtt_s, 0);

@@ -209,6 +209,57 @@ TEST(Planner, NodeWhoseShareRoundsToNothingIsSkippedWithAReason) {
   expect_sound_placements(p, m.n_layer());
 }
 
+// Workers on the head's machine are no machines of their own: where their threads outnumber the CPUs they share,
+// stages would take turns on them, so no pipeline or replica set holds them together; apart they are fine.
+TEST(Planner, NodesSharingCpusOfOneMachineAreNotCombined) {
+  const ModelCost m = shape("qwen2.5-7b");
+  const auto placed = [](NodeProfile n, const std::string& machine, std::vector<int> cpus, int threads) {
+    n.machine = machine;
+    n.cpus = std::move(cpus);
+    n.threads = threads;
+    return n;
+  };
+  // The layout of the 2-vCPU benchmarks: the head and worker a pinned to CPU 0, worker b to CPU 1.
+  const Cluster c =
+      cluster({placed(vm("local"), "m1", {0}, 1), placed(vm("a"), "m1", {0}, 1), placed(vm("b"), "m1", {1}, 1)});
+  PlanOptions o = options(8);
+  o.all_subsets = true;
+  const Plan p = make_plan(m, c, o);
+  const auto holds = [](const std::vector<std::string>& nodes, const std::string& name) {
+    return std::find(nodes.begin(), nodes.end(), name) != nodes.end();
+  };
+  bool pair_skipped = false, trio_skipped = false;
+  for (const auto& sk : p.skipped) {
+    if (sk.nodes.size() == 2 && holds(sk.nodes, "local") && holds(sk.nodes, "a")) {
+      pair_skipped = true;
+      EXPECT_EQ(sk.reason, "local, a run on one machine with 2 threads on 1 CPU (0): their stages would take turns");
+    }
+    trio_skipped = trio_skipped || sk.nodes.size() == 3;
+  }
+  EXPECT_TRUE(pair_skipped);
+  EXPECT_TRUE(trio_skipped);
+  bool apart = false, replicas = false;
+  for (const auto& s : p.strategies) {
+    EXPECT_FALSE(holds(s.nodes, "local") && holds(s.nodes, "a")) << s.name;
+    apart = apart || (s.kind == StrategyKind::Pipeline && holds(s.nodes, "a") && holds(s.nodes, "b"));
+    if (s.kind == StrategyKind::Replicas) {
+      replicas = true;
+      EXPECT_EQ(s.nodes.size(), 2u) << s.name;
+    }
+  }
+  EXPECT_TRUE(apart);
+  EXPECT_TRUE(replicas);
+  expect_sound_placements(p, m.n_layer());
+
+  // Enough CPUs for the threads, other machines, or nodes of a cluster file (no machine): nothing is skipped so.
+  for (const Cluster& ok :
+       {cluster({placed(vm("local"), "m1", {0, 1}, 1), placed(vm("a"), "m1", {0, 1}, 1)}),
+        cluster({placed(vm("local"), "m1", {0}, 1), placed(vm("a"), "m2", {0}, 1)}), cluster({vm("local"), vm("a")})}) {
+    const Plan q = make_plan(m, ok, o);
+    for (const auto& sk : q.skipped) EXPECT_EQ(sk.reason.find("take turns"), std::string::npos) << sk.reason;
+  }
+}
+
 TEST(Planner, HeterogeneousSplitFollowsSpeedAndMemory) {
   const ModelCost m = shape("llama-3-70b");
   // fast: 3x the bandwidth of slow, but too little memory for 3/4 of the model; both hold it only together.
