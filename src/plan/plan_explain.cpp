@@ -223,6 +223,17 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
       break;
     }
   }
+  const Skipped* crowd = nullptr;
+  for (const auto& sk : plan.skipped) {
+    if (sk.reason.find("would take turns") != std::string::npos) {
+      crowd = &sk;
+      plan.advice.push_back(
+          fmt::format("Nodes that share CPUs are not combined ({}); give each CPUs of its own "
+                      "(taskset) or fewer threads (-t).",
+                      sk.reason));
+      break;
+    }
+  }
   for (const auto& sk : plan.skipped) {
     if (sk.reason.find("would hold no layer") != std::string::npos) {
       plan.advice.push_back(
@@ -270,6 +281,10 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
         };
         if (!closest || short_by(s) < short_by(*closest)) closest = &s;
       }
+    }
+    if (o.distribute && closest == nullptr && crowd != nullptr) {
+      plan.decision = fmt::format("No split can run with --distribute: {}.", crowd->reason);
+      return;
     }
     plan.decision = fmt::format("Nothing fits{}: {} weighs {}", o.distribute ? " with --distribute" : "", model,
                                 gib_text(m.total_bytes()));

@@ -250,6 +250,18 @@ TEST(Planner, NodesSharingCpusOfOneMachineAreNotCombined) {
   EXPECT_TRUE(apart);
   EXPECT_TRUE(replicas);
   expect_sound_placements(p, m.n_layer());
+  bool advised = false;
+  for (const auto& a : p.advice)
+    advised = advised || a.rfind("Nodes that share CPUs are not combined (local, a", 0) == 0;
+  EXPECT_TRUE(advised);
+
+  // With --distribute and no set that can run apart, the decision names the reason instead of memory.
+  o.distribute = true;
+  const Plan d = make_plan(m, cluster({placed(vm("local"), "m1", {0}, 1), placed(vm("a"), "m1", {0}, 1)}), o);
+  EXPECT_FALSE(d.best.has_value());
+  EXPECT_EQ(d.decision,
+            "No split can run with --distribute: local, a run on one machine with 2 threads on 1 CPU (0): "
+            "their stages would take turns.");
 
   // Enough CPUs for the threads, other machines, or nodes of a cluster file (no machine): nothing is skipped so.
   for (const Cluster& ok :
