@@ -173,13 +173,8 @@ void check_options(int threads, double seconds) {
 }  // namespace
 
 int available_cores() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    const int n = CPU_COUNT(&set);
-    if (n > 0) return n;
-  }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const size_t n = affinity_cpus().size();
+  return n > 0 ? static_cast<int>(n) : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 std::vector<int> affinity_cpus() {
@@ -196,9 +191,7 @@ std::vector<int> affinity_cpus() {
 std::string machine_id() {
   std::ifstream in("/proc/sys/kernel/random/boot_id");
   std::string id;
-  if (!std::getline(in, id)) return {};
-  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
-  return id;
+  return std::getline(in, id) ? id : std::string();
 }
 
 std::string cpu_list_text(const std::vector<int>& cpus) {

@@ -151,7 +151,6 @@ struct NextPass {
 // The T accumulator chains are interleaved (quad-outer, token-inner) so the vpdpbusd latency is hidden. Panels
 // packed at load come from memory, not from a scratch just written: kStream prefetches ahead of them, or, given a
 // next pass, spreads its prefetches over this call.
-
 template <class F, int T, bool kStream>
 void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int64_t ldy, __mmask16 rows,
            NextPass next) {
