@@ -11,15 +11,16 @@
 namespace tessera {
 
 void FeedForward::dense(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,
-                        ThreadPool& pool) {
+                        ThreadPool& pool, NextWeights next) {
   const auto n = static_cast<size_t>(n_tokens * c.n_ff);
   gate_.resize(n);
   up_.resize(n);
   hidden_.resize(n);
   const MatmulOut gate_up[] = {{&w.ffn_gate, gate_.data()}, {&w.ffn_up, up_.data()}};
-  matmul_multi(gate_up, x, n_tokens, pool, scratch_);
+  const TensorView* down[] = {&w.ffn_down};
+  matmul_multi(gate_up, x, n_tokens, pool, scratch_, down);
   swiglu_rows(c.n_ff, n_tokens, pool);
-  matmul(w.ffn_down, hidden_.data(), n_tokens, out, pool, scratch_);
+  matmul(w.ffn_down, hidden_.data(), n_tokens, out, pool, scratch_, next);
 }
 
 void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,

@@ -14,9 +14,10 @@ namespace tessera {
 
 class FeedForward {
  public:
-  // x: [n_tokens][n_embd] normalised input; out: [n_tokens][n_embd] (overwritten).
+  // x: [n_tokens][n_embd] normalised input; out: [n_tokens][n_embd] (overwritten). next: the weights of the
+  // matmul after this block (see matmul).
   void dense(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,
-             ThreadPool& pool);
+             ThreadPool& pool, NextWeights next = {});
   void moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out, ThreadPool& pool);
 
  private:

@@ -2,6 +2,7 @@
 #include "model/stage.h"
 
 #include <algorithm>
+#include <array>
 
 #include "model/token_loop.h"
 #include "tensor/kernels.h"
@@ -10,6 +11,16 @@
 #include "util/error.h"
 
 namespace tessera {
+
+namespace {
+
+// A layer's first matmul of a step: q, k and v (stored in `store`).
+NextWeights qkv_weights(const LayerWeights& w, std::array<const TensorView*, 3>& store) {
+  store = {&w.wq, &w.wk, &w.wv};
+  return store;
+}
+
+}  // namespace
 
 namespace {
 
@@ -128,7 +139,11 @@ void Stage::forward(const Batch& batch, const float* hidden_in, StageOutput& out
   }
   out.hidden.clear();
   out.logits.resize(static_cast<size_t>(n_out * c.n_vocab));
-  if (n_out > 0) matmul(weights_->output(), norm_.data(), n_out, out.logits.data(), pool_, scratch_);
+  if (n_out > 0) {
+    std::array<const TensorView*, 3> next;
+    matmul(weights_->output(), norm_.data(), n_out, out.logits.data(), pool_, scratch_,
+           qkv_weights(weights_->layer(layers().begin), next));
+  }
 }
 
 void Stage::layer_forward(int64_t l, const Batch& batch) {
@@ -148,7 +163,8 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
   k_.resize(sz(n_tokens * c.n_embd_k()));
   v_.resize(sz(n_tokens * c.n_embd_v()));
   const MatmulOut qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
-  matmul_multi(qkv, norm_.data(), n_tokens, pool_, scratch_);
+  const TensorView* wo[] = {&w.wo};
+  matmul_multi(qkv, norm_.data(), n_tokens, pool_, scratch_, wo);
   add_bias(q_.data(), w.q_bias, n_tokens);
   add_bias(k_.data(), w.k_bias, n_tokens);
   add_bias(v_.data(), w.v_bias, n_tokens);
@@ -175,7 +191,8 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v};
   attention(shape, cache_, local, batch, q_.data(), attn_.data(), pool_, vec_);
   proj_.resize(sz(n_tokens * n_embd));
-  matmul(w.wo, attn_.data(), n_tokens, proj_.data(), pool_, scratch_);
+  const TensorView* ffn_first[] = {c.is_moe() ? &w.ffn_gate_inp : &w.ffn_gate, &w.ffn_up};
+  matmul(w.wo, attn_.data(), n_tokens, proj_.data(), pool_, scratch_, NextWeights{ffn_first}.first(c.is_moe() ? 1 : 2));
   add_residual(n_tokens, n_embd);
 
   // Feed-forward block.
@@ -185,7 +202,14 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
   if (c.is_moe()) {
     ffn_.moe(w, c, norm_.data(), n_tokens, proj_.data(), pool_);
   } else {
-    ffn_.dense(w, c, norm_.data(), n_tokens, proj_.data(), pool_);
+    // The next layer's q/k/v, or the output head after the last layer (this stage's first layer comes next on
+    // a stage without the head).
+    std::array<const TensorView*, 3> next;
+    const TensorView* head[] = {&weights_->output()};
+    const NextWeights after = l + 1 < layers().end ? qkv_weights(weights_->layer(l + 1), next)
+                              : is_last()          ? NextWeights{head}
+                                                   : qkv_weights(weights_->layer(layers().begin), next);
+    ffn_.dense(w, c, norm_.data(), n_tokens, proj_.data(), pool_, after);
   }
   add_residual(n_tokens, n_embd);
 }

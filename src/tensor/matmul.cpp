@@ -70,24 +70,30 @@ void run_chunks(const Job& job, int64_t c0, int64_t c1) {
 
 int64_t chunks_of(const TensorView& w) { return (w.rows() + kChunkRows - 1) / kChunkRows; }
 
-// Every chunk of every job, threads taking the next few from a shared counter: about four takes per thread, as
-// each gemm call has a small fixed cost (scratch, activation layout) next to its rows.
-void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, ThreadPool& pool) {
-  const int64_t grain = std::max<int64_t>(1, total_chunks / (4 * pool.size()));
-  std::atomic<int64_t> next{0};
-  pool.run([&](int) {
-    size_t j = 0;
-    for (int64_t c = next.fetch_add(grain, std::memory_order_relaxed); c < total_chunks;
-         c = next.fetch_add(grain, std::memory_order_relaxed)) {
-      const int64_t end = std::min(total_chunks, c + grain);
-      while (c < end) {
-        while (j + 1 < jobs.size() && c >= jobs[j + 1].first_chunk) ++j;
-        const int64_t job_end = j + 1 < jobs.size() ? std::min(end, jobs[j + 1].first_chunk) : end;
-        run_chunks(jobs[j], c - jobs[j].first_chunk, job_end - jobs[j].first_chunk);
-        c = job_end;
-      }
-    }
-  });
+// Chunks per take of run_dynamic: about four takes per thread, as each gemm call has a small fixed cost (scratch,
+// activation layout) next to its rows.
+int64_t grain_of(int64_t total_chunks, int threads) { return std::max<int64_t>(1, total_chunks / (4 * threads)); }
+
+// Every chunk of every job, threads taking the next few from a shared counter; thread t's first take is take t,
+// so what it reads first is known in advance (read_ahead_regions).
+void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, ThreadPool& pool,
+                 std::span<const ThreadPool::ReadAhead> ahead = {}) {
+  const int64_t grain = grain_of(total_chunks, pool.size());
+  std::atomic<int64_t> next{grain * pool.size()};
+  pool.run(
+      [&](int thread) {
+        size_t j = 0;
+        for (int64_t c = grain * thread; c < total_chunks; c = next.fetch_add(grain, std::memory_order_relaxed)) {
+          const int64_t end = std::min(total_chunks, c + grain);
+          while (c < end) {
+            while (j + 1 < jobs.size() && c >= jobs[j + 1].first_chunk) ++j;
+            const int64_t job_end = j + 1 < jobs.size() ? std::min(end, jobs[j + 1].first_chunk) : end;
+            run_chunks(jobs[j], c - jobs[j].first_chunk, job_end - jobs[j].first_chunk);
+            c = job_end;
+          }
+        }
+      },
+      ahead);
 }
 
 // Many tokens: one contiguous range of chunks per thread, since every gemm call prepares all the tokens.
@@ -120,7 +126,41 @@ GemmFn gemm_for(const Kernels& kernels, const TensorView& w) {
 
 }  // namespace
 
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch) {
+// Enough to cover the wait between two calls of a decode step (norms, activations, the last thread's last take)
+// at one core's share of the bandwidth, and a small part of the L2.
+constexpr size_t kReadAheadBytes = size_t{256} << 10;
+
+void read_ahead_regions(NextWeights next, int64_t n_tokens, int threads, std::vector<ThreadPool::ReadAhead>& out) {
+  out.clear();
+  if (next.empty() || n_tokens > kDynamicMaxTokens || threads <= 1) return;
+  int64_t total = 0;
+  for (const TensorView* w : next) total += chunks_of(*w);
+  const int64_t grain = grain_of(total, threads);
+  out.assign(static_cast<size_t>(threads), {});
+  for (int t = 0; t < threads; ++t) {
+    int64_t c = grain * t;  // run_dynamic's first take of thread t, within the weight where it starts
+    for (const TensorView* w : next) {
+      const int64_t chunks = chunks_of(*w);
+      if (c >= chunks) {
+        c -= chunks;
+        continue;
+      }
+      const int64_t r0 = c * kChunkRows;
+      const int64_t r1 = std::min(w->rows(), (c + grain) * kChunkRows);
+      const uint8_t* data = w->row(r0);
+      size_t bytes = static_cast<size_t>(r1 - r0) * w->row_bytes;
+      if (const PackedRows* p = packed_for(*w, n_tokens)) {
+        data = p->data + static_cast<size_t>(r0 / p->group_rows) * p->group_bytes;
+        bytes = static_cast<size_t>((r1 - r0 + p->group_rows - 1) / p->group_rows) * p->group_bytes;
+      }
+      out[static_cast<size_t>(t)] = {data, std::min(bytes, kReadAheadBytes)};
+      break;
+    }
+  }
+}
+
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch,
+            NextWeights next) {
   const Kernels& kernels = kernels_of(scratch);
   const GgmlType act_type = Kernels::act_type(w.type);
   const GemmFn gemm = gemm_for(kernels, w);
@@ -128,12 +168,15 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
   const Job job{&w, y, gemm, packed_for(w, n_tokens), scratch.act.data(), act_row, 0, n_tokens};
   const int64_t chunks = chunks_of(w);
   if (pool.size() == 1 || chunks == 1) return run_chunks(job, 0, chunks);
-  if (n_tokens <= kDynamicMaxTokens) return run_dynamic({&job, 1}, chunks, pool);
+  if (n_tokens <= kDynamicMaxTokens) {
+    read_ahead_regions(next, n_tokens, pool.size(), scratch.ahead);
+    return run_dynamic({&job, 1}, chunks, pool, scratch.ahead);
+  }
   run_split(job, chunks, pool);
 }
 
 void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool,
-                  MatmulScratch& scratch) {
+                  MatmulScratch& scratch, NextWeights next) {
   if (outs.empty()) return;
   // Prefill spends its time inside the gemm, not in fork/join: plain matmuls, each with all threads. So do
   // mixes of more than two activation formats (a file may give q, k and v three unrelated types).
@@ -144,7 +187,11 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
     if (std::find(seen, seen + n_seen, at) == seen + n_seen && n_seen < std::size(seen)) seen[n_seen++] = at;
   }
   if (n_tokens > kDynamicMaxTokens || pool.size() == 1 || n_seen > 2 || outs.size() > 8) {
-    for (const MatmulOut& o : outs) matmul(*o.w, x, n_tokens, o.y, pool, scratch);
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const TensorView* following = i + 1 < outs.size() ? outs[i + 1].w : nullptr;
+      matmul(*outs[i].w, x, n_tokens, outs[i].y, pool, scratch,
+             following != nullptr ? NextWeights{&following, 1} : next);
+    }
     return;
   }
   const Kernels& kernels = kernels_of(scratch);
@@ -177,7 +224,8 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
                   n_tokens};
     total += chunks_of(w);
   }
-  run_dynamic({jobs, outs.size()}, total, pool);
+  read_ahead_regions(next, n_tokens, pool.size(), scratch.ahead);
+  run_dynamic({jobs, outs.size()}, total, pool, scratch.ahead);
 }
 
 void matmul_each(std::span<const MatmulJob> in, ThreadPool& pool, MatmulScratch& scratch, EachSplit split) {

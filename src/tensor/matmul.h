@@ -15,15 +15,26 @@ class Kernels;
 
 struct MatmulScratch {
   std::vector<uint8_t> act;
-  std::vector<uint8_t> act2;         // matmul_multi: a second activation format
-  std::vector<uint8_t> act_each;     // matmul_each: every job's activations
-  const Kernels* kernels = nullptr;  // chosen on first use (select_isa: TESSERA_ISA or the CPU's best)
+  std::vector<uint8_t> act2;                 // matmul_multi: a second activation format
+  std::vector<uint8_t> act_each;             // matmul_each: every job's activations
+  std::vector<ThreadPool::ReadAhead> ahead;  // each thread's first rows of the next call
+  const Kernels* kernels = nullptr;          // chosen on first use (select_isa: TESSERA_ISA or the CPU's best)
 };
+
+// The weights of the matmul that comes next (its outputs in order), when the caller knows them: for a token or a
+// few, each worker thread reads the rows it will take first into its cache while it waits between the two calls.
+using NextWeights = std::span<const TensorView* const>;
+
+// What each of `threads` threads reads first in a call on `next` with n_tokens (its first take of row chunks, up to
+// 256 KB, in the layout that call reads), into out; out is left empty when that call will not share its chunks
+// dynamically (many tokens, one thread), where nothing is read ahead.
+void read_ahead_regions(NextWeights next, int64_t n_tokens, int threads, std::vector<ThreadPool::ReadAhead>& out);
 
 // y[t * w.rows() + r] = dot(row r of w, x[t * w.cols() ...]) for t < n_tokens.
 // Quantized weights use integer dot products against activations quantized the way ggml's CPU backend does
 // (Q8_0/Q8_1/Q8_K), so results track llama.cpp's; F32/F16/BF16 weights keep f32 activations.
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch);
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch,
+            NextWeights next = {});
 
 struct MatmulOut {
   const TensorView* w;
@@ -34,7 +45,7 @@ struct MatmulOut {
 // token or a few the activations are converted once per format and all the row chunks share one pass of the
 // thread pool, so a decode step pays one fork/join instead of one per weight. At most two activation formats.
 void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool,
-                  MatmulScratch& scratch);
+                  MatmulScratch& scratch, NextWeights next = {});
 
 struct MatmulJob {
   const TensorView* w;

@@ -7,6 +7,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace tessera {
 namespace {
@@ -21,13 +22,25 @@ inline void cpu_relax() {
 
 constexpr int kSpinIterations = 2000;  // tens of microseconds of pause instructions before blocking
 
-// Spins until value != old or the spin budget runs out, then blocks until it changes.
+constexpr size_t kLine = 64;
+
+// Spins until value != old or the spin budget runs out, then blocks until it changes. While it spins it reads
+// `ahead` into the cache a line at a time (those lines do not count against the budget), checking for the change
+// between lines, so a new job starts as soon as it would without them.
 template <typename T>
-T wait_change(const std::atomic<T>& value, T old) {
-  for (int i = 0; i < kSpinIterations; ++i) {
+T wait_change(const std::atomic<T>& value, T old, ThreadPool::ReadAhead* ahead = nullptr) {
+  for (int i = 0; i < kSpinIterations;) {
     const T now = value.load(std::memory_order_acquire);
     if (now != old) return now;
+    if (ahead != nullptr && ahead->bytes > 0) {
+      __builtin_prefetch(ahead->data, 0, 2);
+      const size_t step = std::min(ahead->bytes, kLine);
+      ahead->data = static_cast<const char*>(ahead->data) + step;
+      ahead->bytes -= step;
+      continue;
+    }
     cpu_relax();
+    ++i;
   }
   T now = value.load(std::memory_order_acquire);
   while (now == old) {
@@ -73,9 +86,12 @@ ThreadPool::~ThreadPool() {
 
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
+  ReadAhead ahead;
   for (;;) {
-    seen = wait_change(generation_, seen);
+    seen = wait_change(generation_, seen, &ahead);
     if (stopping_.load(std::memory_order_acquire)) return;
+    // Copied before the job ends: the caller may publish the next job's regions once every worker is done.
+    if (!ahead_.empty()) ahead = ahead_[static_cast<size_t>(index)];
     try {
       (*job_)(index);
     } catch (...) {
@@ -86,12 +102,18 @@ void ThreadPool::worker(int index) {
   }
 }
 
-void ThreadPool::run(const std::function<void(int)>& fn) {
+void ThreadPool::run(const std::function<void(int)>& fn) { run(fn, {}); }
+
+void ThreadPool::run(const std::function<void(int)>& fn, std::span<const ReadAhead> ahead) {
   if (n_threads_ == 1) {
     fn(0);
     return;
   }
+  if (!ahead.empty() && ahead.size() != static_cast<size_t>(n_threads_)) {
+    throw std::invalid_argument("ThreadPool::run: one read-ahead region per thread");
+  }
   job_ = &fn;
+  ahead_ = ahead;
   error_ = nullptr;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
   generation_.fetch_add(1, std::memory_order_acq_rel);
@@ -104,6 +126,7 @@ void ThreadPool::run(const std::function<void(int)>& fn) {
   }
   for (int left = pending_.load(std::memory_order_acquire); left != 0;) left = wait_change(pending_, left);
   job_ = nullptr;
+  ahead_ = {};
   if (own_error) std::rethrow_exception(own_error);
   if (error_) std::rethrow_exception(error_);
 }

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -15,6 +17,12 @@ namespace tessera {
 
 class ThreadPool {
  public:
+  // Memory a thread reads into its cache while it waits for the next job: the weights it will take first.
+  struct ReadAhead {
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+
   // n_threads counts the caller: ThreadPool(1) starts no threads. pin: bind thread i to the i-th allowed CPU.
   explicit ThreadPool(int n_threads, bool pin = false);
   ~ThreadPool();
@@ -25,6 +33,9 @@ class ThreadPool {
 
   // Calls fn(thread_index) once on each of the size() threads and waits for all; rethrows the first exception.
   void run(const std::function<void(int)>& fn);
+  // As run; then each worker thread t (not the caller, who goes on with the work between jobs) pulls ahead[t] into
+  // its cache while it waits for the next job. An empty ahead keeps what the workers had left to read.
+  void run(const std::function<void(int)>& fn, std::span<const ReadAhead> ahead);
 
   // Covers [0, n) with calls fn(begin, end) on consecutive ranges that the threads take from a shared counter
   // (about eight per thread), so items of unequal cost, or a thread slowed by other work, still finish together.
@@ -40,6 +51,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<bool> stopping_{false};
   const std::function<void(int)>* job_ = nullptr;
+  std::span<const ReadAhead> ahead_;
   std::mutex error_mutex_;
   std::exception_ptr error_;
 };

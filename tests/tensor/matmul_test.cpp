@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -111,6 +112,44 @@ TEST(Matmul, MultiEqualsSeparateMatmuls) {
       }
       matmul_multi(outs, x.data(), n_tokens, pool, scratch);
       for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "output " << i << " tokens " << n_tokens;
+    }
+  }
+}
+
+// The weights of the next call only decide what idle threads read ahead: outputs are bit-identical with and
+// without them, and each thread's region is the start of the first take run_dynamic gives it (thread t: take t of
+// about four per thread, 64-row chunks numbered across the next call's weights), capped at 256 KB.
+TEST(Matmul, NextWeightsAreReadAheadFromEachThreadsFirstTake) {
+  const int64_t k = 512;
+  const Weight small = make_weight(GgmlType::Q6_K, 70, k, 2);  // 2 chunks
+  const Weight big = make_weight(GgmlType::Q8_0, 1100, k, 3);  // 18 chunks
+  const TensorView* next[] = {&small.view, &big.view};
+  for (int threads : {1, 2, 3}) {
+    for (int64_t n_tokens : {1, 3, 5}) {
+      const auto x = inputs(n_tokens, k);
+      ThreadPool pool(threads);
+      MatmulScratch scratch;
+      std::vector<float> want(static_cast<size_t>(1100 * n_tokens)), got(want.size(), std::nanf(""));
+      matmul(big.view, x.data(), n_tokens, want.data(), pool, scratch);
+      matmul(big.view, x.data(), n_tokens, got.data(), pool, scratch, next);
+      EXPECT_EQ(got, want) << threads << " threads, " << n_tokens << " tokens";
+
+      std::vector<ThreadPool::ReadAhead> regions;
+      read_ahead_regions(next, n_tokens, threads, regions);
+      if (threads == 1 || n_tokens > 3) {
+        EXPECT_TRUE(regions.empty()) << "no dynamic takes: nothing to read ahead";
+        continue;
+      }
+      ASSERT_EQ(regions.size(), static_cast<size_t>(threads));
+      const int64_t grain = std::max<int64_t>(1, 20 / (4 * threads));
+      for (int t = 0; t < threads; ++t) {
+        const int64_t c = grain * t;
+        const TensorView& w = c < 2 ? small.view : big.view;
+        const int64_t r0 = (c < 2 ? c : c - 2) * 64;
+        const int64_t r1 = std::min(w.rows(), r0 + grain * 64);
+        EXPECT_EQ(regions[t].data, w.row(r0)) << "thread " << t;
+        EXPECT_EQ(regions[t].bytes, std::min<size_t>(static_cast<size_t>(r1 - r0) * w.row_bytes, 256 << 10));
+      }
     }
   }
 }

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "util/thread_pool.h"
@@ -61,6 +63,30 @@ TEST(ThreadPool, SleepingWorkersWakeUp) {
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // long enough for workers to stop spinning
   pool.run([&](int) { n.fetch_add(1); });
   EXPECT_EQ(n.load(), 4);
+}
+
+// A worker reads its region ahead a line at a time and looks for the next job between lines: with regions far
+// longer than any wait (2^40 bytes; prefetches of unmapped addresses are dropped by the CPU, never fault) every
+// later job still runs, and the pool still shuts down.
+TEST(ThreadPool, ReadAheadDoesNotHoldUpTheNextJob) {
+  std::vector<char> buffer(4096);
+  ThreadPool pool(3);
+  const std::vector<ThreadPool::ReadAhead> ahead(3, {buffer.data(), size_t{1} << 40});
+  std::atomic<int> n{0};
+  pool.run([&](int) { n.fetch_add(1); }, ahead);
+  for (int i = 0; i < 1000; ++i) pool.run([&](int) { n.fetch_add(1); });
+  pool.run([&](int) { n.fetch_add(1); }, ahead);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // workers deep in their regions
+  pool.run([&](int) { n.fetch_add(1); });
+  EXPECT_EQ(n.load(), 1003 * 3);
+}
+
+TEST(ThreadPool, ReadAheadNeedsOneRegionPerThread) {
+  ThreadPool pool(2);
+  const std::vector<ThreadPool::ReadAhead> three(3);
+  int calls = 0;
+  EXPECT_THROW(pool.run([&](int) { ++calls; }, three), std::invalid_argument);
+  EXPECT_EQ(calls, 0);
 }
 
 }  // namespace
