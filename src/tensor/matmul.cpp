@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <numeric>
 
 #include "tensor/kernels.h"
@@ -74,23 +75,67 @@ int64_t chunks_of(const TensorView& w) { return (w.rows() + kChunkRows - 1) / kC
 // activation layout) next to its rows.
 int64_t grain_of(int64_t total_chunks, int threads) { return std::max<int64_t>(1, total_chunks / (4 * threads)); }
 
-// Every chunk of every job, threads taking the next few from a shared counter; thread t's first take is take t,
-// so what it reads first is known in advance (read_ahead_regions).
+// The first chunk of thread t's own range in run_dynamic.
+int64_t range_start(int64_t total_chunks, int t, int threads) { return total_chunks * t / threads; }
+
+// Chunks [c0, c1) of the jobs (numbered consecutively across them), each job's part in one call.
+void run_chunk_range(std::span<const Job> jobs, int64_t c0, int64_t c1) {
+  auto j = static_cast<size_t>(
+      std::upper_bound(jobs.begin(), jobs.end(), c0, [](int64_t c, const Job& job) { return c < job.first_chunk; }) -
+      jobs.begin() - 1);
+  while (c0 < c1) {
+    const int64_t job_end = j + 1 < jobs.size() ? std::min(c1, jobs[j + 1].first_chunk) : c1;
+    if (job_end > c0) run_chunks(jobs[j], c0 - jobs[j].first_chunk, job_end - jobs[j].first_chunk);
+    c0 = job_end;
+    ++j;
+  }
+}
+
+// A range of chunks that its owner takes from the front and other threads from the back: front << 32 | back.
+struct alignas(64) ChunkRange {
+  std::atomic<uint64_t> bounds;
+
+  static uint64_t pack(int64_t front, int64_t back) {
+    return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back);
+  }
+  // Claims up to `grain` chunks at the front (owner) or the back (others) into [c0, c1); false once it is empty.
+  bool take(int64_t grain, bool front, int64_t& c0, int64_t& c1) {
+    uint64_t cur = bounds.load(std::memory_order_relaxed);
+    for (;;) {
+      const auto f = static_cast<int64_t>(cur >> 32);
+      const auto b = static_cast<int64_t>(cur & 0xffffffffu);
+      if (f >= b) return false;
+      c0 = front ? f : std::max(f, b - grain);
+      c1 = front ? std::min(b, f + grain) : b;
+      const uint64_t next = front ? pack(c1, b) : pack(f, c0);
+      if (bounds.compare_exchange_weak(cur, next, std::memory_order_relaxed)) return true;
+    }
+  }
+};
+
+// Every chunk of every job. Each thread owns a contiguous range (thread t: from range_start) and works through it
+// front to back a grain at a time, so its kernel's prefetch runs on into its next take and what it reads first is
+// known in advance (read_ahead_regions); a thread done with its own range takes from the backs of the others',
+// so a thread slowed by anything else on the machine does fewer chunks instead of holding everyone at the join.
+// (Takes from one shared counter interleave the threads' rows: each take then starts a new stream, which read
+// 5-6% slower at 256-row takes.)
 void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, ThreadPool& pool,
                  std::span<const ThreadPool::ReadAhead> ahead = {}) {
-  const int64_t grain = grain_of(total_chunks, pool.size());
-  std::atomic<int64_t> next{grain * pool.size()};
+  const int threads = pool.size();
+  const int64_t grain = grain_of(total_chunks, threads);
+  std::unique_ptr<ChunkRange[]> ranges(new ChunkRange[static_cast<size_t>(threads)]);
+  for (int t = 0; t < threads; ++t) {
+    ranges[t].bounds.store(
+        ChunkRange::pack(range_start(total_chunks, t, threads), range_start(total_chunks, t + 1, threads)),
+        std::memory_order_relaxed);
+  }
   pool.run(
       [&](int thread) {
-        size_t j = 0;
-        for (int64_t c = grain * thread; c < total_chunks; c = next.fetch_add(grain, std::memory_order_relaxed)) {
-          const int64_t end = std::min(total_chunks, c + grain);
-          while (c < end) {
-            while (j + 1 < jobs.size() && c >= jobs[j + 1].first_chunk) ++j;
-            const int64_t job_end = j + 1 < jobs.size() ? std::min(end, jobs[j + 1].first_chunk) : end;
-            run_chunks(jobs[j], c - jobs[j].first_chunk, job_end - jobs[j].first_chunk);
-            c = job_end;
-          }
+        int64_t c0 = 0, c1 = 0;
+        while (ranges[thread].take(grain, true, c0, c1)) run_chunk_range(jobs, c0, c1);
+        for (int i = 1; i < threads; ++i) {
+          ChunkRange& other = ranges[(thread + i) % threads];
+          while (other.take(grain, false, c0, c1)) run_chunk_range(jobs, c0, c1);
         }
       },
       ahead);
@@ -138,7 +183,7 @@ void read_ahead_regions(NextWeights next, int64_t n_tokens, int threads, std::ve
   const int64_t grain = grain_of(total, threads);
   out.assign(static_cast<size_t>(threads), {});
   for (int t = 0; t < threads; ++t) {
-    int64_t c = grain * t;  // run_dynamic's first take of thread t, within the weight where it starts
+    int64_t c = range_start(total, t, threads);  // run_dynamic's first take of thread t, within its weight
     for (const TensorView* w : next) {
       const int64_t chunks = chunks_of(*w);
       if (c >= chunks) {
