@@ -71,9 +71,9 @@ void run_chunks(const Job& job, int64_t c0, int64_t c1) {
 
 int64_t chunks_of(const TensorView& w) { return (w.rows() + kChunkRows - 1) / kChunkRows; }
 
-// Chunks per take of run_dynamic: about four takes per thread, as each gemm call has a small fixed cost (scratch,
-// activation layout) next to its rows.
-int64_t grain_of(int64_t total_chunks, int threads) { return std::max<int64_t>(1, total_chunks / (4 * threads)); }
+// Chunks per take of run_dynamic: about sixteen per thread. A take continues its thread's stream, so small ones
+// cost only the gemm call's small fixed cost (scratch, activation layout), and they even out the threads' ends.
+int64_t grain_of(int64_t total_chunks, int threads) { return std::max<int64_t>(1, total_chunks / (16 * threads)); }
 
 // The first chunk of thread t's own range in run_dynamic.
 int64_t range_start(int64_t total_chunks, int t, int threads) { return total_chunks * t / threads; }
@@ -180,10 +180,11 @@ void read_ahead_regions(NextWeights next, int64_t n_tokens, int threads, std::ve
   if (next.empty() || n_tokens > kDynamicMaxTokens || threads <= 1) return;
   int64_t total = 0;
   for (const TensorView* w : next) total += chunks_of(*w);
-  const int64_t grain = grain_of(total, threads);
   out.assign(static_cast<size_t>(threads), {});
   for (int t = 0; t < threads; ++t) {
-    int64_t c = range_start(total, t, threads);  // run_dynamic's first take of thread t, within its weight
+    // Thread t's own range in run_dynamic, which it works through from the front, within the weight it starts in.
+    int64_t c = range_start(total, t, threads);
+    const int64_t range_end = range_start(total, t + 1, threads);
     for (const TensorView* w : next) {
       const int64_t chunks = chunks_of(*w);
       if (c >= chunks) {
@@ -191,7 +192,7 @@ void read_ahead_regions(NextWeights next, int64_t n_tokens, int threads, std::ve
         continue;
       }
       const int64_t r0 = c * kChunkRows;
-      const int64_t r1 = std::min(w->rows(), (c + grain) * kChunkRows);
+      const int64_t r1 = std::min(w->rows(), (c + range_end - range_start(total, t, threads)) * kChunkRows);
       const uint8_t* data = w->row(r0);
       size_t bytes = static_cast<size_t>(r1 - r0) * w->row_bytes;
       if (const PackedRows* p = packed_for(*w, n_tokens)) {

@@ -25,9 +25,9 @@ struct MatmulScratch {
 // few, each worker thread reads the rows it will take first into its cache while it waits between the two calls.
 using NextWeights = std::span<const TensorView* const>;
 
-// What each of `threads` threads reads first in a call on `next` with n_tokens (its first take of row chunks, up to
-// 256 KB, in the layout that call reads), into out; out is left empty when that call will not share its chunks
-// dynamically (many tokens, one thread), where nothing is read ahead.
+// What each of `threads` threads reads first in a call on `next` with n_tokens (the start of its own range of row
+// chunks, up to 256 KB, in the layout that call reads), into out; out is left empty when that call will not share
+// its chunks dynamically (many tokens, one thread), where nothing is read ahead.
 void read_ahead_regions(NextWeights next, int64_t n_tokens, int threads, std::vector<ThreadPool::ReadAhead>& out);
 
 // y[t * w.rows() + r] = dot(row r of w, x[t * w.cols() ...]) for t < n_tokens.

@@ -117,9 +117,9 @@ TEST(Matmul, MultiEqualsSeparateMatmuls) {
 }
 
 // The weights of the next call only decide what idle threads read ahead: outputs are bit-identical with and
-// without them, and each thread's region is the first take run_dynamic gives it (64-row chunks numbered across the
-// next call's weights, thread t's own range starting at chunk total * t / threads, takes of about a quarter of a
-// range), capped at 256 KB.
+// without them, and each thread's region is the start of the range run_dynamic gives it (64-row chunks numbered
+// across the next call's weights, thread t's range from chunk total * t / threads to the next thread's), within
+// the weight where it starts, capped at 256 KB.
 TEST(Matmul, NextWeightsAreReadAheadFromEachThreadsFirstTake) {
   const int64_t k = 512;
   const Weight small = make_weight(GgmlType::Q6_K, 70, k, 2);  // 2 chunks
@@ -142,12 +142,12 @@ TEST(Matmul, NextWeightsAreReadAheadFromEachThreadsFirstTake) {
         continue;
       }
       ASSERT_EQ(regions.size(), static_cast<size_t>(threads));
-      const int64_t grain = std::max<int64_t>(1, 20 / (4 * threads));
       for (int t = 0; t < threads; ++t) {
         const int64_t c = 20 * t / threads;
+        const int64_t range = 20 * (t + 1) / threads - c;
         const TensorView& w = c < 2 ? small.view : big.view;
         const int64_t r0 = (c < 2 ? c : c - 2) * 64;
-        const int64_t r1 = std::min(w.rows(), r0 + grain * 64);
+        const int64_t r1 = std::min(w.rows(), r0 + range * 64);
         EXPECT_EQ(regions[t].data, w.row(r0)) << "thread " << t;
         EXPECT_EQ(regions[t].bytes, std::min<size_t>(static_cast<size_t>(r1 - r0) * w.row_bytes, 256 << 10));
       }
