@@ -1,12 +1,14 @@
 // Throughput of the kernels per weight type and path: vec_dot and gemv (gemm with one token) as GB/s of weights
 // streamed (rows in L2, or totalling more than L2, against one activation row: the decode case) and gemm as GOPS
 // (2 * rows * tokens * k per call: prefill).
-// Filter with --benchmark_filter, e.g. 'vec_dot/avx512/q4_K' or 'gemm/.*/q8_0'.
+// Filter with --benchmark_filter, e.g. 'vec_dot/avx512/q4_K' or 'gemm/.*/q8_0'; 'stream/' is decode's pattern on
+// two threads.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensor/ggml_type.h"
@@ -184,6 +186,79 @@ void bench_read(benchmark::State& state, int64_t mbytes) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(buf.size() * 8));
 }
 
+// Decode's access pattern: two threads streaming ~600 MB of Q4_K panels (more than any cache) against one
+// activation row in 256-row takes. "own": each thread works through its own half front to back, as run_dynamic's
+// ranges do; "interleaved": take i goes to thread i % 2, as one shared counter of takes did; "read": the same
+// threads summing the same bytes with plain loads (bench_read's loop). Compare their GB/s within one run.
+struct StreamSet {
+  std::vector<uint8_t> storage;
+  const uint8_t* panels = nullptr;
+  const PackedGemm* fns = nullptr;
+  size_t bytes = 0;
+  int64_t rows = 0;
+  int64_t k = 2048;
+  std::vector<uint8_t> x;
+};
+
+const StreamSet& stream_set() {
+  static const StreamSet set = [] {
+    StreamSet s;
+    const Kernels& kern = Kernels::get(Isa::Avx512);
+    s.fns = kern.panels(GgmlType::Q4_K);
+    s.rows = (int64_t{600} << 20) / static_cast<int64_t>(row_size(GgmlType::Q4_K, s.k)) / 512 * 512;
+    const auto rows = weight_rows(GgmlType::Q4_K, s.k, 64);
+    const size_t group = s.fns->group_bytes(s.k);
+    s.bytes = static_cast<size_t>(s.rows / s.fns->group_rows) * group;
+    s.storage.resize(s.bytes + 64);
+    auto* p = s.storage.data() + (64 - reinterpret_cast<uintptr_t>(s.storage.data()) % 64) % 64;
+    for (int64_t r = 0; r < s.rows; r += 64) {
+      s.fns->pack(rows.data(), row_size(GgmlType::Q4_K, s.k), 64, s.k,
+                  p + static_cast<size_t>(r / s.fns->group_rows) * group);
+    }
+    s.panels = p;
+    s.x = activations(GgmlType::Q4_K, s.k, 1, kern);
+    return s;
+  }();
+  return set;
+}
+
+enum class Stream { Own, Interleaved, Read };
+
+void bench_stream(benchmark::State& state, Stream mode) {
+  const StreamSet& s = stream_set();
+  const int64_t t = state.thread_index(), n = state.threads();
+  constexpr int64_t kTake = 256;
+  const size_t group = s.fns->group_bytes(s.k);
+  std::vector<float> y(static_cast<size_t>(s.rows));
+  const auto take = [&](int64_t r) {
+    s.fns->gemm(s.panels + static_cast<size_t>(r / s.fns->group_rows) * group, std::min(kTake, s.rows - r), s.x.data(),
+                s.x.size(), 1, s.k, y.data() + r, s.rows);
+  };
+  const int64_t half0 = s.rows * t / n, half1 = s.rows * (t + 1) / n;
+  for (auto _ : state) {
+    if (mode == Stream::Read) {
+      const auto* w = reinterpret_cast<const uint64_t*>(s.panels);
+      const size_t w0 = s.bytes / 8 * static_cast<size_t>(t) / static_cast<size_t>(n) / 4 * 4;
+      const size_t w1 = s.bytes / 8 * static_cast<size_t>(t + 1) / static_cast<size_t>(n) / 4 * 4;
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      for (size_t i = w0; i < w1; i += 4) {
+        if (i % 8 == 0) __builtin_prefetch(w + i + 512);
+        s0 += w[i];
+        s1 += w[i + 1];
+        s2 += w[i + 2];
+        s3 += w[i + 3];
+      }
+      benchmark::DoNotOptimize(s0 + s1 + s2 + s3);
+    } else if (mode == Stream::Own) {
+      for (int64_t r = half0; r < half1; r += kTake) take(r);
+    } else {
+      for (int64_t r = t * kTake; r < s.rows; r += n * kTake) take(r);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(s.bytes) / n);
+}
+
 int register_all() {
   for (int64_t mb : {1, 64, 512}) {
     benchmark::RegisterBenchmark(("read/" + std::to_string(mb) + "MB").c_str(), bench_read, mb)
@@ -191,6 +266,16 @@ int register_all() {
         ->MinTime(0.2);
   }
   const CpuFeatures f = detect_cpu_features();
+  if (isa_supported(Isa::Avx512, f)) {
+    for (auto [name, mode] : {std::pair{"own", Stream::Own}, std::pair{"interleaved", Stream::Interleaved},
+                              std::pair{"read", Stream::Read}}) {
+      benchmark::RegisterBenchmark((std::string("stream/avx512/q4_K/") + name).c_str(), bench_stream, mode)
+          ->Threads(2)
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond)
+          ->MinTime(0.5);
+    }
+  }
   for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Scalar}) {
     if (!isa_supported(isa, f)) continue;
     const std::string path(isa_name(isa));
