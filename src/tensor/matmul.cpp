@@ -17,8 +17,8 @@ namespace {
 // Row chunks are multiples of 64 so every kernel works on whole register panels (and packed row groups).
 constexpr int64_t kChunkRows = 64;
 // Up to this many tokens a chunk's gemm call costs little beyond its weights (no per-call repacking of all the
-// tokens), so threads take chunks from a shared counter: a thread slowed by anything else on the machine then
-// does fewer chunks instead of holding everyone at the join.
+// tokens), so threads take chunks a few at a time (run_dynamic): a thread slowed by anything else on the machine
+// then does fewer chunks instead of holding everyone at the join.
 constexpr int64_t kDynamicMaxTokens = 3;
 
 struct Job {

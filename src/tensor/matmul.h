@@ -56,7 +56,7 @@ struct MatmulJob {
 
 // How matmul_each shares its jobs among the threads.
 enum class EachSplit {
-  Chunks,     // every job's row chunks from one shared counter: a few tokens per job (decode)
+  Chunks,     // every job's row chunks, a few at a time from each thread's range: a few tokens per job (decode)
   WholeJobs,  // whole jobs, largest first: many tokens per job (prefill), where every gemm call prepares all of
               // its tokens, so fewer and larger calls pay
 };
