@@ -20,10 +20,6 @@ NextWeights qkv_weights(const LayerWeights& w, std::array<const TensorView*, 3>&
   return store;
 }
 
-}  // namespace
-
-namespace {
-
 KvCacheConfig cache_config(const ModelWeights& w, const StageOptions& o) {
   const ModelConfig& c = w.config();
   if (o.n_slots <= 0) fail("the number of parallel sequences must be positive, got {}", o.n_slots);

@@ -184,7 +184,7 @@ void read_ahead_regions(NextWeights next, int64_t n_tokens, int threads, std::ve
   for (int t = 0; t < threads; ++t) {
     // Thread t's own range in run_dynamic, which it works through from the front, within the weight it starts in.
     int64_t c = range_start(total, t, threads);
-    const int64_t range_end = range_start(total, t + 1, threads);
+    const int64_t range_chunks = range_start(total, t + 1, threads) - c;
     for (const TensorView* w : next) {
       const int64_t chunks = chunks_of(*w);
       if (c >= chunks) {
@@ -192,7 +192,7 @@ void read_ahead_regions(NextWeights next, int64_t n_tokens, int threads, std::ve
         continue;
       }
       const int64_t r0 = c * kChunkRows;
-      const int64_t r1 = std::min(w->rows(), (c + range_end - range_start(total, t, threads)) * kChunkRows);
+      const int64_t r1 = std::min(w->rows(), (c + range_chunks) * kChunkRows);
       const uint8_t* data = w->row(r0);
       size_t bytes = static_cast<size_t>(r1 - r0) * w->row_bytes;
       if (const PackedRows* p = packed_for(*w, n_tokens)) {

@@ -120,7 +120,7 @@ TEST(Matmul, MultiEqualsSeparateMatmuls) {
 // without them, and each thread's region is the start of the range run_dynamic gives it (64-row chunks numbered
 // across the next call's weights, thread t's range from chunk total * t / threads to the next thread's), within
 // the weight where it starts, capped at 256 KB.
-TEST(Matmul, NextWeightsAreReadAheadFromEachThreadsFirstTake) {
+TEST(Matmul, NextWeightsAreReadAheadFromTheStartOfEachThreadsRange) {
   const int64_t k = 512;
   const Weight small = make_weight(GgmlType::Q6_K, 70, k, 2);  // 2 chunks
   const Weight big = make_weight(GgmlType::Q8_0, 1100, k, 3);  // 18 chunks
