@@ -4,8 +4,11 @@
 // Filter with --benchmark_filter, e.g. 'vec_dot/avx512/q4_K' or 'gemm/.*/q8_0'; 'stream/' is decode's pattern on
 // two threads.
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 #include <utility>
@@ -186,53 +189,87 @@ void bench_read(benchmark::State& state, int64_t mbytes) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(buf.size() * 8));
 }
 
-// Decode's access pattern: two threads streaming ~600 MB of Q4_K panels (more than any cache) against one
-// activation row in 256-row takes. "own": each thread works through its own half front to back, as run_dynamic's
-// ranges do; "interleaved": take i goes to thread i % 2, as one shared counter of takes did; "read": the same
-// threads summing the same bytes with plain loads (bench_read's loop). Compare their GB/s within one run.
+// Decode's access pattern: two threads streaming ~600 MB of panels (more than any cache) against one activation row
+// in 256-row takes. "own": each thread works through its own half front to back, as run_dynamic's ranges do;
+// "interleaved": take i goes to thread i % 2, as one shared counter of takes did; "rows": "own" over the same
+// weights as rows (the plain gemm, what the copy held before the path had panels); "read": the same threads summing
+// the panels' bytes with plain loads (bench_read's loop). Compare their GB/s within one run.
+// Memory in transparent huge pages, as the engine's weight copy is (model_weights.cpp).
+struct HugeBuffer {
+  struct Free {
+    void operator()(uint8_t* p) const { std::free(p); }
+  };
+  std::unique_ptr<uint8_t, Free> p;
+  explicit HugeBuffer(size_t bytes = 0) {
+    constexpr size_t kHuge = size_t{2} << 20;
+    if (bytes == 0) return;
+    const size_t n = (bytes + kHuge - 1) / kHuge * kHuge;
+    p.reset(static_cast<uint8_t*>(std::aligned_alloc(kHuge, n)));
+    madvise(p.get(), n, MADV_HUGEPAGE);
+  }
+  uint8_t* data() const { return p.get(); }
+};
+
 struct StreamSet {
-  std::vector<uint8_t> storage;
+  HugeBuffer storage;
+  HugeBuffer rows_storage;
   const uint8_t* panels = nullptr;
   const PackedGemm* fns = nullptr;
+  GemmFn gemm = nullptr;
+  GgmlType type = GgmlType::Q4_K;
   size_t bytes = 0;
   int64_t rows = 0;
   int64_t k = 2048;
   std::vector<uint8_t> x;
 };
 
-const StreamSet& stream_set() {
-  static const StreamSet set = [] {
-    StreamSet s;
-    const Kernels& kern = Kernels::get(Isa::Avx512);
-    s.fns = kern.panels(GgmlType::Q4_K);
-    s.rows = (int64_t{600} << 20) / static_cast<int64_t>(row_size(GgmlType::Q4_K, s.k)) / 512 * 512;
-    const auto rows = weight_rows(GgmlType::Q4_K, s.k, 64);
-    const size_t group = s.fns->group_bytes(s.k);
-    s.bytes = static_cast<size_t>(s.rows / s.fns->group_rows) * group;
-    s.storage.resize(s.bytes + 64);
-    auto* p = s.storage.data() + (64 - reinterpret_cast<uintptr_t>(s.storage.data()) % 64) % 64;
-    for (int64_t r = 0; r < s.rows; r += 64) {
-      s.fns->pack(rows.data(), row_size(GgmlType::Q4_K, s.k), 64, s.k,
-                  p + static_cast<size_t>(r / s.fns->group_rows) * group);
-    }
-    s.panels = p;
-    s.x = activations(GgmlType::Q4_K, s.k, 1, kern);
-    return s;
-  }();
-  return set;
+const StreamSet& stream_set(Isa isa, GgmlType t) {
+  static std::vector<std::pair<std::pair<Isa, GgmlType>, std::unique_ptr<StreamSet>>> sets;
+  for (const auto& [key, set] : sets) {
+    if (key == std::pair{isa, t}) return *set;
+  }
+  auto s = std::make_unique<StreamSet>();
+  const Kernels& kern = Kernels::get(isa);
+  s->type = t;
+  s->fns = kern.panels(t);
+  s->gemm = kern.gemm(t);
+  s->rows = (int64_t{600} << 20) / static_cast<int64_t>(row_size(t, s->k)) / 512 * 512;
+  const auto rows = weight_rows(t, s->k, 64);
+  const size_t group = s->fns->group_bytes(s->k);
+  s->bytes = static_cast<size_t>(s->rows / s->fns->group_rows) * group;
+  s->storage = HugeBuffer(s->bytes);
+  uint8_t* p = s->storage.data();
+  for (int64_t r = 0; r < s->rows; r += 64) {
+    s->fns->pack(rows.data(), row_size(t, s->k), 64, s->k, p + static_cast<size_t>(r / s->fns->group_rows) * group);
+  }
+  s->panels = p;
+  s->rows_storage = HugeBuffer(row_size(t, s->k) * static_cast<size_t>(s->rows));
+  for (int64_t r = 0; r < s->rows; r += 64) {
+    std::copy(rows.begin(), rows.end(), s->rows_storage.data() + r * static_cast<int64_t>(row_size(t, s->k)));
+  }
+  s->x = activations(t, s->k, 1, kern);
+  sets.emplace_back(std::pair{isa, t}, std::move(s));
+  return *sets.back().second;
 }
 
-enum class Stream { Own, Interleaved, Read };
+enum class Stream { Own, Interleaved, Rows, Read };
 
-void bench_stream(benchmark::State& state, Stream mode) {
-  const StreamSet& s = stream_set();
+void bench_stream(benchmark::State& state, Isa isa, GgmlType type, Stream mode) {
+  const StreamSet& s = stream_set(isa, type);
   const int64_t t = state.thread_index(), n = state.threads();
   constexpr int64_t kTake = 256;
   const size_t group = s.fns->group_bytes(s.k);
+  const size_t row = row_size(type, s.k);
   std::vector<float> y(static_cast<size_t>(s.rows));
   const auto take = [&](int64_t r) {
-    s.fns->gemm(s.panels + static_cast<size_t>(r / s.fns->group_rows) * group, std::min(kTake, s.rows - r), s.x.data(),
-                s.x.size(), 1, s.k, y.data() + r, s.rows);
+    const int64_t count = std::min(kTake, s.rows - r);
+    if (mode == Stream::Rows) {
+      s.gemm(s.rows_storage.data() + static_cast<size_t>(r) * row, row, count, s.x.data(), s.x.size(), 1, s.k,
+             y.data() + r, s.rows);
+      return;
+    }
+    s.fns->gemm(s.panels + static_cast<size_t>(r / s.fns->group_rows) * group, count, s.x.data(), s.x.size(), 1, s.k,
+                y.data() + r, s.rows);
   };
   const int64_t half0 = s.rows * t / n, half1 = s.rows * (t + 1) / n;
   for (auto _ : state) {
@@ -249,10 +286,10 @@ void bench_stream(benchmark::State& state, Stream mode) {
         s3 += w[i + 3];
       }
       benchmark::DoNotOptimize(s0 + s1 + s2 + s3);
-    } else if (mode == Stream::Own) {
-      for (int64_t r = half0; r < half1; r += kTake) take(r);
-    } else {
+    } else if (mode == Stream::Interleaved) {
       for (int64_t r = t * kTake; r < s.rows; r += n * kTake) take(r);
+    } else {
+      for (int64_t r = half0; r < half1; r += kTake) take(r);
     }
     benchmark::DoNotOptimize(y.data());
   }
@@ -266,14 +303,20 @@ int register_all() {
         ->MinTime(0.2);
   }
   const CpuFeatures f = detect_cpu_features();
-  if (isa_supported(Isa::Avx512, f)) {
-    for (auto [name, mode] : {std::pair{"own", Stream::Own}, std::pair{"interleaved", Stream::Interleaved},
-                              std::pair{"read", Stream::Read}}) {
-      benchmark::RegisterBenchmark((std::string("stream/avx512/q4_K/") + name).c_str(), bench_stream, mode)
-          ->Threads(2)
-          ->UseRealTime()
-          ->Unit(benchmark::kMillisecond)
-          ->MinTime(0.5);
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!isa_supported(isa, f)) continue;
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q4_0}) {
+      if (Kernels::get(isa).panels(t) == nullptr) continue;
+      for (auto [name, mode] : {std::pair{"own", Stream::Own}, std::pair{"interleaved", Stream::Interleaved},
+                                std::pair{"rows", Stream::Rows}, std::pair{"read", Stream::Read}}) {
+        const std::string label =
+            std::string("stream/") + std::string(isa_name(isa)) + "/" + std::string(type_name(t)) + "/" + name;
+        benchmark::RegisterBenchmark(label.c_str(), bench_stream, isa, t, mode)
+            ->Threads(2)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.5);
+      }
     }
   }
   for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Scalar}) {

@@ -4,8 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "dist/local_stage_endpoint.h"
 #include "dist/pipeline_executor.h"
@@ -78,7 +81,25 @@ TEST(Pipeline, Stories260KGreedyOverThreeStages) {
   EXPECT_EQ(got, expected);
 }
 
+// The one node evaluates the 12 tokens as one batch and the 4-token step whole, the pipeline as two groups of 6 and
+// of 2: the SIMD paths choose kernels by batch size (AVX2's Q8_0 rows switch from per-row dots to the small-batch
+// gemm at 4 tokens), which sums the same int32 block products in another float order. The scalar path computes
+// every token alike, so the logits must be bit-identical there.
 TEST(Pipeline, MixedSequencesSplitIntoGroupsAndKeepOrder) {
+  struct ScalarIsa {
+    std::optional<std::string> before;
+    ScalarIsa() {
+      if (const char* v = std::getenv("TESSERA_ISA")) before = v;
+      setenv("TESSERA_ISA", "scalar", 1);
+    }
+    ~ScalarIsa() {
+      if (before) {
+        setenv("TESSERA_ISA", before->c_str(), 1);
+      } else {
+        unsetenv("TESSERA_ISA");
+      }
+    }
+  } scalar;
   const auto path = test::shared_dir() / "fixtures/models/qwen3-q8_0.gguf";
   StageOptions so{4, 32, GgmlType::F16};
   LocalExecutor one(ModelWeights::load(path), so, 1);

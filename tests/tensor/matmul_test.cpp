@@ -214,9 +214,10 @@ TEST(Matmul, EachEqualsSeparateMatmuls) {
   }
 }
 
-// Weights as panels (what the weights' copy holds on the AVX-512 path): every token count the panels serve and the
-// ones above it (rows again), whole and for an expert-like slice on and off a panel boundary. A CPU without
-// AVX-512 has no panels: its best path must offer none, so the copy keeps rows there.
+// Weights as panels (what the weights' copy holds on the SIMD paths): every token count the panels serve and the
+// ones above it (rows again), whole and for an expert-like slice on and off a panel boundary. The AVX-512 path has
+// Q4_K, Q4_0 and Q8_0 panels, the AVX2 path Q4_K and Q4_0 (its Q8_0 rows already run at the memory's pace); where a
+// path has none the copy keeps rows.
 TEST(Matmul, PanelsMatchTheReference) {
   const Isa isa = best_isa(detect_cpu_features());
   const Kernels& kernels = Kernels::get(isa);
@@ -224,8 +225,9 @@ TEST(Matmul, PanelsMatchTheReference) {
   ThreadPool pool(2);
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q4_0, GgmlType::Q8_0}) {
     SCOPED_TRACE(type_name(t));
-    if (isa != Isa::Avx512) {
-      EXPECT_EQ(kernels.panels(t), nullptr) << "only the AVX-512 path has panels";
+    const bool has = isa == Isa::Avx512 || (isa == Isa::Avx2 && t != GgmlType::Q8_0);
+    if (!has) {
+      EXPECT_EQ(kernels.panels(t), nullptr) << isa_name(isa) << " has no panels for this type";
       continue;
     }
     Weight w = make_weight(t, rows, k, 7);
@@ -238,10 +240,10 @@ TEST(Matmul, PanelsMatchTheReference) {
     w.view.panels = PackedWeights::rows_at(w.view, *fns, p);
     for (int64_t n_tokens : {1, 2, 4, 5, 9, 17, 23, 48, 49}) {
       const auto x = inputs(n_tokens, k);
-      for (auto [first, count] : {std::pair<int64_t, int64_t>{0, rows}, {64, 100}, {40, 120}}) {
+      for (auto [first, count] : {std::pair<int64_t, int64_t>{0, rows}, {64, 100}, {40, 120}, {44, 120}}) {
         Weight slice = w;
         slice.view = w.view.slice_rows(first, count);
-        EXPECT_EQ(slice.view.panels.empty(), first % 16 != 0);
+        EXPECT_EQ(slice.view.panels.empty(), first % fns->group_rows != 0);
         std::vector<float> y(static_cast<size_t>(count * n_tokens), std::nanf(""));
         MatmulScratch scratch;
         scratch.kernels = &kernels;

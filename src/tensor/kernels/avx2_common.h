@@ -16,6 +16,7 @@ namespace tessera::kernels::avx2 {
 // The families each file provides; nullptr for types it does not handle.
 VecDotFn quant_vec_dot(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
+const PackedGemm* panels(GgmlType weight);  // kernels_avx2_panels.cpp
 
 // 64-byte aligned heap scratch. Deliberately not std::vector: its template code would be compiled with AVX2 flags
 // and the linker may let baseline code share it.
@@ -89,6 +90,22 @@ template <int kStep>
 inline void prefetch_ahead(const void* p) {
   const char* c = static_cast<const char*>(p) + 4096;
   for (int o = 0; o <= kStep; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
+}
+
+// The panels' weight stream (kernels_avx2_panels.cpp) runs twice as fast as the rows', so 4 KB ahead is too
+// little time to cover DRAM latency: each line is asked for far ahead into L2 and shortly ahead into L1, as the
+// AVX-512 path does (avx512_common.h).
+constexpr int kPrefetchFarBytes = 18944;
+constexpr int kPrefetchNearBytes = 1152;
+
+template <int kStep>
+inline void prefetch_stream(const void* p) {
+  const char* far = static_cast<const char*>(p) + kPrefetchFarBytes;
+  const char* near = static_cast<const char*>(p) + kPrefetchNearBytes;
+  for (int o = 0; o <= kStep; o += 64) {
+    _mm_prefetch(far + o, _MM_HINT_T1);
+    _mm_prefetch(near + o, _MM_HINT_T0);
+  }
 }
 
 inline float hsum(__m256 v) {

@@ -24,6 +24,9 @@ GemvFn kquant_gemv(GgmlType weight);
 GemmFn kquant_gemm_batch(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
 const PackedGemm* quant_packed(GgmlType weight);
+// The panels' shape (kernels_avx512_panels.cpp, kernels_avx512_legacy_panels.cpp): 16 rows, one per 32-bit lane.
+constexpr int kPanelRowCount = 16;
+constexpr int kPanelTokenChunk = 4;  // 8 unpacked level registers + 3 per token stay in the 32 registers
 // Weights as 16-row panels written at load in place of the rows (kernels_avx512_panels.cpp); nullptr if none.
 const PackedGemm* kquant_panels(GgmlType weight);
 const PackedGemm* legacy_panels(GgmlType weight);  // kernels_avx512_legacy_panels.cpp

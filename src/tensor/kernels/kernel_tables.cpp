@@ -39,6 +39,8 @@ struct KernelTables {
       if (isa == Isa::Avx512) {
         k.packed_[id] = kernels::avx512_packed(t);
         k.panels_[id] = kernels::avx512_panels(t);
+      } else if (isa == Isa::Avx2) {
+        k.panels_[id] = kernels::avx2_panels(t);
       }
     }
     return k;

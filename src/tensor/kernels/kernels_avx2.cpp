@@ -258,6 +258,8 @@ VecDotFn avx2_vec_dot(GgmlType weight) {
   }
 }
 
+const PackedGemm* avx2_panels(GgmlType weight) { return avx2::panels(weight); }
+
 GemmFn avx2_gemm(GgmlType weight) {
   switch (weight) {
     case GgmlType::F32:

@@ -133,7 +133,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
     }
   }
   const size_t panel_bytes = group_bytes<B>(k);
-  for_each_panel_chunk(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
+  for_each_panel_chunk<kRows, kPanelTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
     kTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb, y + t0 * ldy + r,
                ldy, valid);
   });

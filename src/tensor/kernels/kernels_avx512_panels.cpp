@@ -159,7 +159,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
     for (int64_t b = 0; b < nb; ++b) act[t * nb + b] = panel_act(xt[b]);
   }
   const size_t panel_bytes = group_bytes(k);
-  for_each_panel_chunk(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
+  for_each_panel_chunk<kRows, kPanelTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
     kPanelTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb,
                     y + t0 * ldy + r, ldy, valid);
   });

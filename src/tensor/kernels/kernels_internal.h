@@ -13,6 +13,7 @@ GemmFn scalar_gemm(GgmlType weight);
 ActQuantFn avx2_quantize_act(GgmlType act);
 VecDotFn avx2_vec_dot(GgmlType weight);
 GemmFn avx2_gemm(GgmlType weight);
+const PackedGemm* avx2_panels(GgmlType weight);
 
 ActQuantFn avx512_quantize_act(GgmlType act);
 VecDotFn avx512_vec_dot(GgmlType weight);

@@ -1,0 +1,263 @@
+// AVX2 path, part 4: Q4_0 and Q4_K weights as 8-row panels, written at load in place of the rows' copy (Q4_0: the
+// rows' bytes exactly; Q4_K: 3% more). One vpmaddubsw multiplies 4 levels of 8 rows by 4 broadcast
+// activations and a 32-element group's products sum in 16 bits, so a group of 8 rows costs 8 multiplies, 7 adds and one
+// widening, where the row kernels widen, scale and add after every multiply: decode is no longer bound by the core.
+#include "tensor/kernels/avx2_common.h"
+#include "tensor/kernels/panel_loops.h"
+#include "tensor/quant_blocks.h"
+
+namespace tessera::kernels::avx2 {
+namespace {
+
+using quant::BlockQ4_0;
+using quant::BlockQ4_K;
+using quant::BlockQ8_0;
+using quant::BlockQ8_K;
+using quant::kQK;
+using quant::kQKK;
+
+constexpr int kRows = 8;        // one row per 32-bit lane
+constexpr int kTokenChunk = 4;  // a chunk's 16-bit sums, its accumulators and the levels fit the 16 registers
+
+inline __m256i bcast4(const int8_t* p) { return _mm256_set1_epi32(static_cast<int>(load_u32(p))); }
+
+// Lanes of 8 rows: a level vector's products with 4 activations each, pairs summed in 16 bits. The levels are
+// 0..15, so a pair is at most 2 * 15 * 128 = 3840 in size and a 32-element group's 8 of them sum exactly.
+inline __m256i group_products(const uint8_t* qs, const int8_t* xq, __m256i m4) {
+  __m256i s = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = load256(qs + 32 * c);
+    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bcast4(xq + 4 * c)));
+    s = _mm256_add_epi16(s,
+                         _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bcast4(xq + 16 + 4 * c)));
+  }
+  return s;
+}
+
+// ---- Q4_0 ----
+
+// One panel block: 8 rows x 32 elements, 144 bytes (the rows' own). Chunk c (32 bytes) holds byte 4c + i of row r
+// at 4r + i: element 4c + i in the low nibble, 16 + 4c + i in the high one. Then the rows' d as fp16.
+constexpr size_t kQ40Bytes = 4 * 32 + 2 * kRows;
+
+size_t q4_0_group_bytes(int64_t k) { return (static_cast<size_t>(k / kQK) * kQ40Bytes + 63) / 64 * 64; }
+
+void q4_0_pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t* out) {
+  const int64_t nb = k / kQK;
+  const size_t panel_bytes = q4_0_group_bytes(k);
+  for (int64_t p = 0; p * kRows < n_rows; ++p) {
+    uint8_t* panel = out + static_cast<size_t>(p) * panel_bytes;
+    std::memset(panel, 0, panel_bytes);  // rows past n_rows: d = 0
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = panel + static_cast<size_t>(b) * kQ40Bytes;
+      for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
+        const auto& src = reinterpret_cast<const BlockQ4_0*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
+        for (int c = 0; c < 4; ++c) std::memcpy(blk + 32 * c + 4 * r, src.qs + 4 * c, 4);
+        std::memcpy(blk + 128 + 2 * r, &src.d, 2);
+      }
+    }
+  }
+}
+
+// An activation block's d and 8 * its levels' sum (the levels are stored + 8).
+struct Q40Act {
+  float d;
+  int32_t offset_sum;
+};
+
+template <int T>
+void q4_0_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const Q40Act* act, float* y,
+                 int64_t ldy, int n_valid) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = panel + static_cast<size_t>(b) * kQ40Bytes;
+    prefetch_stream<kQ40Bytes - 64>(blk);
+    const __m256 d = _mm256_cvtph_ps(load128(blk + 128));
+    for (int t = 0; t < T; ++t) {
+      const int8_t* xq = reinterpret_cast<const BlockQ8_0*>(x + t * xs)[b].qs;
+      const Q40Act& a = act[t * nb + b];
+      const __m256i s =
+          _mm256_sub_epi32(_mm256_madd_epi16(group_products(blk, xq, m4), ones), _mm256_set1_epi32(a.offset_sum));
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(a.d)), acc[t]);
+    }
+  }
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_valid), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int t = 0; t < T; ++t) _mm256_maskstore_ps(y + t * ldy, mask, acc[t]);
+}
+
+void q4_0_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
+               int64_t ldy) {
+  using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const Q40Act*, float*, int64_t, int);
+  constexpr Fn kTokens[kTokenChunk + 1] = {nullptr, &q4_0_tokens<1>, &q4_0_tokens<2>, &q4_0_tokens<3>, &q4_0_tokens<4>};
+  const int64_t nb = k / kQK;
+  Scratch scratch(sizeof(Q40Act) * static_cast<size_t>(nb * n_tok) + 64);
+  auto* act = reinterpret_cast<Q40Act*>(scratch.get());  // [token][block]
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* xt = reinterpret_cast<const BlockQ8_0*>(x + t * xs);
+    for (int64_t b = 0; b < nb; ++b) {
+      const __m256i q = load256(xt[b].qs);
+      const int sum = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
+      act[t * nb + b] = {half_at(&xt[b].d), 8 * sum};
+    }
+  }
+  const size_t panel_bytes = q4_0_group_bytes(k);
+  for_each_panel_chunk<kRows, kTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
+    kTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb, y + t0 * ldy + r,
+               ldy, valid);
+  });
+}
+
+// ---- Q4_K ----
+
+// One panel block: 8 rows x 256 elements, 1184 bytes (37 x 32, so every load is aligned). First sc: group g's 6-bit
+// scale of row r at 8g + r; mn: the mins of groups 2p, 2p + 1 of row r at 16p + 2r (+1); the rows' d and dmin as
+// fp16. Then qs: per group g and chunk c, 32 bytes whose byte 4r + i holds element 32g + 4c + i of row r in its low
+// nibble, 32g + 16 + 4c + i in its high one. The scales come first so that the block is read front to back: with
+// them behind the levels, reading a group's scale ahead of its levels slowed the stream from memory by a sixth.
+constexpr size_t kQ4KSc = 0;
+constexpr size_t kQ4KMn = kQ4KSc + 64;
+constexpr size_t kQ4KD = kQ4KMn + 64;
+constexpr size_t kQ4KDmin = kQ4KD + 16;
+constexpr size_t kQ4KQs = kQ4KDmin + 16;
+constexpr size_t kQ4KBytes = kQ4KQs + 1024;
+static_assert(kQ4KBytes % 32 == 0 && kQ4KQs % 32 == 0);
+
+size_t q4_k_group_bytes(int64_t k) { return (static_cast<size_t>(k / kQKK) * kQ4KBytes + 63) / 64 * 64; }
+
+void q4_k_pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t* out) {
+  const int64_t nb = k / kQKK;
+  const size_t panel_bytes = q4_k_group_bytes(k);
+  for (int64_t p = 0; p * kRows < n_rows; ++p) {
+    uint8_t* panel = out + static_cast<size_t>(p) * panel_bytes;
+    std::memset(panel, 0, panel_bytes);  // rows past n_rows: d = dmin = 0
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = panel + static_cast<size_t>(b) * kQ4KBytes;
+      for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
+        const auto& src = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
+        uint8_t lv[kQKK];
+        for (int j = 0; j < 4; ++j) {
+          for (int l = 0; l < 32; ++l) {
+            lv[64 * j + l] = src.qs[32 * j + l] & 0x0f;
+            lv[64 * j + 32 + l] = src.qs[32 * j + l] >> 4;
+          }
+        }
+        for (int g = 0; g < 8; ++g) {
+          for (int c = 0; c < 4; ++c) {
+            for (int i = 0; i < 4; ++i) {
+              blk[kQ4KQs + (4 * g + c) * 32 + 4 * r + i] =
+                  static_cast<uint8_t>(lv[32 * g + 4 * c + i] | lv[32 * g + 16 + 4 * c + i] << 4);
+            }
+          }
+          uint8_t sc = 0, mn = 0;
+          quant::get_scale_min_k4(g, src.scales, sc, mn);
+          blk[kQ4KSc + 8 * g + r] = sc;
+          blk[kQ4KMn + 16 * (g / 2) + 2 * r + g % 2] = mn;
+        }
+        std::memcpy(blk + kQ4KD + 2 * r, &src.d, 2);
+        std::memcpy(blk + kQ4KDmin + 2 * r, &src.dmin, 2);
+      }
+    }
+  }
+}
+
+// The activation side of a Q8_K block: its eight 32-element group sums as int16 pairs (g0, g1) ... (g6, g7), and d.
+struct Q4KAct {
+  int32_t gsum_pairs[4];
+  float d;
+};
+
+template <int T>
+void q4_k_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const Q4KAct* act, float* y,
+                 int64_t ldy, int n_valid) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  // Row r's scale byte (at r of the group's 8) into both 16-bit words of lane r, for vpmaddwd.
+  const __m256i spread = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1, 4, -1, 4, -1, 5, -1,
+                                          5, -1, 6, -1, 6, -1, 7, -1, 7, -1);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = panel + static_cast<size_t>(b) * kQ4KBytes;
+    prefetch_stream<kQ4KQs>(blk);
+    const int8_t* xq[T];
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) {
+      xq[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xs)[b].qs;
+      isum[t] = _mm256_setzero_si256();
+    }
+    for (int g = 0; g < 8; ++g) {
+      prefetch_stream<64>(blk + kQ4KQs + 128 * g);  // a group's 2 lines at a time, not the block's 19 at once
+      uint64_t sc8;
+      std::memcpy(&sc8, blk + kQ4KSc + 8 * g, 8);
+      const __m256i sc = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<int64_t>(sc8)), spread);
+      for (int t = 0; t < T; ++t) {
+        isum[t] = _mm256_add_epi32(isum[t],
+                                   _mm256_madd_epi16(group_products(blk + kQ4KQs + 128 * g, xq[t] + 32 * g, m4), sc));
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(load128(blk + kQ4KD));
+    const __m256 dmin = _mm256_cvtph_ps(load128(blk + kQ4KDmin));
+    for (int t = 0; t < T; ++t) {
+      const Q4KAct& a = act[t * nb + b];
+      __m256i m = _mm256_setzero_si256();
+      for (int p = 0; p < 4; ++p) {
+        m = _mm256_add_epi32(m, _mm256_madd_epi16(_mm256_cvtepu8_epi16(load128(blk + kQ4KMn + 16 * p)),
+                                                  _mm256_set1_epi32(a.gsum_pairs[p])));
+      }
+      const __m256 xd = _mm256_set1_ps(a.d);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, xd), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, xd), acc[t]);
+    }
+  }
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_valid), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int t = 0; t < T; ++t) _mm256_maskstore_ps(y + t * ldy, mask, acc[t]);
+}
+
+void q4_k_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
+               int64_t ldy) {
+  using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const Q4KAct*, float*, int64_t, int);
+  constexpr Fn kTokens[kTokenChunk + 1] = {nullptr, &q4_k_tokens<1>, &q4_k_tokens<2>, &q4_k_tokens<3>, &q4_k_tokens<4>};
+  const int64_t nb = k / kQKK;
+  Scratch scratch(sizeof(Q4KAct) * static_cast<size_t>(nb * n_tok) + 64);
+  auto* act = reinterpret_cast<Q4KAct*>(scratch.get());  // [token][block]
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* xt = reinterpret_cast<const BlockQ8_K*>(x + t * xs);
+    for (int64_t b = 0; b < nb; ++b) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(act[t * nb + b].gsum_pairs),
+                       _mm_hadd_epi16(load128(xt[b].bsums), load128(xt[b].bsums + 8)));
+      act[t * nb + b].d = xt[b].d;
+    }
+  }
+  const size_t panel_bytes = q4_k_group_bytes(k);
+  for_each_panel_chunk<kRows, kTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
+    kTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb, y + t0 * ldy + r,
+               ldy, valid);
+  });
+}
+
+// Above these the plain gemm on the rows is as fast or faster (1b at -t 2, pp24..pp64 and pp512, two rounds each:
+// Q4_K panels 1.1-1.4x the plain gemm at 24-64 tokens and even at 512; Q4_0 panels ahead to 48, behind at 512).
+// There are no Q8_0 panels here: its rows already stream at the memory's pace, and 8-row panels with the sign
+// trick (every product widened at once) decoded a single stream 8% slower on the AMD EPYC VM, though 4 sequences
+// 2.2x faster.
+constexpr int kQ40MaxTokens = 48;
+constexpr int kQ4KMaxTokens = 64;
+const PackedGemm kQ40Panels{kRows, 1, &q4_0_group_bytes, &q4_0_pack, &q4_0_gemm, kQ40MaxTokens};
+const PackedGemm kQ4KPanels{kRows, 1, &q4_k_group_bytes, &q4_k_pack, &q4_k_gemm, kQ4KMaxTokens};
+
+}  // namespace
+
+const PackedGemm* panels(GgmlType weight) {
+  switch (weight) {
+    case GgmlType::Q4_0:
+      return &kQ40Panels;
+    case GgmlType::Q4_K:
+      return &kQ4KPanels;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace tessera::kernels::avx2
