@@ -4,6 +4,7 @@
 // widening, where the row kernels widen, scale and add after every multiply: decode is no longer bound by the core.
 #include "tensor/kernels/avx2_common.h"
 #include "tensor/kernels/panel_loops.h"
+#include "tensor/kernels/q4k_panel_row.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx2 {
@@ -137,24 +138,11 @@ void q4_k_pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uin
       uint8_t* blk = panel + static_cast<size_t>(b) * kQ4KBytes;
       for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
         const auto& src = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
-        uint8_t lv[kQKK];
-        for (int j = 0; j < 4; ++j) {
-          for (int l = 0; l < 32; ++l) {
-            lv[64 * j + l] = src.qs[32 * j + l] & 0x0f;
-            lv[64 * j + 32 + l] = src.qs[32 * j + l] >> 4;
-          }
-        }
+        const Q4KPanelRow row = q4k_panel_row(src);
         for (int g = 0; g < 8; ++g) {
-          for (int c = 0; c < 4; ++c) {
-            for (int i = 0; i < 4; ++i) {
-              blk[kQ4KQs + (4 * g + c) * 32 + 4 * r + i] =
-                  static_cast<uint8_t>(lv[32 * g + 4 * c + i] | lv[32 * g + 16 + 4 * c + i] << 4);
-            }
-          }
-          uint8_t sc = 0, mn = 0;
-          quant::get_scale_min_k4(g, src.scales, sc, mn);
-          blk[kQ4KSc + 8 * g + r] = sc;
-          blk[kQ4KMn + 16 * (g / 2) + 2 * r + g % 2] = mn;
+          for (int c = 0; c < 4; ++c) std::memcpy(blk + kQ4KQs + (4 * g + c) * 32 + 4 * r, row.qs + 16 * g + 4 * c, 4);
+          blk[kQ4KSc + 8 * g + r] = row.scales[g];
+          blk[kQ4KMn + 16 * (g / 2) + 2 * r + g % 2] = row.mins[g];
         }
         std::memcpy(blk + kQ4KD + 2 * r, &src.d, 2);
         std::memcpy(blk + kQ4KDmin + 2 * r, &src.dmin, 2);

@@ -4,6 +4,7 @@
 // decode run at the memory's pace and serves every token count from the same layout.
 #include "tensor/kernels/avx512_common.h"
 #include "tensor/kernels/panel_loops.h"
+#include "tensor/kernels/q4k_panel_row.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx512 {
@@ -36,24 +37,11 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
       std::memset(blk, 0, kBlockBytes);
       for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
         const auto& src = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
-        uint8_t lv[quant::kQKK];
-        for (int j = 0; j < 4; ++j) {
-          for (int l = 0; l < 32; ++l) {
-            lv[64 * j + l] = src.qs[32 * j + l] & 0x0f;
-            lv[64 * j + 32 + l] = src.qs[32 * j + l] >> 4;
-          }
-        }
+        const Q4KPanelRow row = q4k_panel_row(src);
         for (int g = 0; g < 8; ++g) {
-          for (int c = 0; c < 4; ++c) {
-            for (int i = 0; i < 4; ++i) {
-              blk[(4 * g + c) * 64 + 4 * r + i] =
-                  static_cast<uint8_t>(lv[32 * g + 4 * c + i] | lv[32 * g + 16 + 4 * c + i] << 4);
-            }
-          }
-          uint8_t sc = 0, mn = 0;
-          quant::get_scale_min_k4(g, src.scales, sc, mn);
-          blk[kScOffset + 16 * g + r] = sc;
-          blk[kMnOffset + 32 * (g / 2) + 2 * r + g % 2] = mn;
+          for (int c = 0; c < 4; ++c) std::memcpy(blk + (4 * g + c) * 64 + 4 * r, row.qs + 16 * g + 4 * c, 4);
+          blk[kScOffset + 16 * g + r] = row.scales[g];
+          blk[kMnOffset + 32 * (g / 2) + 2 * r + g % 2] = row.mins[g];
         }
         std::memcpy(blk + kDOffset + 2 * r, &src.d, 2);
         std::memcpy(blk + kDminOffset + 2 * r, &src.dmin, 2);

@@ -1,0 +1,20 @@
+// One Q4_K row block as the panel layouts of the SIMD paths interleave it (kernels_avx2_panels.cpp,
+// kernels_avx512_panels.cpp). Compiled for the baseline: the packers run once at load, not in the hot loop.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/quant_blocks.h"
+
+namespace tessera::kernels {
+
+struct Q4KPanelRow {
+  // Byte 16g + 4c + i: element 32g + 4c + i in the low nibble, 32g + 16 + 4c + i in the high one (g < 8, c < 4).
+  uint8_t qs[128];
+  uint8_t scales[8];  // group g's 6-bit scale
+  uint8_t mins[8];    // group g's 6-bit min
+};
+
+Q4KPanelRow q4k_panel_row(const quant::BlockQ4_K& b);
+
+}  // namespace tessera::kernels
