@@ -96,17 +96,36 @@ std::vector<Batch> PipelineExecutor::split_parts(const Batch& batch, bool by_seq
     return out;
   }
   // One sequence: chunks in order. Enough chunks to fill the pipeline, but not so small that matmuls lose efficiency.
-  const int64_t m =
-      options_.micro_batch > 0 ? options_.micro_batch : std::max<int64_t>(16, (n + 4 * stages - 1) / (4 * stages));
-  for (int64_t start = 0; start < n; start += m) {
+  int64_t start = 0;
+  for (int64_t size : prompt_chunks(n, stages, options_.micro_batch)) {
     Batch b;
-    for (int64_t t = start; t < std::min(n, start + m); ++t) {
+    for (int64_t t = start; t < start + size; ++t) {
       const auto tt = static_cast<size_t>(t);
       b.add(batch.tokens.empty() ? 0 : batch.tokens[tt], batch.seq[tt], batch.pos[tt], batch.want_logits[tt]);
     }
+    start += size;
     out.push_back(std::move(b));
   }
   return out;
+}
+
+// The user's size cuts evenly. The automatic size m gives each stage about four chunks, and the first and last
+// chunks are half of it: the later stages wait while the first chunk crosses the earlier ones (fill), and the
+// earlier stages idle while the last crosses the later ones (drain), so halving those two shortens both. For 512
+// tokens over 2 stages the ideal speed-up rises from 1.78x (8 chunks of 64) to 1.88x (32, 7 x 64, 32).
+std::vector<int64_t> PipelineExecutor::prompt_chunks(int64_t n, int64_t stages, int64_t micro_batch) {
+  std::vector<int64_t> sizes;
+  if (micro_batch > 0) {
+    for (int64_t start = 0; start < n; start += micro_batch) sizes.push_back(std::min(micro_batch, n - start));
+    return sizes;
+  }
+  const int64_t m = std::max<int64_t>(16, (n + 4 * stages - 1) / (4 * stages));
+  const int64_t end = m / 2 >= 16 && n >= 3 * m ? m / 2 : 0;  // below 16 tokens a chunk's matmuls lose efficiency
+  int64_t left = n - 2 * end;
+  if (end > 0) sizes.push_back(end);
+  for (; left > 0; left -= sizes.back()) sizes.push_back(std::min(m, left));
+  if (end > 0) sizes.push_back(end);
+  return sizes;
 }
 
 std::vector<std::pair<int32_t, int64_t>> PipelineExecutor::check_batch(const Batch& batch) const {

@@ -22,6 +22,9 @@ struct PipelineOptions {
 
 class PipelineExecutor : public Executor {
  public:
+  // The token counts, in order, of the chunks one sequence's n prompt tokens are cut into for `stages` stages:
+  // micro_batch each when > 0, else the automatic rule (the planner predicts what this returns).
+  static std::vector<int64_t> prompt_chunks(int64_t n, int64_t stages, int64_t micro_batch);
   // Stages must cover the model's layers in order without gaps; the first holds the embedding, the last the head.
   PipelineExecutor(ModelConfig config, int64_t n_ctx, int64_t n_slots, PipelineOptions options);
 
@@ -82,6 +85,7 @@ class PipelineExecutor : public Executor {
   };
 
   std::vector<Batch> split_parts(const Batch& batch, bool by_sequence) const;
+
   std::vector<Batch> cap(std::vector<Batch> parts) const;
   // Checks the batch against the lengths and steps in flight; returns each sequence's length after it.
   std::vector<std::pair<int32_t, int64_t>> check_batch(const Batch& batch) const;

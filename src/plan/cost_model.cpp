@@ -262,11 +262,22 @@ Prediction CostModel::predict_pipeline(std::span<const StageSpec> stages, const 
       sizes.push_back(cap);
     }
     for (int64_t m : sizes) {
-      const double n_mb = std::ceil(total / static_cast<double>(m));
-      const double mean = total / n_mb;
-      const RingTime r = ring(mean, 1.0, ctx, 0.0);
-      TimeParts parts = r.sum;
-      parts += r.busiest.scaled(n_mb - 1.0);
+      TimeParts parts;
+      const auto end = static_cast<double>(w.end_batch);
+      if (stages.size() > 1 && w.micro_batch > 0 && w.end_batch > 0 && total > 2.0 * end) {
+        // The short first micro-batch fills the ring, the full ones follow at the busiest element's pace, and the
+        // short last one adds its own turn there.
+        const double n_mid = std::ceil((total - 2.0 * end) / static_cast<double>(m));
+        const RingTime short_one = ring(end, 1.0, ctx, 0.0);
+        parts = short_one.sum;
+        parts += ring((total - 2.0 * end) / n_mid, 1.0, ctx, 0.0).busiest.scaled(n_mid);
+        parts += short_one.busiest;
+      } else {
+        const double n_mb = std::ceil(total / static_cast<double>(m));
+        const RingTime r = ring(total / n_mb, 1.0, ctx, 0.0);
+        parts = r.sum;
+        parts += r.busiest.scaled(n_mb - 1.0);
+      }
       StageSpec head_only = stages.back();
       head_only.first = 0;
       head_only.last = -1;

@@ -36,6 +36,8 @@ struct Workload {
   // Prompt micro-batch of a pipeline: > 0 this size (what --micro-batch or the runtime's own rule runs), 0 the
   // fastest of PlanConstants::kMicroBatches (what the planner would advise).
   int64_t micro_batch = 0;
+  // > 0: the first and last micro-batches have this size instead (the runtime's automatic rule halves them).
+  int64_t end_batch = 0;
 };
 
 // A contiguous run of layers on one node of the cluster; `fraction` < 1 when a tensor-parallel group shares them.

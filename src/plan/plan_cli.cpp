@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "dist/pipeline_executor.h"
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_profile.h"
@@ -81,11 +82,12 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   o.split = runtime_split(r, workers, profile_model(file, config).layer_bytes);
   if (o.split) {
     // Predict the micro-batches that will run: the user's, or PipelineExecutor's rule (about four per stage of
-    // each prompt batch, at least 16 tokens).
+    // each prompt batch, at least 16 tokens, the first and last halved).
     const auto stages = static_cast<int64_t>(o.split->parts.size());
-    const int64_t n = std::min(r.prompt_tokens, r.n_batch);
-    o.workload.micro_batch =
-        r.micro_batch > 0 ? r.micro_batch : std::max<int64_t>(16, (n + 4 * stages - 1) / (4 * stages));
+    const auto chunks = PipelineExecutor::prompt_chunks(std::min(r.prompt_tokens, r.n_batch), stages, r.micro_batch);
+    const bool halved = chunks.size() > 2 && chunks.front() < chunks[1];
+    o.workload.micro_batch = halved ? chunks[1] : chunks.front();
+    o.workload.end_batch = halved ? chunks.front() : 0;
   }
   out.plan = make_plan(out.model, *out.cluster, o);
   for (size_t i = 0; i < out.plan.strategies.size(); ++i) {

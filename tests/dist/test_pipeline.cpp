@@ -62,6 +62,32 @@ TEST(Pipeline, SameLogitsAsOneStageForEveryArchitecture) {
   }
 }
 
+// A prompt is cut into chunks in order: the automatic size gives each stage about four, with the first and the last
+// halved (fill and drain) when they stay at 16 tokens or more; the user's --micro-batch cuts evenly.
+TEST(Pipeline, PromptChunksHalveTheFirstAndLast) {
+  const auto path = test::shared_dir() / "models/stories260K.gguf";
+  const auto sizes = [](const PipelineExecutor& p, int32_t n) {
+    Batch b;
+    for (int32_t i = 0; i < n; ++i) b.add(1, 0, i, i + 1 == n);
+    std::vector<int64_t> out;
+    int32_t next = 0;
+    for (const Batch& part : p.split(b)) {
+      out.push_back(part.size());
+      for (int32_t pos : part.pos) EXPECT_EQ(pos, next++);
+    }
+    EXPECT_EQ(next, n);
+    return out;
+  };
+  const auto two = make_pipeline(path, {{0, 2}, {2, 5}}, {1, 512, GgmlType::F16});
+  EXPECT_EQ(sizes(*two, 512), (std::vector<int64_t>{32, 64, 64, 64, 64, 64, 64, 64, 32}));
+  EXPECT_EQ(sizes(*two, 500), (std::vector<int64_t>{31, 63, 63, 63, 63, 63, 63, 60, 31}));
+  EXPECT_EQ(sizes(*two, 100), (std::vector<int64_t>{16, 16, 16, 16, 16, 16, 4}));  // halves would be under 16
+  const auto three = make_pipeline(path, {{0, 1}, {1, 3}, {3, 5}}, {1, 512, GgmlType::F16});
+  EXPECT_EQ(sizes(*three, 384), (std::vector<int64_t>{16, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 16}));
+  const auto fixed = make_pipeline(path, {{0, 2}, {2, 5}}, {1, 512, GgmlType::F16}, 48);
+  EXPECT_EQ(sizes(*fixed, 200), (std::vector<int64_t>{48, 48, 48, 48, 8}));
+}
+
 TEST(Pipeline, Stories260KGreedyOverThreeStages) {
   std::ifstream in(test::shared_dir() / "models/reference/stories260K.greedy.json");
   const auto ref = nlohmann::json::parse(in);
