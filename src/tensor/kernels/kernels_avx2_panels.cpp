@@ -1,7 +1,8 @@
 // AVX2 path, part 4: Q4_0 and Q4_K weights as 8-row panels, written at load in place of the rows' copy (Q4_0: the
-// rows' bytes exactly; Q4_K: 3% more). One vpmaddubsw multiplies 4 levels of 8 rows by 4 broadcast
-// activations and a 32-element group's products sum in 16 bits, so a group of 8 rows costs 8 multiplies, 7 adds and one
-// widening, where the row kernels widen, scale and add after every multiply: decode is no longer bound by the core.
+// rows' bytes exactly; Q4_K: 3% more). One vpmaddubsw multiplies 4 levels of 8 rows by 4 broadcast activations and
+// a 32-element group's products sum in 16 bits, so a group of 8 rows costs 8 multiplies, 7 adds and one widening,
+// where the row kernels widen, scale and add after every multiply: Q4_0 decode is no longer bound by the core, and
+// a few tokens at once share each unpacked group with no per-call repacking.
 #include "tensor/kernels/avx2_common.h"
 #include "tensor/kernels/panel_loops.h"
 #include "tensor/kernels/q4k_panel_row.h"
