@@ -85,7 +85,6 @@ class PipelineExecutor : public Executor {
   };
 
   std::vector<Batch> split_parts(const Batch& batch, bool by_sequence) const;
-
   std::vector<Batch> cap(std::vector<Batch> parts) const;
   // Checks the batch against the lengths and steps in flight; returns each sequence's length after it.
   std::vector<std::pair<int32_t, int64_t>> check_batch(const Batch& batch) const;

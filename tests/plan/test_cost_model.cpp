@@ -137,6 +137,29 @@ TEST(CostModel, PipelinedPrefillIsMicroBatchesPlusStagesMinusOneTimesTheSlowest)
   EXPECT_NEAR(l.prefill_s / p.prefill_s, 2.0 * 512 / (512 + static_cast<double>(m0)), 1e-3);
 }
 
+// The runtime's automatic cut (PipelineExecutor::prompt_chunks) halves the first and last micro-batch: with equal
+// compute-bound stages the makespan is the first m/2 over both stages, (P - m)/m turns of t(m) and one of t(m/2),
+// i.e. (P + m/2) f / rate instead of (P + m) f / rate.
+TEST(CostModel, HalvedFirstAndLastMicroBatchesShortenFillAndDrain) {
+  const ModelCost m = flat_model(8, 1000, 2e9);
+  const Cluster c({node("a", 20, 1000), node("b", 20, 1000)}, "a", {}, link_of(1e4, 0));
+  PlanConstants k = bare();
+  k.small_batch_compute_factor = 1.0;
+  const CostModel cm(m, c, k);
+  const std::vector<StageSpec> pipe = {{0, 0, 3, true, false}, {1, 4, 7, false, true}};
+  Workload even = work(512);
+  even.micro_batch = 64;
+  Workload halved = even;
+  halved.end_batch = 32;
+  const double per_token = 4 * 2e9 / (1000e9 * k.int8_efficiency);  // one stage's compute time per token
+  const Prediction e = cm.predict_pipeline(pipe, even);
+  const Prediction h = cm.predict_pipeline(pipe, halved);
+  EXPECT_NEAR(e.prefill_s, (512 + 64) * per_token, 1e-3 * e.prefill_s);  // 8 turns + 1 to fill
+  // 32 over both stages (fill), 7 x 64 on the busiest, 32 more there (drain).
+  EXPECT_NEAR(h.prefill_s, (2 * 32 + 7 * 64 + 32) * per_token, 1e-3 * h.prefill_s);
+  EXPECT_EQ(h.micro_batch, 64);
+}
+
 TEST(CostModel, FewTokensRunAtTheSmallBatchRate) {
   // Compute-bound: one token at small_batch_compute_factor of the full rate, 2-8 tokens (the small-batch kernels)
   // at few_token_compute_factor, the full rate from full_rate_batch up, logarithmic in the batch in between.

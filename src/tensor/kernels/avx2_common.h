@@ -10,6 +10,7 @@
 #include <new>
 
 #include "tensor/kernels.h"
+#include "tensor/kernels/stream_prefetch.h"
 
 namespace tessera::kernels::avx2 {
 
@@ -90,22 +91,6 @@ template <int kStep>
 inline void prefetch_ahead(const void* p) {
   const char* c = static_cast<const char*>(p) + 4096;
   for (int o = 0; o <= kStep; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
-}
-
-// The panels' weight stream (kernels_avx2_panels.cpp): their kernels run twice as fast as the rows', so 4 KB ahead
-// covers less of the DRAM latency (1b Q4_0 decode, one thread: 13.5-15.7 t/s with it, 15.6-16.3 with this). Each
-// line is asked for far ahead into L2 and shortly ahead into L1, as the AVX-512 path does (avx512_common.h).
-constexpr int kPrefetchFarBytes = 18944;
-constexpr int kPrefetchNearBytes = 1152;
-
-template <int kStep>
-inline void prefetch_stream(const void* p) {
-  const char* far = static_cast<const char*>(p) + kPrefetchFarBytes;
-  const char* near = static_cast<const char*>(p) + kPrefetchNearBytes;
-  for (int o = 0; o <= kStep; o += 64) {
-    _mm_prefetch(far + o, _MM_HINT_T1);
-    _mm_prefetch(near + o, _MM_HINT_T0);
-  }
 }
 
 inline float hsum(__m256 v) {

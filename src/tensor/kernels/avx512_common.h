@@ -8,6 +8,7 @@
 #include <new>
 
 #include "tensor/kernels.h"
+#include "tensor/kernels/stream_prefetch.h"
 #include "tensor/simd_intrinsics.h"
 
 namespace tessera::kernels::avx512 {
@@ -104,25 +105,6 @@ template <int kQh, int kQs>
 __m256i q5_levels1(const uint8_t* b) {
   const __m256i q = nibbles32(b + kQs);
   return _mm256_mask_add_epi8(q, _cvtu32_mask32(load_u32(b + kQh)), q, _mm256_set1_epi8(16));
-}
-
-// Software prefetch for a weight stream read once (decode), for a loop that consumes kStep bytes from p per
-// iteration. Each line is asked for twice: far ahead into L2 (prefetcht1) so that enough lines are in flight to
-// cover DRAM latency at the core's full bandwidth, and shortly ahead into L1 so that the loads hit. A prefetcht0
-// alone a few KB ahead holds one of the core's few L1 fill buffers for the whole DRAM latency: on 2 threads over
-// 512 MB of Q4_0 panels in huge pages it read 22 GB/s against 28-29 with both distances (the plain read loop
-// 25-28); in the engine, 1b Q4_0 decode at -t 2 rose 15-20%. Without any software prefetch it was 14.
-constexpr int kPrefetchFarBytes = 18944;
-constexpr int kPrefetchNearBytes = 1152;
-
-template <int kStep>
-inline void prefetch_ahead(const void* p) {
-  const char* far = static_cast<const char*>(p) + kPrefetchFarBytes;
-  const char* near = static_cast<const char*>(p) + kPrefetchNearBytes;
-  for (int o = 0; o <= kStep; o += 64) {
-    _mm_prefetch(far + o, _MM_HINT_T1);
-    _mm_prefetch(near + o, _MM_HINT_T0);
-  }
 }
 
 inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }

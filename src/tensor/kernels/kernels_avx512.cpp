@@ -125,7 +125,7 @@ float dot_float(const void* vw, const void* vx, int64_t n) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
   int64_t i = 0;
   for (; i + 64 <= n; i += 64) {
-    prefetch_ahead<64 * W::kBytes>(w + i * W::kBytes);
+    prefetch_stream<64 * W::kBytes>(w + i * W::kBytes);
     a0 = _mm512_fmadd_ps(W::load(w, i), _mm512_loadu_ps(x + i), a0);
     a1 = _mm512_fmadd_ps(W::load(w, i + 16), _mm512_loadu_ps(x + i + 16), a1);
     a2 = _mm512_fmadd_ps(W::load(w, i + 32), _mm512_loadu_ps(x + i + 32), a2);

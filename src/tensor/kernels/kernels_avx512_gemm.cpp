@@ -175,7 +175,7 @@ void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int
     for (int g = 0; g < kNg; ++g, panel += G::kRec) {
       if constexpr (kStream) {
         if (next.begin == nullptr) {
-          prefetch_ahead<G::kRec - 64>(panel);
+          prefetch_stream<G::kRec - 64>(panel);
         } else {
           for (budget += next.bytes; budget >= line_cost; budget -= line_cost, fetch += 64) {
             _mm_prefetch(fetch, _MM_HINT_T1);

@@ -124,7 +124,7 @@ float dot_k4(const void* vw, const void* vx, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
   __m128 acc_min = _mm_setzero_ps();
   for (int64_t i = 0; i < n / 256; ++i) {
-    prefetch_ahead<sizeof *w>(w + i);
+    prefetch_stream<sizeof *w>(w + i);
     __m512i lv[4];
     k4_levels(w[i], lv);
     k4_accumulate(w[i], lv, k4_act(x[i]), acc, acc_min);
@@ -146,7 +146,7 @@ void k4_rows(const uint8_t* w, size_t ws, const K4Act* act, int64_t nb, float* y
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const B& blk = reinterpret_cast<const B*>(w + r * ws)[b];
-      prefetch_ahead<sizeof(B)>(&blk);
+      prefetch_stream<sizeof(B)>(&blk);
       __m512i lv[4];
       k4_levels(blk, lv);
       k4_accumulate(blk, lv, act[b], acc[r], acc_min[r]);
@@ -193,7 +193,7 @@ float dot_q6_k(const void* vw, const void* vx, int64_t n) {
   const __m512i b45 = _mm512_set1_epi8(0x30);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / 256; ++i) {
-    prefetch_ahead<sizeof *w>(w + i);
+    prefetch_stream<sizeof *w>(w + i);
     __m512i lv[4];
     for (int h = 0; h < 2; ++h) {
       // ql[64h + l] holds elements l (low nibble) and l + 64 (high); ql[64h + 32 + l] elements l + 32 and l + 96.
@@ -228,7 +228,7 @@ float dot_q3_k(const void* vw, const void* vx, int64_t n) {
   const __m512i b2 = _mm512_set1_epi8(4);
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / 256; ++i) {
-    prefetch_ahead<sizeof *w>(w + i);
+    prefetch_stream<sizeof *w>(w + i);
     // Each 32-byte qs half serves 128 elements at shifts 0, 2, 4, 6; the hmask bit plane e / 32 goes to bit 2.
     const __m512i q0 = bcast256(w[i].qs);
     const __m512i q1 = bcast256(w[i].qs + 32);
@@ -251,7 +251,7 @@ float dot_q2_k(const void* vw, const void* vx, int64_t n) {
   __m512 acc = _mm512_setzero_ps();
   __m256 acc_min = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / 256; ++i) {
-    prefetch_ahead<sizeof *w>(w + i);
+    prefetch_stream<sizeof *w>(w + i);
     const __m512i q0 = bcast256(w[i].qs);
     const __m512i q1 = bcast256(w[i].qs + 32);
     const __m512i lv[4] = {_mm512_and_si512(shr2(q0, 0, 2), m2), _mm512_and_si512(shr2(q0, 4, 6), m2),
@@ -275,7 +275,7 @@ float dot_iq4_xs(const void* vw, const void* vx, int64_t n) {
   const __m512i table = iq4nl_table_s8();
   __m512 acc = _mm512_setzero_ps();
   for (int64_t i = 0; i < n / 256; ++i) {
-    prefetch_ahead<sizeof *w>(w + i);
+    prefetch_stream<sizeof *w>(w + i);
     // Scale ib: nibble ib % 2 of scales_l[ib / 2], plus bits 2ib..2ib+1 of scales_h at bit 4; offset 32.
     const uint32_t sl = load_u32(w[i].scales_l);
     const __m128i lo = _mm_unpacklo_epi8(_mm_cvtsi32_si128(static_cast<int>(sl & 0x0f0f0f0fu)),
@@ -315,7 +315,7 @@ void k4_row_tokens(const B* w, const K4Act* act, int64_t nb, float* y, int64_t l
   }
   constexpr int kPairs[4][2] = {{0, 2}, {1, 3}, {4, 6}, {5, 7}};
   for (int64_t b = 0; b < nb; ++b) {
-    prefetch_ahead<sizeof(B)>(w + b);
+    prefetch_stream<sizeof(B)>(w + b);
     __m512i lv[4];
     k4_levels(w[b], lv);
     uint64_t sc, mn;
@@ -375,7 +375,7 @@ void q6_row_tokens(const BlockQ6_K* w, const uint8_t* x, size_t xs, int64_t nb, 
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    prefetch_ahead<sizeof(BlockQ6_K)>(w + b);
+    prefetch_stream<sizeof(BlockQ6_K)>(w + b);
     __m512i lv[4];
     for (int h = 0; h < 2; ++h) {  // as dot_q6_k
       const __m512i ql = load512(w[b].ql + 64 * h);

@@ -91,7 +91,7 @@ float dot_legacy(const void* vw, const void* vx, int64_t n) {
   alignas(16) float d[4];
   int64_t i = 0;
   for (; i + 4 <= nb; i += 4, w += 4 * W::kBytes, x += 4 * A::kBytes) {
-    prefetch_ahead<4 * W::kBytes>(w);
+    prefetch_stream<4 * W::kBytes>(w);
     _mm_store_ps(d, _mm_mul_ps(half4<W::kBytes>(w), half4<A::kBytes>(x)));
     for (int j = 0; j < 4; ++j) {
       const __m256i s = block_sums(w + j * W::kBytes, x + j * A::kBytes);
@@ -126,7 +126,7 @@ void gemv_rows(const uint8_t* w, size_t ws, const uint8_t* x, int64_t nb, const 
     const __m128 dx4 = _mm_loadu_ps(dx + b);
     for (int r = 0; r < R; ++r) {
       const uint8_t* wr = w + r * ws + b * W::kBytes;
-      prefetch_ahead<4 * W::kBytes>(wr);
+      prefetch_stream<4 * W::kBytes>(wr);
       _mm_store_ps(d[r], _mm_mul_ps(half4<W::kBytes>(wr), dx4));
       if constexpr (W::kMin) acc_min[r] = _mm_fmadd_ps(half4<W::kBytes>(wr + 2), _mm_loadu_ps(sx + b), acc_min[r]);
     }

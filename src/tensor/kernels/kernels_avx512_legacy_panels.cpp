@@ -82,7 +82,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes<B>;
-    prefetch_ahead<kBlockBytes<B>>(blk);  // blocks are not line-aligned: it covers one line more
+    prefetch_stream<kBlockBytes<B>>(blk);  // blocks are not line-aligned: it covers one line more
     __m512i lv[8];
     if constexpr (kNibbles) {
       for (int c = 0; c < 4; ++c) {

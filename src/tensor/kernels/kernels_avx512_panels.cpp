@@ -78,7 +78,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes;
     // Spread over the block (a group's 4 lines at a time), not one burst of 37 lines: a burst fills the core's
     // miss buffers and stalls the loads behind it.
-    prefetch_ahead<kBlockBytes - kQsBytes - 64>(blk + kQsBytes);
+    prefetch_stream<kBlockBytes - kQsBytes - 64>(blk + kQsBytes);
     const int8_t* xq[T];
     __m512 blk_sum[T];
 #pragma GCC unroll 4
@@ -87,7 +87,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       blk_sum[t] = _mm512_setzero_ps();
     }
     for (int g = 0; g < 8; ++g) {
-      prefetch_ahead<256 - 64>(blk + 256 * g);
+      prefetch_stream<256 - 64>(blk + 256 * g);
       __m512i lo[4], hi[4];
       for (int c = 0; c < 4; ++c) {
         const __m512i v = _mm512_load_si512(blk + (4 * g + c) * 64);
