@@ -269,6 +269,46 @@ TEST_P(KernelTest, VecDotExtremeLevels) {
   }
 }
 
+// The gemms sum several products in 16 bits before widening: rows at their largest levels against activations at
+// +-127 and -128 must not saturate (9 rows, 12 tokens: a partial panel and more than one token step).
+TEST_P(KernelTest, GemmExtremeLevels) {
+  for (GgmlType t : kWeightTypes) {
+    if (is_float(t) || t == GgmlType::Q8_K) continue;
+    const int64_t n = 512, rows = 9, toks = 12;
+    const TypeTraits& tr = type_traits(t);
+    for (uint8_t fill : {uint8_t{0xFF}, uint8_t{0x80}, uint8_t{0x7F}, uint8_t{0x88}, uint8_t{0x00}}) {
+      std::vector<uint8_t> w(row_size(t, n), fill);
+      for (int64_t i = 0; i < n / tr.block_size; ++i) {
+        for (size_t off : half_fields(t)) {
+          const uint16_t h = fp32_to_fp16(0.01f);
+          std::memcpy(w.data() + i * tr.type_size + off, &h, 2);
+        }
+      }
+      std::vector<uint8_t> ws;
+      for (int64_t r = 0; r < rows; ++r) ws.insert(ws.end(), w.begin(), w.end());
+      std::vector<Act> acts;
+      std::vector<uint8_t> x;
+      for (int64_t tok = 0; tok < toks; ++tok) {
+        std::vector<float> v(static_cast<size_t>(n));
+        // Token 0: all +1 (quantized to the extreme level -128 with a negative scale), 1: all -1, then mixtures.
+        for (int64_t i = 0; i < n; ++i)
+          v[i] = (tok % 2 == 0 ? 1.0f : -1.0f) * (tok >= 2 && i % (tok + 1) == 0 ? -1 : 1);
+        acts.push_back(make_act(t, v));
+        x.insert(x.end(), acts.back().bytes.begin(), acts.back().bytes.end());
+      }
+      std::vector<float> y(static_cast<size_t>(rows * toks));
+      k().gemm(t)(ws.data(), w.size(), rows, x.data(), acts[0].bytes.size(), toks, n, y.data(), rows);
+      for (int64_t tok = 0; tok < toks; ++tok) {
+        const Reference ref = reference(t, w, acts[tok], n);
+        for (int64_t r = 0; r < rows; ++r) {
+          EXPECT_NEAR(y[tok * rows + r], ref.dot, tolerance(ref.magnitude))
+              << type_name(t) << " fill " << int{fill} << " tok " << tok << " row " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST_P(KernelTest, GemmMatchesVecDot) {
   struct Shape {
     int64_t rows, toks;

@@ -17,6 +17,7 @@ namespace tessera::kernels::avx2 {
 // The families each file provides; nullptr for types it does not handle.
 VecDotFn quant_vec_dot(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
+GemmFn kquant_gemm(GgmlType weight);        // kernels_avx2_gemm_k.cpp: Q2_K..Q6_K
 const PackedGemm* panels(GgmlType weight);  // kernels_avx2_panels.cpp
 
 // 64-byte aligned heap scratch. Deliberately not std::vector: its template code would be compiled with AVX2 flags
@@ -92,6 +93,29 @@ inline void prefetch_ahead(const void* p) {
   const char* c = static_cast<const char*>(p) + 4096;
   for (int o = 0; o <= kStep; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
 }
+
+// 8 rows x 32 bytes (row r at src + r * stride) -> out[j], lane r = bytes 4j..4j+3 of row r.
+inline void transpose_8x32(const void* src, size_t stride, __m256i (&out)[8]) {
+  __m256i r[8];
+  for (int i = 0; i < 8; ++i) r[i] = load256(static_cast<const uint8_t*>(src) + i * stride);
+  const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
+  const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
+  const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
+  const __m256i u[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2), _mm256_unpacklo_epi64(t1, t3),
+                        _mm256_unpackhi_epi64(t1, t3)};
+  const __m256i v[4] = {_mm256_unpacklo_epi64(t4, t6), _mm256_unpackhi_epi64(t4, t6), _mm256_unpacklo_epi64(t5, t7),
+                        _mm256_unpackhi_epi64(t5, t7)};
+  // u[c]: rows 0-3 of dword c (low lane) and c + 4 (high lane); v[c]: rows 4-7.
+  for (int c = 0; c < 4; ++c) {
+    out[c] = _mm256_permute2x128_si256(u[c], v[c], 0x20);
+    out[c + 4] = _mm256_permute2x128_si256(u[c], v[c], 0x31);
+  }
+}
+
+// The 4 bytes at p in every 32-bit lane (the gemms' activation steps); load_q: one aligned 32-byte quad record.
+inline __m256i bcast4(const void* p) { return _mm256_set1_epi32(static_cast<int>(load_u32(p))); }
+inline __m256i load_q(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
 
 inline float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -1,7 +1,7 @@
-// AVX2 path, part 3: gemm for the quantized formats, the AVX2 twin of kernels_avx512_gemm.cpp: 8-row panels
-// (4 levels of a row per 32-bit lane), activations as levels + 128, and vpmaddubsw products summed in 16 bits for
-// as many 4-element steps as cannot saturate. Levels wider than 4 bits signed (Q8_0, IQ4) are split into two
-// planes, 16 * high + low, so each product pair stays below 2^15.
+// AVX2 path, part 3: gemm for the legacy formats and IQ4_XS (the K-quants: kernels_avx2_gemm_k.cpp), the AVX2 twin
+// of kernels_avx512_gemm.cpp: 8-row panels (4 levels of a row per 32-bit lane), activations as levels + 128, and
+// vpmaddubsw products summed in 16 bits for as many 4-element steps as cannot saturate. Levels beyond +-32 (Q8_0,
+// IQ4) are split into two planes, 16 * high + low, so two product pairs still sum below 2^15.
 #include "tensor/kernels/avx2_common.h"
 #include "tensor/quant_blocks.h"
 
@@ -25,7 +25,8 @@ constexpr int kPanelsPerPass = 8;  // 64 rows per pass, so a token group is read
 // -128 * sum(levels), f32 dsc and f32 dmm when the format has mins.
 template <class F>
 struct PanelGeom {
-  static constexpr bool kSplit = F::kMaxAbs > 16;
+  // Two 4-element steps must sum in 16 bits: pairs are at most 2 * 255 * |level|, so up to 32 in one plane.
+  static constexpr bool kSplit = F::kMaxAbs > 32;
   static constexpr int kGroupsPerBlock = F::kBlock / F::kGroup;
   static constexpr int kQuads = F::kGroup / 4;
   static constexpr size_t kPlaneBytes = static_cast<size_t>(F::kGroup) * kPanelRows;
@@ -38,25 +39,6 @@ struct PanelGeom {
   static constexpr int kFlush = kFlushPow2 < kQuads ? kFlushPow2 : kQuads;
   static_assert(kFlush >= 1 && kQuads % kFlush == 0);
 };
-
-// 8 rows x 32 bytes (row r at src + r * stride) -> out[j], lane r = bytes 4j..4j+3 of row r.
-inline void transpose_8x32(const int8_t* src, size_t stride, __m256i (&out)[8]) {
-  __m256i r[8];
-  for (int i = 0; i < 8; ++i) r[i] = load256(src + i * stride);
-  const __m256i t0 = _mm256_unpacklo_epi32(r[0], r[1]), t1 = _mm256_unpackhi_epi32(r[0], r[1]);
-  const __m256i t2 = _mm256_unpacklo_epi32(r[2], r[3]), t3 = _mm256_unpackhi_epi32(r[2], r[3]);
-  const __m256i t4 = _mm256_unpacklo_epi32(r[4], r[5]), t5 = _mm256_unpackhi_epi32(r[4], r[5]);
-  const __m256i t6 = _mm256_unpacklo_epi32(r[6], r[7]), t7 = _mm256_unpackhi_epi32(r[6], r[7]);
-  const __m256i u[4] = {_mm256_unpacklo_epi64(t0, t2), _mm256_unpackhi_epi64(t0, t2), _mm256_unpacklo_epi64(t1, t3),
-                        _mm256_unpackhi_epi64(t1, t3)};
-  const __m256i v[4] = {_mm256_unpacklo_epi64(t4, t6), _mm256_unpackhi_epi64(t4, t6), _mm256_unpacklo_epi64(t5, t7),
-                        _mm256_unpackhi_epi64(t5, t7)};
-  // u[c]: rows 0-3 of dword c (low lane) and c + 4 (high lane); v[c]: rows 4-7.
-  for (int c = 0; c < 4; ++c) {
-    out[c] = _mm256_permute2x128_si256(u[c], v[c], 0x20);
-    out[c + 4] = _mm256_permute2x128_si256(u[c], v[c], 0x31);
-  }
-}
 
 template <class F>
 void build_panel(const uint8_t* w, size_t ws, int rows, int64_t nblk, uint8_t* panel) {
@@ -146,9 +128,6 @@ void prep_tokens(const uint8_t* x, size_t xs, int n, int64_t nblk, uint8_t* out)
   }
 }
 
-inline __m256i bcast4(const uint8_t* p) { return _mm256_set1_epi32(static_cast<int>(load_u32(p))); }
-inline __m256i load_q(const uint8_t* p) { return _mm256_load_si256(reinterpret_cast<const __m256i*>(p)); }
-
 template <class F, int T>
 void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int64_t ldy, int rows) {
   using G = PanelGeom<F>;
@@ -224,7 +203,7 @@ void micro_n(int n, const uint8_t* panel, const uint8_t* tok, int64_t nblk, floa
   }
 }
 
-// Below this many tokens the repack does not pay (measured): loop over vec_dot instead. K-quant blocks cost more
+// Below this many tokens the repack does not pay (measured): loop over vec_dot instead. IQ4_XS blocks cost more
 // to unpack, and split formats do twice the multiplies.
 template <class F>
 constexpr int kMinTokens = F::kSuper              ? 6
@@ -289,20 +268,10 @@ GemmFn quant_gemm(GgmlType weight) {
       return &gemm_quant<GQ8_0>;
     case GgmlType::IQ4_NL:
       return &gemm_quant<GIQ4_NL>;
-    case GgmlType::Q2_K:
-      return &gemm_quant<GQ2_K>;
-    case GgmlType::Q3_K:
-      return &gemm_quant<GQ3_K>;
-    case GgmlType::Q4_K:
-      return &gemm_quant<GQ4_K>;
-    case GgmlType::Q5_K:
-      return &gemm_quant<GQ5_K>;
-    case GgmlType::Q6_K:
-      return &gemm_quant<GQ6_K>;
     case GgmlType::IQ4_XS:
       return &gemm_quant<GIQ4_XS>;
     default:
-      return nullptr;
+      return kquant_gemm(weight);
   }
 }
 

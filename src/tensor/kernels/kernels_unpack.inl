@@ -98,6 +98,29 @@ struct KBase {
   static constexpr bool kSuper = true;  // activations Q8_K: one scale per 256
 };
 
+// The K-quants unpack to integers first (unpack_int): unsigned levels u = level + kOffset in element order and the
+// block's integer sub-block scales sc and mins mn with their super-scales, value = d * sc[g] * level - dmin * mn[g];
+// unpack (the float form the other gemms use) derives from it.
+struct KInts {
+  alignas(32) uint8_t u[256];
+  int16_t sc[16];
+  int16_t mn[16];
+  float d = 0.0f;
+  float dmin = 0.0f;
+};
+
+template <class F>
+void unpack_k_float(const uint8_t* p, int8_t* lv, float* dsc, float* dmm) {
+  KInts k;
+  F::unpack_int(p, k);
+  for (int c = 0; c < 8; ++c)
+    store256(lv + 32 * c, _mm256_sub_epi8(load256(k.u + 32 * c), _mm256_set1_epi8(F::kOffset)));
+  for (int g = 0; g < 256 / F::kGroup; ++g) {
+    dsc[g] = k.d * static_cast<float>(k.sc[g]);
+    if constexpr (F::kMin) dmm[g] = k.dmin * static_cast<float>(k.mn[g]);
+  }
+}
+
 // Bit `bit` of each byte of v, moved to bit `to`.
 inline __m256i unpack_bit_plane(__m256i v, int bit, int to) {
   const __m256i b = _mm256_and_si256(_mm256_srli_epi16(v, bit), _mm256_set1_epi8(1));
@@ -113,10 +136,10 @@ inline void k4_scales_bytes(const uint8_t* s, uint8_t* sc, uint8_t* mn) {
 }
 
 template <bool kFive, class B>
-void unpack_q45_k(const B& b, const uint8_t* qs, int8_t* lv, float* dsc, float* dmm) {
+void unpack_q45_k(const B& b, KInts& k) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   for (int c = 0; c < 4; ++c) {
-    const __m256i q = load256(qs + 32 * c);
+    const __m256i q = load256(b.qs + 32 * c);
     __m256i lo = _mm256_and_si256(q, m4);
     __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
     if constexpr (kFive) {
@@ -124,49 +147,47 @@ void unpack_q45_k(const B& b, const uint8_t* qs, int8_t* lv, float* dsc, float* 
       lo = _mm256_or_si256(lo, unpack_bit_plane(qh, 2 * c, 4));
       hi = _mm256_or_si256(hi, unpack_bit_plane(qh, 2 * c + 1, 4));
     }
-    store256(lv + 64 * c, lo);
-    store256(lv + 64 * c + 32, hi);
+    store256(k.u + 64 * c, lo);
+    store256(k.u + 64 * c + 32, hi);
   }
   uint8_t sc[8], mn[8];
   k4_scales_bytes(b.scales, sc, mn);
-  const float d = half_at(&b.d);
-  const float dmin = half_at(&b.dmin);
   for (int g = 0; g < 8; ++g) {
-    dsc[g] = d * static_cast<float>(sc[g]);
-    dmm[g] = dmin * static_cast<float>(mn[g]);
+    k.sc[g] = sc[g];
+    k.mn[g] = mn[g];
   }
+  k.d = half_at(&b.d);
+  k.dmin = half_at(&b.dmin);
 }
 
 struct GQ4_K : KBase {
   static constexpr GgmlType kType = GgmlType::Q4_K;
   static constexpr int kMaxAbs = 15;  // largest |signed level|
+  static constexpr int kOffset = 0, kMaxU = 15;
   static constexpr int kBytes = 144, kGroup = 32;
   static constexpr bool kMin = true;
-  static void unpack(const uint8_t* p, int8_t* lv, float* dsc, float* dmm) {
-    const auto& b = *reinterpret_cast<const BlockQ4_K*>(p);
-    unpack_q45_k<false>(b, b.qs, lv, dsc, dmm);
-  }
+  static void unpack_int(const uint8_t* p, KInts& k) { unpack_q45_k<false>(*reinterpret_cast<const BlockQ4_K*>(p), k); }
+  static void unpack(const uint8_t* p, int8_t* lv, float* dsc, float* dmm) { unpack_k_float<GQ4_K>(p, lv, dsc, dmm); }
 };
 struct GQ5_K : KBase {
   static constexpr GgmlType kType = GgmlType::Q5_K;
   static constexpr int kMaxAbs = 31;  // largest |signed level|
+  static constexpr int kOffset = 0, kMaxU = 31;
   static constexpr int kBytes = 176, kGroup = 32;
   static constexpr bool kMin = true;
-  static void unpack(const uint8_t* p, int8_t* lv, float* dsc, float* dmm) {
-    const auto& b = *reinterpret_cast<const BlockQ5_K*>(p);
-    unpack_q45_k<true>(b, b.qs, lv, dsc, dmm);
-  }
+  static void unpack_int(const uint8_t* p, KInts& k) { unpack_q45_k<true>(*reinterpret_cast<const BlockQ5_K*>(p), k); }
+  static void unpack(const uint8_t* p, int8_t* lv, float* dsc, float* dmm) { unpack_k_float<GQ5_K>(p, lv, dsc, dmm); }
 };
 struct GQ6_K : KBase {
   static constexpr GgmlType kType = GgmlType::Q6_K;
   static constexpr int kMaxAbs = 32;  // largest |signed level|
+  static constexpr int kOffset = 32, kMaxU = 63;
   static constexpr int kBytes = 210, kGroup = 16;
   static constexpr bool kMin = false;
-  static void unpack(const uint8_t* p, int8_t* lv, float* dsc, float*) {
+  static void unpack_int(const uint8_t* p, KInts& k) {
     const auto& b = *reinterpret_cast<const BlockQ6_K*>(p);
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i m45 = _mm256_set1_epi8(0x30);
-    const __m256i off = _mm256_set1_epi8(32);
     for (int h = 0; h < 2; ++h) {
       const __m256i a = load256(b.ql + 64 * h);
       const __m256i c = load256(b.ql + 64 * h + 32);
@@ -176,18 +197,20 @@ struct GQ6_K : KBase {
                             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(q, m45)),
                             _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
                                             _mm256_and_si256(_mm256_srli_epi16(q, 2), m45))};
-      for (int s = 0; s < 4; ++s) store256(lv + 128 * h + 32 * s, _mm256_sub_epi8(e[s], off));
+      for (int s = 0; s < 4; ++s) store256(k.u + 128 * h + 32 * s, e[s]);
     }
-    const float d = half_at(&b.d);
-    for (int g = 0; g < 16; ++g) dsc[g] = d * static_cast<float>(b.scales[g]);
+    for (int g = 0; g < 16; ++g) k.sc[g] = b.scales[g];
+    k.d = half_at(&b.d);
   }
+  static void unpack(const uint8_t* p, int8_t* lv, float* dsc, float* dmm) { unpack_k_float<GQ6_K>(p, lv, dsc, dmm); }
 };
 struct GQ3_K : KBase {
   static constexpr GgmlType kType = GgmlType::Q3_K;
   static constexpr int kMaxAbs = 4;  // largest |signed level|
+  static constexpr int kOffset = 4, kMaxU = 7;
   static constexpr int kBytes = 110, kGroup = 16;
   static constexpr bool kMin = false;
-  static void unpack(const uint8_t* p, int8_t* lv, float* dsc, float*) {
+  static void unpack_int(const uint8_t* p, KInts& k) {
     const auto& b = *reinterpret_cast<const BlockQ3_K*>(p);
     const __m256i m2 = _mm256_set1_epi8(3);
     const __m256i hm = load256(b.hmask);
@@ -195,8 +218,7 @@ struct GQ3_K : KBase {
       const __m256i q = load256(b.qs + 32 * h);
       for (int s = 0; s < 4; ++s) {
         const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m2);
-        const __m256i u = _mm256_or_si256(q2, unpack_bit_plane(hm, 4 * h + s, 2));
-        store256(lv + 128 * h + 32 * s, _mm256_sub_epi8(u, _mm256_set1_epi8(4)));
+        store256(k.u + 128 * h + 32 * s, _mm256_or_si256(q2, unpack_bit_plane(hm, 4 * h + s, 2)));
       }
     }
     const uint32_t a = load_u32(b.scales), c4 = load_u32(b.scales + 4), c = load_u32(b.scales + 8);
@@ -205,29 +227,32 @@ struct GQ3_K : KBase {
                            ((c4 >> 4) & 0x0f0f0f0fu) | ((c >> 2) & 0x30303030u)};
     uint8_t sc[16];
     std::memcpy(sc, v, 16);
-    const float d = half_at(&b.d);
-    for (int g = 0; g < 16; ++g) dsc[g] = d * static_cast<float>(sc[g] - 32);
+    for (int g = 0; g < 16; ++g) k.sc[g] = static_cast<int16_t>(sc[g] - 32);
+    k.d = half_at(&b.d);
   }
+  static void unpack(const uint8_t* p, int8_t* lv, float* dsc, float* dmm) { unpack_k_float<GQ3_K>(p, lv, dsc, dmm); }
 };
 struct GQ2_K : KBase {
   static constexpr GgmlType kType = GgmlType::Q2_K;
   static constexpr int kMaxAbs = 3;  // largest |signed level|
+  static constexpr int kOffset = 0, kMaxU = 3;
   static constexpr int kBytes = 84, kGroup = 16;
   static constexpr bool kMin = true;
-  static void unpack(const uint8_t* p, int8_t* lv, float* dsc, float* dmm) {
+  static void unpack_int(const uint8_t* p, KInts& k) {
     const auto& b = *reinterpret_cast<const BlockQ2_K*>(p);
     const __m256i m2 = _mm256_set1_epi8(3);
     for (int h = 0; h < 2; ++h) {
       const __m256i q = load256(b.qs + 32 * h);
-      for (int s = 0; s < 4; ++s) store256(lv + 128 * h + 32 * s, _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m2));
+      for (int s = 0; s < 4; ++s) store256(k.u + 128 * h + 32 * s, _mm256_and_si256(_mm256_srli_epi16(q, 2 * s), m2));
     }
-    const float d = half_at(&b.d);
-    const float dmin = half_at(&b.dmin);
     for (int g = 0; g < 16; ++g) {
-      dsc[g] = d * static_cast<float>(b.scales[g] & 0xf);
-      dmm[g] = dmin * static_cast<float>(b.scales[g] >> 4);
+      k.sc[g] = static_cast<int16_t>(b.scales[g] & 0xf);
+      k.mn[g] = static_cast<int16_t>(b.scales[g] >> 4);
     }
+    k.d = half_at(&b.d);
+    k.dmin = half_at(&b.dmin);
   }
+  static void unpack(const uint8_t* p, int8_t* lv, float* dsc, float* dmm) { unpack_k_float<GQ2_K>(p, lv, dsc, dmm); }
 };
 struct GIQ4_XS : KBase {
   static constexpr GgmlType kType = GgmlType::IQ4_XS;
