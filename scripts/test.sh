@@ -15,6 +15,7 @@ cmake --build build -j"$jobs"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DTESSERA_FUZZ=ON \
   -DTESSERA_FUZZ_SECONDS="$fuzz_seconds" >/dev/null
 cmake --build build-fuzz -j"$jobs" --target fuzz_targets
-ctest --test-dir build-fuzz -L fuzz --output-on-failure
+# Each target fuzzes for its wall-clock budget on one core, so they run side by side.
+ctest --test-dir build-fuzz -L fuzz --output-on-failure -j"$jobs"
 
 ctest --test-dir build --output-on-failure -j"$jobs"

@@ -49,6 +49,28 @@ TESSERA_AVX512 inline void output512(const AttnTile& t, const AttnKeys& kv, int6
   for (int j = 0; j < K; ++j) _mm512_store_ps(t.ot + (i0 + j) * kAttnLanes, acc[j]);
 }
 
+// scores512 for one half (8 lanes from lane0) of a tile: K keys at once, so the K accumulations overlap (one key at
+// a time waited out the FMA latency on every step).
+template <int K>
+TESSERA_AVX2 inline __m256 scores256(const AttnTile& t, const AttnKeys& kv, int64_t p, int lane0, __m256i pos, float* s,
+                                     __m256 mx) {
+  __m256 acc[K];
+  for (int j = 0; j < K; ++j) acc[j] = _mm256_setzero_ps();
+  const float* k = kv.k + p * kv.d;
+  for (int64_t i = 0; i < kv.d; ++i) {
+    const __m256 q = _mm256_load_ps(t.qt + i * kAttnLanes + lane0);
+    for (int j = 0; j < K; ++j) acc[j] = _mm256_fmadd_ps(q, _mm256_set1_ps(k[j * kv.d + i]), acc[j]);
+  }
+  for (int j = 0; j < K; ++j) {
+    const __m256 sees =
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(pos, _mm256_set1_epi32(static_cast<int>(kv.p0 + p + j - 1))));
+    const __m256 sj = _mm256_blendv_ps(_mm256_set1_ps(kNegInf), acc[j], sees);
+    _mm256_store_ps(s + (p + j) * kAttnLanes + lane0, sj);
+    mx = _mm256_max_ps(mx, sj);
+  }
+  return mx;
+}
+
 template <int K>
 TESSERA_AVX2 inline void output256(const AttnTile& t, const AttnKeys& kv, int64_t n, int64_t i0, int lane0,
                                    const float* e, __m256 corr) {
@@ -73,18 +95,9 @@ TESSERA_AVX2 void attend_half_avx2(const AttnTile& t, const AttnKeys& kv, int la
   const __m256i pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.pos + lane0));
   const __m256 neg_inf = _mm256_set1_ps(kNegInf);
   __m256 mx = neg_inf;
-  for (int64_t p = 0; p < n; ++p) {
-    __m256 acc0 = _mm256_setzero_ps();
-    const float* k = kv.k + p * kv.d;
-    for (int64_t i = 0; i < kv.d; ++i) {
-      acc0 = _mm256_fmadd_ps(_mm256_load_ps(t.qt + i * kAttnLanes + lane0), _mm256_set1_ps(k[i]), acc0);
-    }
-    const __m256 sees =
-        _mm256_castsi256_ps(_mm256_cmpgt_epi32(pos, _mm256_set1_epi32(static_cast<int>(kv.p0 + p - 1))));
-    const __m256 sp = _mm256_blendv_ps(neg_inf, acc0, sees);
-    _mm256_store_ps(s + p * kAttnLanes + lane0, sp);
-    mx = _mm256_max_ps(mx, sp);
-  }
+  int64_t p = 0;
+  for (; p + 8 <= n; p += 8) mx = scores256<8>(t, kv, p, lane0, pos, s, mx);
+  for (; p < n; ++p) mx = scores256<1>(t, kv, p, lane0, pos, s, mx);
   const __m256 m_old = _mm256_load_ps(t.m + lane0);
   const __m256 m_new = _mm256_max_ps(m_old, mx);
   // Rows without a key so far (m = -inf) have l = 0 and ot = 0: corr 0 keeps them so, where e^(-inf + inf) would not.
@@ -92,7 +105,7 @@ TESSERA_AVX2 void attend_half_avx2(const AttnTile& t, const AttnKeys& kv, int la
   const __m256 corr = _mm256_and_ps(had, simd::exp256(_mm256_sub_ps(m_old, m_new)));
   _mm256_store_ps(t.m + lane0, m_new);
   __m256 l = _mm256_mul_ps(_mm256_load_ps(t.l + lane0), corr);
-  for (int64_t p = 0; p < n; ++p) {
+  for (p = 0; p < n; ++p) {
     const __m256 sp = _mm256_load_ps(s + p * kAttnLanes + lane0);
     const __m256 sees = _mm256_cmp_ps(sp, neg_inf, _CMP_NEQ_OQ);
     const __m256 e = _mm256_and_ps(sees, simd::exp256(_mm256_sub_ps(sp, m_new)));

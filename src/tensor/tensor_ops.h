@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "tensor/kernels.h"
+
 namespace tessera {
 
 // out = x / sqrt(mean(x^2) + eps) * w (w may be null: no scaling).
@@ -13,6 +15,11 @@ void softmax(float* x, int64_t n);
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
+
+// The same on a given path (which the CPU must support), so tests cover every path the CPU has; the two above run
+// the process's path (TESSERA_ISA or the CPU's best, as the kernels).
+void softmax_on(Isa isa, float* x, int64_t n);
+void swiglu_on(Isa isa, const float* gate, const float* up, int64_t n, float* out);
 
 enum class RopeMode { Norm, Neox };
 

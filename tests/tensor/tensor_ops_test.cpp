@@ -11,23 +11,35 @@
 namespace tessera {
 namespace {
 
+// Every path this CPU supports.
+std::vector<Isa> paths() {
+  std::vector<Isa> out;
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (isa_supported(isa, detect_cpu_features())) out.push_back(isa);
+  }
+  return out;
+}
+
 TEST(TensorOps, SoftmaxMatchesDoubleReference) {
-  std::mt19937 rng(3);
-  for (int64_t n : {1, 2, 15, 16, 17, 100, 511, 4096}) {
-    for (float spread : {0.1f, 5.0f, 60.0f}) {
-      std::normal_distribution<float> dist(0.0f, spread);
-      std::vector<float> x(static_cast<size_t>(n));
-      for (auto& v : x) v = dist(rng);
-      float max = x[0];
-      for (float v : x) max = std::fmax(max, v);
-      // The shift is the float difference both versions compute; the rest is exact.
-      double sum = 0;
-      for (float v : x) sum += std::exp(static_cast<double>(v - max));
-      std::vector<float> y = x;
-      softmax(y.data(), n);
-      for (int64_t i = 0; i < n; ++i) {
-        const double want = std::exp(static_cast<double>(x[i] - max)) / sum;
-        EXPECT_NEAR(y[i], want, 1e-6 * want + 1e-37) << "n " << n << " spread " << spread << " i " << i;
+  for (Isa isa : paths()) {
+    std::mt19937 rng(3);
+    for (int64_t n : {1, 2, 15, 16, 17, 100, 511, 4096}) {
+      for (float spread : {0.1f, 5.0f, 60.0f}) {
+        std::normal_distribution<float> dist(0.0f, spread);
+        std::vector<float> x(static_cast<size_t>(n));
+        for (auto& v : x) v = dist(rng);
+        float max = x[0];
+        for (float v : x) max = std::fmax(max, v);
+        // The shift is the float difference both versions compute; the rest is exact.
+        double sum = 0;
+        for (float v : x) sum += std::exp(static_cast<double>(v - max));
+        std::vector<float> y = x;
+        softmax_on(isa, y.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+          const double want = std::exp(static_cast<double>(x[i] - max)) / sum;
+          EXPECT_NEAR(y[i], want, 1e-6 * want + 1e-37)
+              << isa_name(isa) << " n " << n << " spread " << spread << " i " << i;
+        }
       }
     }
   }
@@ -43,12 +55,18 @@ TEST(TensorOps, SwigluMatchesDoubleReference) {
     gate.push_back(g);
     up.push_back(2.0f);
   }
-  std::vector<float> out(gate.size());
-  swiglu(gate.data(), up.data(), static_cast<int64_t>(gate.size()), out.data());
-  for (size_t i = 0; i < gate.size(); ++i) {
-    const double g = gate[i];
-    const double want = g / (1.0 + std::exp(-g)) * up[i];
-    EXPECT_NEAR(out[i], want, 4e-7 * std::fabs(want) + 1e-30) << "gate " << g;
+  for (Isa isa : paths()) {
+    // Every tail length: a row that ends inside a vector must not read or write past it.
+    for (size_t len : {gate.size(), gate.size() - 1, gate.size() - 5, size_t{3}}) {
+      std::vector<float> out(len + 1, 42.0f);
+      swiglu_on(isa, gate.data(), up.data(), static_cast<int64_t>(len), out.data());
+      EXPECT_EQ(out[len], 42.0f) << isa_name(isa) << ": wrote past the row";
+      for (size_t i = 0; i < len; ++i) {
+        const double g = gate[i];
+        const double want = g / (1.0 + std::exp(-g)) * up[i];
+        EXPECT_NEAR(out[i], want, 4e-7 * std::fabs(want) + 1e-30) << isa_name(isa) << " gate " << g;
+      }
+    }
   }
 }
 
