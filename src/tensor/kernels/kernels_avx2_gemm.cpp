@@ -2,7 +2,7 @@
 // of kernels_avx512_gemm.cpp: 8-row panels (4 levels of a row per 32-bit lane), activations as levels + 128, and
 // vpmaddubsw products summed in 16 bits for as many 4-element steps as cannot saturate. Levels beyond +-32 (Q8_0,
 // IQ4) are split into two planes, 16 * high + low, so two product pairs still sum below 2^15.
-#include "tensor/kernels/avx2_common.h"
+#include "tensor/kernels/avx2_gemm_passes.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx2 {
@@ -15,9 +15,6 @@ using quant::BlockQ4_K;
 using quant::BlockQ5_K;
 using quant::BlockQ6_K;
 using quant::BlockQ8_K;
-
-constexpr int kPanelRows = 8;
-constexpr int kPanelsPerPass = 8;  // 64 rows per pass, so a token group is read once per 64 rows
 
 #include "tensor/kernels/kernels_unpack.inl"
 
@@ -217,13 +214,7 @@ template <class F>
 void gemm_quant(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k,
                 float* y, int64_t ldy) {
   const int64_t nblk = k / F::kBlock;
-  if (n_tok < kMinTokens<F>) {
-    const VecDotFn dot = quant_vec_dot(F::kType);
-    for (int64_t r = 0; r < n_rows; ++r) {
-      for (int64_t t = 0; t < n_tok; ++t) y[t * ldy + r] = dot(w + r * ws, x + t * xs, k);
-    }
-    return;
-  }
+  if (n_tok < kMinTokens<F>) return vec_dot_rows(quant_vec_dot(F::kType), w, ws, n_rows, x, xs, n_tok, k, y, ldy);
   constexpr int kT = kTokGroup<F>;
   const size_t tok_bytes = TokGeom<F>::kPerToken * static_cast<size_t>(nblk);
   Scratch tok(tok_bytes * static_cast<size_t>(n_tok));
@@ -231,25 +222,12 @@ void gemm_quant(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, s
     const int n = static_cast<int>(n_tok - t0 < kT ? n_tok - t0 : kT);
     prep_tokens<F>(x + t0 * xs, xs, n, nblk, tok.get() + t0 * tok_bytes);
   }
-  const size_t panel_bytes = PanelGeom<F>::kRec * PanelGeom<F>::kGroupsPerBlock * static_cast<size_t>(nblk);
-  Scratch panels(panel_bytes * kPanelsPerPass);
-  for (int64_t r0 = 0; r0 < n_rows; r0 += kPanelRows * kPanelsPerPass) {
-    int np = 0;
-    for (; np < kPanelsPerPass && r0 + np * kPanelRows < n_rows; ++np) {
-      const int64_t left = n_rows - r0 - np * kPanelRows;
-      build_panel<F>(w + (r0 + np * kPanelRows) * ws, ws, static_cast<int>(left < kPanelRows ? left : kPanelRows), nblk,
-                     panels.get() + np * panel_bytes);
-    }
-    for (int64_t t0 = 0; t0 < n_tok; t0 += kT) {
-      const int n = static_cast<int>(n_tok - t0 < kT ? n_tok - t0 : kT);
-      for (int p = 0; p < np; ++p) {
-        const int64_t left = n_rows - r0 - p * kPanelRows;
-        micro_n<F, kT>(n, panels.get() + p * panel_bytes, tok.get() + t0 * tok_bytes, nblk,
-                       y + t0 * ldy + r0 + p * kPanelRows, ldy,
-                       static_cast<int>(left < kPanelRows ? left : kPanelRows));
-      }
-    }
-  }
+  panel_passes<kT>(
+      n_rows, n_tok, PanelGeom<F>::kRec * PanelGeom<F>::kGroupsPerBlock * static_cast<size_t>(nblk),
+      [&](int64_t r, int rows, uint8_t* panel) { build_panel<F>(w + r * ws, ws, rows, nblk, panel); },
+      [&](int n, int64_t t0, const uint8_t* panel, int64_t r, int rows) {
+        micro_n<F, kT>(n, panel, tok.get() + t0 * tok_bytes, nblk, y + t0 * ldy + r, ldy, rows);
+      });
 }
 
 }  // namespace
