@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "tensor/kernels/avx2_common.h"
 
@@ -17,6 +18,29 @@ inline void vec_dot_rows(VecDotFn dot, const uint8_t* w, size_t ws, int64_t n_ro
                          int64_t n_tok, int64_t k, float* y, int64_t ldy) {
   for (int64_t r = 0; r < n_rows; ++r) {
     for (int64_t t = 0; t < n_tok; ++t) y[t * ldy + r] = dot(w + r * ws, x + t * xs, k);
+  }
+}
+
+// fn(std::integral_constant<int, n>) for the runtime n in [1, N]: the micro-kernels take their token count as a
+// template argument, so their accumulators stay in registers.
+template <int N, class Fn>
+void with_tokens(int n, Fn&& fn) {
+  if constexpr (N > 0) {
+    if (n == N) return fn(std::integral_constant<int, N>{});
+    with_tokens<N - 1>(n, fn);
+  }
+}
+
+// A panel's T outputs: y[t * ldy + r] for its rows (all 8 but for the matrix's last panel).
+template <int T>
+void store_panel(const __m256 (&acc)[T], float* y, int64_t ldy, int rows) {
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int t = 0; t < T; ++t) {
+    if (rows == kPanelRows) {
+      _mm256_storeu_ps(y + t * ldy, acc[t]);
+    } else {
+      _mm256_maskstore_ps(y + t * ldy, mask, acc[t]);
+    }
   }
 }
 

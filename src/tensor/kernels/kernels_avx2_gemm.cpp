@@ -8,14 +8,6 @@
 namespace tessera::kernels::avx2 {
 namespace {
 
-using quant::BlockIQ4_XS;
-using quant::BlockQ2_K;
-using quant::BlockQ3_K;
-using quant::BlockQ4_K;
-using quant::BlockQ5_K;
-using quant::BlockQ6_K;
-using quant::BlockQ8_K;
-
 #include "tensor/kernels/kernels_unpack.inl"
 
 // A group record: quads [kGroup/4][8 rows][4 bytes] (two planes when split), then per row int32
@@ -181,23 +173,7 @@ void micro(const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int
       for (int t = 0; t < T; ++t) acc[t] = _mm256_fmadd_ps(part[t], _mm256_set1_ps(fx[t]), acc[t]);
     }
   }
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), lanes);
-  for (int t = 0; t < T; ++t) {
-    if (rows == kPanelRows) {
-      _mm256_storeu_ps(y + t * ldy, acc[t]);
-    } else {
-      _mm256_maskstore_ps(y + t * ldy, mask, acc[t]);
-    }
-  }
-}
-
-template <class F, int N>
-void micro_n(int n, const uint8_t* panel, const uint8_t* tok, int64_t nblk, float* y, int64_t ldy, int rows) {
-  if constexpr (N > 0) {
-    if (n == N) return micro<F, N>(panel, tok, nblk, y, ldy, rows);
-    micro_n<F, N - 1>(n, panel, tok, nblk, y, ldy, rows);
-  }
+  store_panel(acc, y, ldy, rows);
 }
 
 // Below this many tokens the repack does not pay (measured): loop over vec_dot instead. IQ4_XS blocks cost more
@@ -226,7 +202,8 @@ void gemm_quant(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, s
       n_rows, n_tok, PanelGeom<F>::kRec * PanelGeom<F>::kGroupsPerBlock * static_cast<size_t>(nblk),
       [&](int64_t r, int rows, uint8_t* panel) { build_panel<F>(w + r * ws, ws, rows, nblk, panel); },
       [&](int n, int64_t t0, const uint8_t* panel, int64_t r, int rows) {
-        micro_n<F, kT>(n, panel, tok.get() + t0 * tok_bytes, nblk, y + t0 * ldy + r, ldy, rows);
+        with_tokens<kT>(
+            n, [&](auto c) { micro<F, c()>(panel, tok.get() + t0 * tok_bytes, nblk, y + t0 * ldy + r, ldy, rows); });
       });
 }
 

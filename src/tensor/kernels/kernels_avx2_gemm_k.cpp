@@ -9,14 +9,6 @@
 namespace tessera::kernels::avx2 {
 namespace {
 
-using quant::BlockIQ4_XS;
-using quant::BlockQ2_K;
-using quant::BlockQ3_K;
-using quant::BlockQ4_K;
-using quant::BlockQ5_K;
-using quant::BlockQ6_K;
-using quant::BlockQ8_K;
-
 #include "tensor/kernels/kernels_unpack.inl"
 
 // One 256-element block of an 8-row panel: quads [group][group / 4][8 rows][4 bytes] of unsigned levels, each
@@ -134,23 +126,7 @@ void micro(const uint8_t* panel, const uint8_t* x, size_t xs, int64_t nblk, floa
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(d, dx), acc[t]);
     }
   }
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), lanes);
-  for (int t = 0; t < T; ++t) {
-    if (rows == kPanelRows) {
-      _mm256_storeu_ps(y + t * ldy, acc[t]);
-    } else {
-      _mm256_maskstore_ps(y + t * ldy, mask, acc[t]);
-    }
-  }
-}
-
-template <class F, int N>
-void micro_n(int n, const uint8_t* panel, const uint8_t* x, size_t xs, int64_t nblk, float* y, int64_t ldy, int rows) {
-  if constexpr (N > 0) {
-    if (n == N) return micro<F, N>(panel, x, xs, nblk, y, ldy, rows);
-    micro_n<F, N - 1>(n, panel, x, xs, nblk, y, ldy, rows);
-  }
+  store_panel(acc, y, ldy, rows);
 }
 
 // Tokens per step: a 32-element group's 8 quads leave registers for 6 tokens' sums, a 16-element group's 4 for 8.
@@ -170,7 +146,7 @@ void gemm_k(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, size_
       n_rows, n_tok, KPanel<F>::kRec * static_cast<size_t>(nblk),
       [&](int64_t r, int rows, uint8_t* panel) { build_panel<F>(w + r * ws, ws, rows, nblk, panel); },
       [&](int n, int64_t t0, const uint8_t* panel, int64_t r, int rows) {
-        micro_n<F, kT>(n, panel, x + t0 * xs, xs, nblk, y + t0 * ldy + r, ldy, rows);
+        with_tokens<kT>(n, [&](auto c) { micro<F, c()>(panel, x + t0 * xs, xs, nblk, y + t0 * ldy + r, ldy, rows); });
       });
 }
 

@@ -11,14 +11,6 @@
 namespace tessera::kernels::avx512 {
 namespace {
 
-using quant::BlockIQ4_XS;
-using quant::BlockQ2_K;
-using quant::BlockQ3_K;
-using quant::BlockQ4_K;
-using quant::BlockQ5_K;
-using quant::BlockQ6_K;
-using quant::BlockQ8_K;
-
 constexpr int kPanelRows = 16;
 constexpr int kPanelsPerPass = 4;  // panels built together, so a token group is read once per 64 rows
 

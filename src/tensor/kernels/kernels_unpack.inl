@@ -1,6 +1,15 @@
 // Gemm weight unpackers: one block of one row -> signed levels in element order plus per-group f32 scales (dsc)
-// and mins (dmm; value = dsc * level - dmm). AVX2 intrinsics only; included inside each ISA's namespace.
-// Needs from the including file: load128, load256, store256, load_u32, half_at, nibbles32 and <cstring>.
+// and mins (dmm; value = dsc * level - dmm); the K-quants also as integers (unpack_int). AVX2 intrinsics only;
+// included inside each ISA's namespace. Needs from the including file: load128, load256, store256, load_u32,
+// half_at, nibbles32, <cstring> and tensor/quant_blocks.h.
+
+using quant::BlockIQ4_XS;
+using quant::BlockQ2_K;
+using quant::BlockQ3_K;
+using quant::BlockQ4_K;
+using quant::BlockQ5_K;
+using quant::BlockQ6_K;
+using quant::BlockQ8_K;
 
 // Byte j = 0xff where bit j of `bits` is set.
 inline __m256i unpack_bit_mask32(uint32_t bits) {
