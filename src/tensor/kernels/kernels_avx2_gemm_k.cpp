@@ -133,8 +133,9 @@ void micro(const uint8_t* panel, const uint8_t* x, size_t xs, int64_t nblk, floa
 template <class F>
 constexpr int kTokens = KPanel<F>::kQuads > 4 ? 6 : 8;
 
-// Below this many tokens building the panels does not pay: loop over vec_dot instead.
-constexpr int kMinTokens = 6;
+// Below this many tokens building the panels does not pay: loop over vec_dot instead (kernels_bench gemm_tokens,
+// Q2_K..Q6_K: the panels 1.2-1.6x the vec_dots at 4 tokens; at 3, Q2_K's were slower).
+constexpr int kMinTokens = 4;
 
 template <class F>
 void gemm_k(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k,
