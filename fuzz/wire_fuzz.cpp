@@ -125,7 +125,7 @@ std::vector<Message> seeds() {
   out.push_back(LoadReply{{hash_of(1)}, {hash_of(2)}});
   out.push_back(WeightChunk{hash_of(3), 64, {1, 2, 3}});
   out.push_back(LoadProgress{1, 2});
-  out.push_back(LoadDone{1, 2, 3});
+  out.push_back(LoadDone{1, 2, 3, {{16, 0.01f}, {64, 0.03f}}});
   Forward f;
   f.request_id = 5;
   f.seq = {0, 1};

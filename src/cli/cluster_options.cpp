@@ -6,6 +6,7 @@
 
 #include "cli/table.h"
 #include "dist/local_stage_endpoint.h"
+#include "dist/micro_batches.h"
 #include "dist/pipeline_executor.h"
 #include "dist/progress.h"
 #include "dist/remote_stage_endpoint.h"
@@ -69,7 +70,8 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
 
   // The largest micro-batch a stage sees: a prompt chunk of n_batch tokens, or one token of every slot.
   const int64_t max_batch = std::max<int64_t>(mo.n_batch, so.n_slots);
-  TextTable table({"node", "layers", "weights", "KV cache", "buffers", "sent", "link (measured at connect)"});
+  TextTable table({"node", "layers", "weights", "KV cache", "buffers", "sent", "prompt t/s by batch (measured)",
+                   "link (measured at connect)"});
   for (size_t i = 0; i < ranges.size(); ++i) {
     const auto& r = ranges[i];
     const LayerRange layers{r.first, r.last + 1};
@@ -88,7 +90,7 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
           fmt::format(" ({}{})", so.copy_weights ? "copied" : "mapped", packed > 0 ? " + packed" : "");
       table.add_row({"local", fmt::format("{}-{}", r.first, r.last), human_bytes(mapped + packed) + how,
                      human_bytes(ep->kv_bytes()), human_bytes(dist::stage_buffer_bytes(c, max_batch, so.n_ctx, last)),
-                     "0 B", "-"});
+                     "0 B", describe_batch_times(ep->batch_times()), "-"});
       pipeline->add_stage(std::move(ep));
       continue;
     }
@@ -109,11 +111,13 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     const auto& rep = ep->load_report();
     table.add_row({r.node, fmt::format("{}-{}", r.first, r.last), human_bytes(rep.weights_bytes),
                    human_bytes(rep.kv_bytes), human_bytes(rep.buffer_bytes), human_bytes(rep.weight_bytes_sent),
-                   dist::describe(ep->link())});
+                   describe_batch_times(ep->batch_times()), dist::describe(ep->link())});
     pipeline->add_stage(std::move(ep));
   }
   pipeline->check_complete();
-  log_info("pipeline: {}\n{}", plan::format_ranges(ranges), table.render("  "));
+  log_info("pipeline: {}\n{}{}-token prompt chunks: {}{}", plan::format_ranges(ranges), table.render("  "), mo.n_batch,
+           describe_chunks(pipeline->prompt_cut(mo.n_batch)),
+           co.micro_batch > 0 ? " (--micro-batch)" : " (the fastest the stages' measured batch times predict)");
   return pipeline;
 }
 

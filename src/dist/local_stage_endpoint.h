@@ -23,6 +23,7 @@ class LocalStageEndpoint : public StageEndpoint {
   void submit(StageJob job) override;
   void clear_sequence(int64_t seq) override;
   void truncate_sequence(int64_t seq, int64_t n) override;
+  const std::vector<BatchTime>& batch_times() const override { return batch_times_; }
   uint64_t kv_bytes() const { return stage_.cache().bytes(); }
   uint64_t packed_bytes() const { return stage_.packed_bytes(); }  // --repack's copy (0 without it)
 
@@ -33,6 +34,7 @@ class LocalStageEndpoint : public StageEndpoint {
   int index_;
   ThreadPool pool_;
   Stage stage_;
+  std::vector<BatchTime> batch_times_;
   StageSampler sampler_;  // used by the job thread only
   CompletionQueue& done_;
   std::mutex mutex_;

@@ -334,6 +334,18 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadDo
   io.u64("weights_bytes", m.weights_bytes, kMaxByteCount);
   io.u64("kv_bytes", m.kv_bytes, kMaxByteCount);
   io.u64("buffer_bytes", m.buffer_bytes, kMaxByteCount);
+  const size_t n = io.count("n_batch_times", m.batch_times.size(), 0, kMaxBatchTimes, 8);
+  io.sized("batch_times", m.batch_times, n);
+  for (size_t i = 0; i < n; ++i) {
+    auto& t = m.batch_times[i];
+    const auto at = static_cast<int64_t>(i);
+    io.u32(Field("batch_times", at, "tokens"), t.tokens, 1, kMaxBatchTokens);
+    io.f32(Field("batch_times", at, "seconds"), t.seconds, 0.0f, 3600.0f);
+    if (i > 0 && t.tokens <= m.batch_times[i - 1].tokens) {
+      io.bad(Field("batch_times", at, "tokens"),
+             fmt::format("{} does not follow {}: the sizes must increase", t.tokens, m.batch_times[i - 1].tokens));
+    }
+  }
 }
 
 // A matrix; n_rows is fixed by the message when rows_must_be is set.

@@ -17,7 +17,7 @@ namespace tessera::dist {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -66,6 +66,7 @@ inline constexpr uint32_t kMaxThreads = 1024;
 inline constexpr size_t kMaxPingBytes = 16u << 20;
 inline constexpr size_t kMaxChunkBytes = 256u << 20;
 inline constexpr size_t kMaxBatchTokens = 1u << 16;
+inline constexpr size_t kMaxBatchTimes = 16;
 inline constexpr uint32_t kMaxEmbd = 1u << 20;
 inline constexpr uint32_t kMaxVocab = 1u << 24;
 inline constexpr uint32_t kMaxLogprobs = 256;
@@ -199,12 +200,19 @@ struct LoadProgress {
   bool operator==(const LoadProgress&) const = default;
 };
 
-// The stage is ready; its memory, for the head's table.
+// The stage is ready; its memory, for the head's table, and what prompt batches cost it (Stage::time_batches),
+// from which the head cuts prompts into micro-batches.
 struct LoadDone {
   static constexpr MsgType kType = MsgType::LoadDone;
   uint64_t weights_bytes = 0;
   uint64_t kv_bytes = 0;
   uint64_t buffer_bytes = 0;
+  struct Timing {
+    uint32_t tokens = 0;
+    float seconds = 0;
+    bool operator==(const Timing&) const = default;
+  };
+  std::vector<Timing> batch_times;  // by increasing tokens
   bool operator==(const LoadDone&) const = default;
 };
 

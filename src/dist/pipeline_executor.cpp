@@ -7,6 +7,7 @@
 #include <map>
 
 #include "dist/messages.h"
+#include "dist/micro_batches.h"
 #include "util/error.h"
 
 namespace tessera {
@@ -95,9 +96,10 @@ std::vector<Batch> PipelineExecutor::split_parts(const Batch& batch, bool by_seq
     }
     return out;
   }
-  // One sequence: chunks in order. Enough chunks to fill the pipeline, but not so small that matmuls lose efficiency.
+  // One sequence: chunks in order. Enough chunks to fill the pipeline, but not so small that matmuls lose efficiency:
+  // the stages' measured batch times weigh the two.
   int64_t start = 0;
-  for (int64_t size : prompt_chunks(n, stages, options_.micro_batch)) {
+  for (int64_t size : prompt_cut(n)) {
     Batch b;
     for (int64_t t = start; t < start + size; ++t) {
       const auto tt = static_cast<size_t>(t);
@@ -109,10 +111,18 @@ std::vector<Batch> PipelineExecutor::split_parts(const Batch& batch, bool by_seq
   return out;
 }
 
+std::vector<int64_t> PipelineExecutor::prompt_cut(int64_t n) const {
+  const auto n_stages = static_cast<int64_t>(std::max<size_t>(1, stages_.size()));
+  std::vector<int64_t> rule = prompt_chunks(n, n_stages, options_.micro_batch);
+  if (options_.micro_batch > 0 || stages_.size() < 2) return rule;
+  std::vector<std::vector<BatchTime>> times;
+  for (const auto& s : stages_) times.push_back(s->batch_times());
+  return fastest_prompt_chunks(n, times, std::move(rule));
+}
+
 // The user's size cuts evenly. The automatic size m gives each stage about four chunks, and the first and last
-// chunks are half of it: the later stages wait while the first chunk crosses the earlier ones (fill), and the
-// earlier stages idle while the last crosses the later ones (drain), so halving those two shortens both. For 512
-// tokens over 2 stages the ideal speed-up rises from 1.78x (8 chunks of 64) to 1.88x (32, 7 x 64, 32).
+// chunks are half of it: in front of a slower stage the halved first one starts it sooner, behind one the halved
+// last one drains sooner (over equal stages it changes nothing: the later stage trails by a full chunk).
 std::vector<int64_t> PipelineExecutor::prompt_chunks(int64_t n, int64_t stages, int64_t micro_batch) {
   std::vector<int64_t> sizes;
   if (micro_batch > 0) {

@@ -57,6 +57,9 @@ class PipelineExecutor : public Executor {
     return n;
   }
   const StageEndpoint& stage(size_t i) const { return *stages_[i]; }
+  // The chunk sizes one sequence's prompt of n tokens is cut into: --micro-batch when set, else the fastest cut
+  // the stages' measured batch times predict (micro_batches.h), the automatic rule where a stage has none.
+  std::vector<int64_t> prompt_cut(int64_t n) const;
 
   // How a batch is cut: runs of whole sequences for mixed batches (decode of many streams; by_sequence false
   // keeps them together: submit_step's caller formed its groups already), chunks of tokens for a single

@@ -169,6 +169,8 @@ void RemoteStageEndpoint::load(const ModelWeights& model, bool has_embedding, bo
   }
   const LoadDone done = expect<LoadDone>(*conn_, 600s, node_, "confirmation that the stage is loaded");
   report_ = {sent, done.weights_bytes, done.kv_bytes, done.buffer_bytes};
+  batch_times_.clear();
+  for (const auto& t : done.batch_times) batch_times_.push_back({t.tokens, t.seconds});
 }
 
 void RemoteStageEndpoint::fail_pending(const std::string& why) {

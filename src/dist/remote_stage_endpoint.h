@@ -59,6 +59,7 @@ class RemoteStageEndpoint : public StageEndpoint {
   }
 
   const LoadReport& load_report() const { return report_; }
+  const std::vector<BatchTime>& batch_times() const override { return batch_times_; }
   LinkStats link_stats() const { return conn_->stats(); }
   const std::string& address() const { return conn_->address(); }
   const LinkMeasurement& link() const { return link_; }
@@ -82,6 +83,7 @@ class RemoteStageEndpoint : public StageEndpoint {
   CompletionQueue& done_;
   std::unique_ptr<Connection> conn_;
   LoadReport report_;
+  std::vector<BatchTime> batch_times_;
   LinkMeasurement link_;
   // What each job in flight must bring back: its id, the logits rows and the sampled sequences (in order).
   struct InFlight {

@@ -62,6 +62,8 @@ class StageEndpoint {
   virtual void truncate_sequence(int64_t seq, int64_t n) = 0;
   // Bytes this stage's link has carried both ways (0 for a stage on the head).
   virtual uint64_t wire_bytes() const { return 0; }
+  // What prompt batches of a few sizes cost this stage, measured when it was loaded (increasing tokens).
+  virtual const std::vector<BatchTime>& batch_times() const = 0;
 };
 
 }  // namespace tessera

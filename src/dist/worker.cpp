@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "dist/handshake.h"
+#include "dist/micro_batches.h"
 #include "dist/progress.h"
 #include "dist/stage_memory.h"
 #include "dist/stage_sampler.h"
@@ -220,7 +221,15 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
     sampler = std::make_unique<StageSampler>(static_cast<int32_t>(weights->config().n_vocab),
                                              std::clamp<size_t>(request.n_slots, 1, 64));
     // The weights figure includes the packed copy: both are memory the weights hold on this worker.
-    conn->send(LoadDone{weight_bytes + stage->packed_bytes(), stage->cache().bytes(), buffer_bytes});
+    LoadDone done{weight_bytes + stage->packed_bytes(), stage->cache().bytes(), buffer_bytes, {}};
+    std::vector<int64_t> sizes;
+    for (int64_t m : kTimedBatchTokens) {
+      if (m <= static_cast<int64_t>(request.max_batch)) sizes.push_back(m);
+    }
+    for (const BatchTime& t : stage->time_batches(sizes, kBatchTimingRounds)) {
+      done.batch_times.push_back({static_cast<uint32_t>(t.tokens), static_cast<float>(t.seconds)});
+    }
+    conn->send(done);
     log_info("worker {}: holding layers {}-{} of {} ({} received, {} found locally; KV cache {}, buffers {})",
              options_.name, request.layer_begin, request.layer_end - 1, request.file_name,
              TransferProgress::format_bytes(assembler->bytes_received()),

@@ -6,6 +6,13 @@
 
 namespace tessera {
 
+// How long a forward pass of `tokens` prompt tokens takes through a stage's layers, as the stage measured it.
+struct BatchTime {
+  int64_t tokens = 0;
+  double seconds = 0;
+  bool operator==(const BatchTime&) const = default;
+};
+
 struct Batch {
   std::vector<int32_t> tokens;       // token ids (used by the stage that holds the embedding)
   std::vector<int32_t> seq;          // sequence (KV cache slot) of each token

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cmath>
 
 #include "model/token_loop.h"
 #include "tensor/kernels.h"
@@ -140,6 +142,36 @@ void Stage::forward(const Batch& batch, const float* hidden_in, StageOutput& out
     matmul(weights_->output(), norm_.data(), n_out, out.logits.data(), pool_, scratch_,
            qkv_weights(weights_->layer(layers().begin), next));
   }
+}
+
+std::vector<BatchTime> Stage::time_batches(std::span<const int64_t> sizes, int rounds) {
+  std::vector<BatchTime> out;
+  const int64_t n_layers = layers().end - layers().begin;
+  if (n_layers <= 0) return out;
+  if (cache_.length(0) != 0) fail("timing the stage needs sequence 0 empty; it holds {} tokens", cache_.length(0));
+  std::vector<int64_t> todo(sizes.begin(), sizes.end());
+  std::sort(todo.begin(), todo.end());
+  todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
+  for (int64_t m : todo) {
+    if (m >= 1 && m <= n_ctx()) out.push_back({m, INFINITY});
+  }
+  const int64_t n_embd = config().n_embd;
+  for (int r = 0; r < std::max(1, rounds); ++r) {
+    for (BatchTime& bt : out) {
+      Batch batch;
+      for (int64_t t = 0; t < bt.tokens; ++t) batch.add(0, 0, static_cast<int32_t>(t), false);
+      // Hidden states of an ordinary size: the work does not depend on the values, but infinities would slow it.
+      x_.resize(static_cast<size_t>(bt.tokens * n_embd));
+      for (size_t i = 0; i < x_.size(); ++i) x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 97) - 48);
+      const auto start = std::chrono::steady_clock::now();
+      layer_forward(layers().begin, batch);
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+      bt.seconds = std::min(bt.seconds, took.count());
+      cache_.clear(0);
+    }
+  }
+  for (BatchTime& bt : out) bt.seconds *= static_cast<double>(n_layers);
+  return out;
 }
 
 void Stage::layer_forward(int64_t l, const Batch& batch) {

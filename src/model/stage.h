@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "model/attention.h"
@@ -56,6 +57,12 @@ class Stage {
   // Runs the batch. The first stage reads batch.tokens; later stages read `hidden_in` ([n_tokens][n_embd]).
   // Each sequence's tokens must continue it: positions length, length + 1, ... in batch order.
   void forward(const Batch& batch, const float* hidden_in, StageOutput& out);
+
+  // Times a pass of each batch size (sizes above the context are left out) through the first layer, `rounds`
+  // times with the sizes interleaved, keeps each size's fastest and scales it by the layer count: what a prompt
+  // micro-batch of that size costs here. Uses sequence 0, which must be empty, and leaves it empty. Empty for a
+  // stage without layers.
+  std::vector<BatchTime> time_batches(std::span<const int64_t> sizes, int rounds);
 
   // Forgets a sequence (its slot can be reused) or keeps only its first n positions.
   void clear_sequence(int64_t seq) { cache_.clear(seq); }

@@ -105,7 +105,8 @@ std::vector<Message> samples() {
   out.push_back(LoadReply{{hash_of(1)}, {hash_of(2), hash_of(3)}});
   out.push_back(WeightChunk{hash_of(4), 4096, {9, 8, 7, 6}});
   out.push_back(LoadProgress{100, 1000});
-  out.push_back(LoadDone{1u << 30, 64u << 20, 8u << 20});
+  out.push_back(LoadDone{1u << 30, 64u << 20, 8u << 20, {{16, 0.125f}, {32, 0.25f}, {128, 0.75f}}});
+  out.push_back(LoadDone{1u << 30, 64u << 20, 8u << 20, {}});
   out.push_back(sample_forward());
   out.push_back(sample_result());
   out.push_back(ClearSequence{3});
@@ -381,6 +382,14 @@ TEST(WireCodec, OtherFieldChecks) {
   expect_error([] { encode_body(ClearSequence{-3}); }, {"ClearSequence", "seq"});
   expect_error([] { encode_body(Ping{1, kMaxPingBytes + 1, {}}); }, {"Ping", "reply_bytes"});
   expect_error([] { encode_body(ErrorMsg{ErrorCode::Internal, ""}); }, {"Error", "message"});
+  // A stage's batch times: sizes in order, each a real duration.
+  expect_error([] { encode_body(LoadDone{1, 1, 1, {{32, 0.1f}, {32, 0.2f}}}); }, {"LoadDone", "batch_times[1].tokens"});
+  expect_error([] { encode_body(LoadDone{1, 1, 1, {{0, 0.1f}}}); }, {"LoadDone", "batch_times[0].tokens"});
+  expect_error([] { encode_body(LoadDone{1, 1, 1, {{16, NAN}}}); }, {"LoadDone", "batch_times[0].seconds"});
+  expect_error([] { encode_body(LoadDone{1, 1, 1, {{16, -1.0f}}}); }, {"LoadDone", "batch_times[0].seconds"});
+  LoadDone many{1, 1, 1, {}};
+  for (uint32_t i = 1; i <= kMaxBatchTimes + 1; ++i) many.batch_times.push_back({i, 0.1f});
+  expect_error([&] { encode_body(many); }, {"LoadDone", "n_batch_times"});
 }
 
 TEST(WireCodec, AnyTextBecomesAValidErrorMessage) {

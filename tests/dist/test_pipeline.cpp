@@ -11,6 +11,7 @@
 #include <string>
 
 #include "dist/local_stage_endpoint.h"
+#include "dist/micro_batches.h"
 #include "dist/pipeline_executor.h"
 #include "engine/local_executor.h"
 #include "support/test_paths.h"
@@ -62,30 +63,59 @@ TEST(Pipeline, SameLogitsAsOneStageForEveryArchitecture) {
   }
 }
 
-// A prompt is cut into chunks in order: the automatic size gives each stage about four, with the first and the last
-// halved (fill and drain) when they stay at 16 tokens or more; the user's --micro-batch cuts evenly.
+std::vector<int64_t> chunk_sizes(const PipelineExecutor& p, int32_t n) {
+  Batch b;
+  for (int32_t i = 0; i < n; ++i) b.add(1, 0, i, i + 1 == n);
+  std::vector<int64_t> out;
+  int32_t next = 0;
+  for (const Batch& part : p.split(b)) {
+    out.push_back(part.size());
+    for (int32_t pos : part.pos) EXPECT_EQ(pos, next++);
+  }
+  EXPECT_EQ(next, n);
+  return out;
+}
+
+// The automatic rule (what the planner predicts, and the cut where a stage has no measured times) gives each stage
+// about four chunks, with the first and the last halved when they stay at 16 tokens or more; the user's
+// --micro-batch cuts evenly.
 TEST(Pipeline, PromptChunksHalveTheFirstAndLast) {
+  EXPECT_EQ(PipelineExecutor::prompt_chunks(512, 2, 0), (std::vector<int64_t>{32, 64, 64, 64, 64, 64, 64, 64, 32}));
+  EXPECT_EQ(PipelineExecutor::prompt_chunks(500, 2, 0), (std::vector<int64_t>{31, 63, 63, 63, 63, 63, 63, 60, 31}));
+  EXPECT_EQ(PipelineExecutor::prompt_chunks(100, 2, 0),
+            (std::vector<int64_t>{16, 16, 16, 16, 16, 16, 4}));  // halves would be under 16
+  EXPECT_EQ(PipelineExecutor::prompt_chunks(384, 3, 0),
+            (std::vector<int64_t>{16, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 16}));
   const auto path = test::shared_dir() / "models/stories260K.gguf";
-  const auto sizes = [](const PipelineExecutor& p, int32_t n) {
-    Batch b;
-    for (int32_t i = 0; i < n; ++i) b.add(1, 0, i, i + 1 == n);
-    std::vector<int64_t> out;
-    int32_t next = 0;
-    for (const Batch& part : p.split(b)) {
-      out.push_back(part.size());
-      for (int32_t pos : part.pos) EXPECT_EQ(pos, next++);
-    }
-    EXPECT_EQ(next, n);
-    return out;
-  };
-  const auto two = make_pipeline(path, {{0, 2}, {2, 5}}, {1, 512, GgmlType::F16});
-  EXPECT_EQ(sizes(*two, 512), (std::vector<int64_t>{32, 64, 64, 64, 64, 64, 64, 64, 32}));
-  EXPECT_EQ(sizes(*two, 500), (std::vector<int64_t>{31, 63, 63, 63, 63, 63, 63, 60, 31}));
-  EXPECT_EQ(sizes(*two, 100), (std::vector<int64_t>{16, 16, 16, 16, 16, 16, 4}));  // halves would be under 16
-  const auto three = make_pipeline(path, {{0, 1}, {1, 3}, {3, 5}}, {1, 512, GgmlType::F16});
-  EXPECT_EQ(sizes(*three, 384), (std::vector<int64_t>{16, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 32, 16}));
   const auto fixed = make_pipeline(path, {{0, 2}, {2, 5}}, {1, 512, GgmlType::F16}, 48);
-  EXPECT_EQ(sizes(*fixed, 200), (std::vector<int64_t>{48, 48, 48, 48, 8}));
+  EXPECT_EQ(chunk_sizes(*fixed, 200), (std::vector<int64_t>{48, 48, 48, 48, 8}));
+}
+
+// Without --micro-batch a prompt is cut as the stages' batch times, measured when they were loaded, predict to be
+// fastest.
+TEST(Pipeline, AutomaticChunksFollowTheStagesMeasuredTimes) {
+  const auto path = test::shared_dir() / "models/stories260K.gguf";
+  const auto two = make_pipeline(path, {{0, 2}, {2, 5}}, {1, 512, GgmlType::F16});
+  std::vector<std::vector<BatchTime>> times;
+  for (size_t i = 0; i < two->n_stages(); ++i) {
+    const auto& t = two->stage(i).batch_times();
+    ASSERT_EQ(t.size(), std::size(kTimedBatchTokens));
+    for (size_t j = 0; j < t.size(); ++j) {
+      EXPECT_EQ(t[j].tokens, kTimedBatchTokens[j]);
+      EXPECT_GT(t[j].seconds, 0.0);
+    }
+    times.push_back(t);
+  }
+  for (int32_t n : {512, 300, 100, 20}) {
+    const auto want = fastest_prompt_chunks(n, times, PipelineExecutor::prompt_chunks(n, 2, 0));
+    EXPECT_EQ(two->prompt_cut(n), want) << n;
+    EXPECT_EQ(chunk_sizes(*two, n), want) << n;
+  }
+  // A context shorter than some sizes: those are not measured.
+  const auto short_ctx = make_pipeline(path, {{0, 2}, {2, 5}}, {1, 40, GgmlType::F16});
+  const auto& t = short_ctx->stage(0).batch_times();
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[1].tokens, 32);
 }
 
 TEST(Pipeline, Stories260KGreedyOverThreeStages) {

@@ -324,6 +324,34 @@ TEST(Stage, CopiedQ4KMatricesArePanelsInPlaceOfRows) {
   }
 }
 
+// Timing batch sizes (what a pipeline stage does at load) measures each size up to the context, scaled to the
+// stage's layers, and leaves no trace: the greedy text afterwards is the reference's.
+TEST(Stage, TimingBatchesLeavesTheCacheAsItWas) {
+  const auto ref = load_json(test::shared_dir() / "models/reference/stories260K.greedy.json");
+  ThreadPool pool(2);
+  Stage stage(ModelWeights::load(test::shared_dir() / "models/stories260K.gguf"), {2, 256, GgmlType::F16}, pool);
+  const int64_t sizes[] = {64, 16, 300, 32, 16};
+  const auto times = stage.time_batches(sizes, 2);
+  ASSERT_EQ(times.size(), 3u);  // sorted, once each, 300 is beyond the context
+  EXPECT_EQ(times[0].tokens, 16);
+  EXPECT_EQ(times[1].tokens, 32);
+  EXPECT_EQ(times[2].tokens, 64);
+  for (const BatchTime& t : times) {
+    EXPECT_GT(t.seconds, 0.0);
+    EXPECT_TRUE(std::isfinite(t.seconds));
+  }
+  EXPECT_EQ(stage.sequence_length(0), 0);
+  EXPECT_EQ(greedy(stage, {1}, 200), ref["generated_tokens"].get<std::vector<int32_t>>());
+  // Sequence 0 in use: timing would overwrite it.
+  try {
+    (void)stage.time_batches(sizes, 1);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence 0 empty"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(stage.sequence_length(0), 200);
+}
+
 TEST(Stage, BadInputIsAClearError) {
   ThreadPool pool(1);
   Stage stage(ModelWeights::load(test::shared_dir() / "models/stories260K.gguf"), {1, 4, GgmlType::F16}, pool);

@@ -137,10 +137,11 @@ TEST(CostModel, PipelinedPrefillIsMicroBatchesPlusStagesMinusOneTimesTheSlowest)
   EXPECT_NEAR(l.prefill_s / p.prefill_s, 2.0 * 512 / (512 + static_cast<double>(m0)), 1e-3);
 }
 
-// The runtime's automatic cut (PipelineExecutor::prompt_chunks) halves the first and last micro-batch: with equal
-// compute-bound stages the makespan is the first m/2 over both stages, (P - m)/m turns of t(m) and one of t(m/2),
-// i.e. (P + m/2) f / rate instead of (P + m) f / rate.
-TEST(CostModel, HalvedFirstAndLastMicroBatchesShortenFillAndDrain) {
+// The runtime's automatic rule (PipelineExecutor::prompt_chunks) halves the first and last micro-batch. Over two
+// equal compute-bound stages that buys nothing: once a full micro-batch has entered, the second stage trails the
+// first by one, so the makespan is the whole prompt plus m either way, not plus m/2. In front of a slower stage the
+// halved first one does pay: the bottleneck starts sooner.
+TEST(CostModel, HalvedFirstAndLastMicroBatchesShortenFillAndDrainOnlyAroundABottleneck) {
   const ModelCost m = flat_model(8, 1000, 2e9);
   const Cluster c({node("a", 20, 1000), node("b", 20, 1000)}, "a", {}, link_of(1e4, 0));
   PlanConstants k = bare();
@@ -155,9 +156,16 @@ TEST(CostModel, HalvedFirstAndLastMicroBatchesShortenFillAndDrain) {
   const Prediction e = cm.predict_pipeline(pipe, even);
   const Prediction h = cm.predict_pipeline(pipe, halved);
   EXPECT_NEAR(e.prefill_s, (512 + 64) * per_token, 1e-3 * e.prefill_s);  // 8 turns + 1 to fill
-  // 32 over both stages (fill), 7 x 64 on the busiest, 32 more there (drain).
-  EXPECT_NEAR(h.prefill_s, (2 * 32 + 7 * 64 + 32) * per_token, 1e-3 * h.prefill_s);
+  // The first 64 waits for a's second micro-batch, then b trails a by 64 to the end.
+  EXPECT_NEAR(h.prefill_s, (512 + 64) * per_token, 1e-3 * h.prefill_s);
   EXPECT_EQ(h.micro_batch, 64);
+  // Stage b holds 6 of the 8 layers: the first micro-batch crosses a (2 layers), then b computes everything.
+  const std::vector<StageSpec> lopsided = {{0, 0, 1, true, false}, {1, 2, 7, false, true}};
+  const double layer = per_token / 4;
+  const Prediction le = cm.predict_pipeline(lopsided, even);
+  const Prediction lh = cm.predict_pipeline(lopsided, halved);
+  EXPECT_NEAR(le.prefill_s, (2 * 64 + 6 * 512) * layer, 1e-3 * le.prefill_s);
+  EXPECT_NEAR(lh.prefill_s, (2 * 32 + 6 * 512) * layer, 1e-3 * lh.prefill_s);
 }
 
 TEST(CostModel, FewTokensRunAtTheSmallBatchRate) {
