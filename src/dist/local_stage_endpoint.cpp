@@ -31,7 +31,7 @@ LocalStageEndpoint::LocalStageEndpoint(std::string node, int stage_index, std::s
       index_(stage_index),
       pool_(threads),
       stage_(std::move(weights), options, pool_),
-      batch_times_(stage_.time_batches(kTimedBatchTokens, kBatchTimingRounds)),
+      batch_times_(stage_.time_batches(kTimedBatchTokens, kBatchTimingRounds, kBatchTimingBudgetSeconds)),
       sampler_(static_cast<int32_t>(stage_.config().n_vocab),
                std::clamp<size_t>(static_cast<size_t>(options.n_slots), 1, 64)),
       done_(done),

@@ -340,7 +340,7 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadDo
     auto& t = m.batch_times[i];
     const auto at = static_cast<int64_t>(i);
     io.u32(Field("batch_times", at, "tokens"), t.tokens, 1, kMaxBatchTokens);
-    io.f32(Field("batch_times", at, "seconds"), t.seconds, 0.0f, 3600.0f);
+    io.f32(Field("batch_times", at, "seconds"), t.seconds, 0.0f, kMaxBatchSeconds);
     if (i > 0 && t.tokens <= m.batch_times[i - 1].tokens) {
       io.bad(Field("batch_times", at, "tokens"),
              fmt::format("{} does not follow {}: the sizes must increase", t.tokens, m.batch_times[i - 1].tokens));

@@ -67,6 +67,7 @@ inline constexpr size_t kMaxPingBytes = 16u << 20;
 inline constexpr size_t kMaxChunkBytes = 256u << 20;
 inline constexpr size_t kMaxBatchTokens = 1u << 16;
 inline constexpr size_t kMaxBatchTimes = 16;
+inline constexpr float kMaxBatchSeconds = 1e7f;  // a measured pass (the worker reports longer ones as this)
 inline constexpr uint32_t kMaxEmbd = 1u << 20;
 inline constexpr uint32_t kMaxVocab = 1u << 24;
 inline constexpr uint32_t kMaxLogprobs = 256;

@@ -15,6 +15,7 @@ namespace tessera {
 // noisy VM once had one size 10% apart from its neighbours and picked a cut that ran 1.4x instead of 1.6-1.7x).
 inline constexpr int64_t kTimedBatchTokens[] = {16, 32, 64, 128};
 inline constexpr int kBatchTimingRounds = 5;
+inline constexpr double kBatchTimingBudgetSeconds = 2.0;  // no further round after this (big models: one round)
 
 // A stage's time for `tokens` tokens from its measured sizes: linear between two of them, at the nearest one's
 // per-token cost outside them. `times` is sorted by tokens and not empty.

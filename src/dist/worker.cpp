@@ -226,8 +226,9 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
     for (int64_t m : kTimedBatchTokens) {
       if (m <= static_cast<int64_t>(request.max_batch)) sizes.push_back(m);
     }
-    for (const BatchTime& t : stage->time_batches(sizes, kBatchTimingRounds)) {
-      done.batch_times.push_back({static_cast<uint32_t>(t.tokens), static_cast<float>(t.seconds)});
+    for (const BatchTime& t : stage->time_batches(sizes, kBatchTimingRounds, kBatchTimingBudgetSeconds)) {
+      done.batch_times.push_back(
+          {static_cast<uint32_t>(t.tokens), static_cast<float>(std::min<double>(t.seconds, kMaxBatchSeconds))});
     }
     conn->send(done);
     log_info("worker {}: holding layers {}-{} of {} ({} received, {} found locally; KV cache {}, buffers {})",

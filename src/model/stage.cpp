@@ -144,7 +144,7 @@ void Stage::forward(const Batch& batch, const float* hidden_in, StageOutput& out
   }
 }
 
-std::vector<BatchTime> Stage::time_batches(std::span<const int64_t> sizes, int rounds) {
+std::vector<BatchTime> Stage::time_batches(std::span<const int64_t> sizes, int rounds, double budget_s) {
   std::vector<BatchTime> out;
   const int64_t n_layers = layers().end - layers().begin;
   if (n_layers <= 0) return out;
@@ -156,7 +156,9 @@ std::vector<BatchTime> Stage::time_batches(std::span<const int64_t> sizes, int r
     if (m >= 1 && m <= n_ctx()) out.push_back({m, INFINITY});
   }
   const int64_t n_embd = config().n_embd;
+  const auto begin = std::chrono::steady_clock::now();
   for (int r = 0; r < std::max(1, rounds); ++r) {
+    if (r > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() > budget_s) break;
     for (BatchTime& bt : out) {
       Batch batch;
       for (int64_t t = 0; t < bt.tokens; ++t) batch.add(0, 0, static_cast<int32_t>(t), false);

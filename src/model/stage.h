@@ -59,10 +59,11 @@ class Stage {
   void forward(const Batch& batch, const float* hidden_in, StageOutput& out);
 
   // Times a pass of each batch size (sizes above the context are left out) through the first layer, `rounds`
-  // times with the sizes interleaved, keeps each size's fastest and scales it by the layer count: what a prompt
-  // micro-batch of that size costs here. Uses sequence 0, which must be empty, and leaves it empty. Empty for a
-  // stage without layers.
-  std::vector<BatchTime> time_batches(std::span<const int64_t> sizes, int rounds);
+  // times with the sizes interleaved (no new round once `budget_s` seconds have passed: a big model's layer is
+  // slow, and one round is enough for it), keeps each size's fastest and scales it by the layer count: what a
+  // prompt micro-batch of that size costs here. Uses sequence 0, which must be empty, and leaves it empty. Empty
+  // for a stage without layers.
+  std::vector<BatchTime> time_batches(std::span<const int64_t> sizes, int rounds, double budget_s);
 
   // Forgets a sequence (its slot can be reused) or keeps only its first n positions.
   void clear_sequence(int64_t seq) { cache_.clear(seq); }

@@ -387,6 +387,11 @@ TEST(WireCodec, OtherFieldChecks) {
   expect_error([] { encode_body(LoadDone{1, 1, 1, {{0, 0.1f}}}); }, {"LoadDone", "batch_times[0].tokens"});
   expect_error([] { encode_body(LoadDone{1, 1, 1, {{16, NAN}}}); }, {"LoadDone", "batch_times[0].seconds"});
   expect_error([] { encode_body(LoadDone{1, 1, 1, {{16, -1.0f}}}); }, {"LoadDone", "batch_times[0].seconds"});
+  expect_error(
+      [] {
+        encode_body(LoadDone{1, 1, 1, {{16, 2 * kMaxBatchSeconds}}});
+      },
+      {"LoadDone", "batch_times[0].seconds"});
   LoadDone many{1, 1, 1, {}};
   for (uint32_t i = 1; i <= kMaxBatchTimes + 1; ++i) many.batch_times.push_back({i, 0.1f});
   expect_error([&] { encode_body(many); }, {"LoadDone", "n_batch_times"});

@@ -331,7 +331,7 @@ TEST(Stage, TimingBatchesLeavesTheCacheAsItWas) {
   ThreadPool pool(2);
   Stage stage(ModelWeights::load(test::shared_dir() / "models/stories260K.gguf"), {2, 256, GgmlType::F16}, pool);
   const int64_t sizes[] = {64, 16, 300, 32, 16};
-  const auto times = stage.time_batches(sizes, 2);
+  const auto times = stage.time_batches(sizes, 2, 60.0);
   ASSERT_EQ(times.size(), 3u);  // sorted, once each, 300 is beyond the context
   EXPECT_EQ(times[0].tokens, 16);
   EXPECT_EQ(times[1].tokens, 32);
@@ -341,10 +341,15 @@ TEST(Stage, TimingBatchesLeavesTheCacheAsItWas) {
     EXPECT_TRUE(std::isfinite(t.seconds));
   }
   EXPECT_EQ(stage.sequence_length(0), 0);
+  // An exhausted budget still gives one round of every size.
+  const auto once = stage.time_batches(sizes, 1000, 0.0);
+  ASSERT_EQ(once.size(), 3u);
+  for (const BatchTime& t : once) EXPECT_GT(t.seconds, 0.0);
+  EXPECT_EQ(stage.sequence_length(0), 0);
   EXPECT_EQ(greedy(stage, {1}, 200), ref["generated_tokens"].get<std::vector<int32_t>>());
   // Sequence 0 in use: timing would overwrite it.
   try {
-    (void)stage.time_batches(sizes, 1);
+    (void)stage.time_batches(sizes, 1, 60.0);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("sequence 0 empty"), std::string::npos) << e.what();
