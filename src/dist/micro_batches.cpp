@@ -10,10 +10,7 @@
 
 namespace tessera {
 
-namespace {
-
-// n tokens in chunks of m, the first and the last `end` tokens long when end > 0.
-std::vector<int64_t> cut(int64_t n, int64_t m, int64_t end) {
+std::vector<int64_t> cut_prompt(int64_t n, int64_t m, int64_t end) {
   std::vector<int64_t> sizes;
   int64_t left = n - 2 * end;
   if (end > 0) sizes.push_back(end);
@@ -21,8 +18,6 @@ std::vector<int64_t> cut(int64_t n, int64_t m, int64_t end) {
   if (end > 0) sizes.push_back(end);
   return sizes;
 }
-
-}  // namespace
 
 double batch_seconds(std::span<const BatchTime> times, int64_t tokens) {
   if (times.empty()) fail("no measured batch times to predict from");
@@ -61,8 +56,8 @@ std::vector<int64_t> fastest_prompt_chunks(int64_t n, std::span<const std::vecto
   const int64_t smallest = stages.front().front().tokens;
   for (const BatchTime& b : stages.front()) {
     if (b.tokens >= n) continue;
-    candidates.push_back(cut(n, b.tokens, 0));
-    if (b.tokens / 2 >= smallest && n >= 3 * b.tokens) candidates.push_back(cut(n, b.tokens, b.tokens / 2));
+    candidates.push_back(cut_prompt(n, b.tokens, 0));
+    if (b.tokens / 2 >= smallest && n >= 3 * b.tokens) candidates.push_back(cut_prompt(n, b.tokens, b.tokens / 2));
   }
   std::vector<double> predicted;
   for (const auto& c : candidates) predicted.push_back(predicted_prefill_seconds(c, stages));

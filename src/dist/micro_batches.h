@@ -17,6 +17,9 @@ inline constexpr int64_t kTimedBatchTokens[] = {16, 32, 64, 128};
 inline constexpr int kBatchTimingRounds = 5;
 inline constexpr double kBatchTimingBudgetSeconds = 2.0;  // no further round after this (big models: one round)
 
+// n tokens in chunks of m (the last one shorter), the first and the last `end` tokens long when end > 0.
+std::vector<int64_t> cut_prompt(int64_t n, int64_t m, int64_t end);
+
 // A stage's time for `tokens` tokens from its measured sizes: linear between two of them, at the nearest one's
 // per-token cost outside them. `times` is sorted by tokens and not empty.
 double batch_seconds(std::span<const BatchTime> times, int64_t tokens);

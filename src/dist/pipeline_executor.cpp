@@ -124,18 +124,10 @@ std::vector<int64_t> PipelineExecutor::prompt_cut(int64_t n) const {
 // chunks are half of it: in front of a slower stage the halved first one starts it sooner, behind one the halved
 // last one drains sooner (over equal stages it changes nothing: the later stage trails by a full chunk).
 std::vector<int64_t> PipelineExecutor::prompt_chunks(int64_t n, int64_t stages, int64_t micro_batch) {
-  std::vector<int64_t> sizes;
-  if (micro_batch > 0) {
-    for (int64_t start = 0; start < n; start += micro_batch) sizes.push_back(std::min(micro_batch, n - start));
-    return sizes;
-  }
+  if (micro_batch > 0) return cut_prompt(n, micro_batch, 0);
   const int64_t m = std::max<int64_t>(16, (n + 4 * stages - 1) / (4 * stages));
   const int64_t end = m / 2 >= 16 && n >= 3 * m ? m / 2 : 0;  // below 16 tokens a chunk's matmuls lose efficiency
-  int64_t left = n - 2 * end;
-  if (end > 0) sizes.push_back(end);
-  for (; left > 0; left -= sizes.back()) sizes.push_back(std::min(m, left));
-  if (end > 0) sizes.push_back(end);
-  return sizes;
+  return cut_prompt(n, m, end);
 }
 
 std::vector<std::pair<int32_t, int64_t>> PipelineExecutor::check_batch(const Batch& batch) const {

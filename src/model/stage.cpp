@@ -149,10 +149,10 @@ std::vector<BatchTime> Stage::time_batches(std::span<const int64_t> sizes, int r
   const int64_t n_layers = layers().end - layers().begin;
   if (n_layers <= 0) return out;
   if (cache_.length(0) != 0) fail("timing the stage needs sequence 0 empty; it holds {} tokens", cache_.length(0));
-  std::vector<int64_t> todo(sizes.begin(), sizes.end());
-  std::sort(todo.begin(), todo.end());
-  todo.erase(std::unique(todo.begin(), todo.end()), todo.end());
-  for (int64_t m : todo) {
+  std::vector<int64_t> wanted(sizes.begin(), sizes.end());
+  std::sort(wanted.begin(), wanted.end());
+  wanted.erase(std::unique(wanted.begin(), wanted.end()), wanted.end());
+  for (int64_t m : wanted) {
     if (m >= 1 && m <= n_ctx()) out.push_back({m, INFINITY});
   }
   const int64_t n_embd = config().n_embd;

@@ -87,6 +87,12 @@ TEST(MicroBatches, WithoutTimesTheRuleStands) {
   EXPECT_EQ(fastest_prompt_chunks(10, stages, PipelineExecutor::prompt_chunks(10, 2, 0)), (std::vector<int64_t>{10}));
 }
 
+TEST(MicroBatches, CutPrompt) {
+  EXPECT_EQ(cut_prompt(200, 48, 0), (std::vector<int64_t>{48, 48, 48, 48, 8}));
+  EXPECT_EQ(cut_prompt(160, 64, 16), (std::vector<int64_t>{16, 64, 64, 16}));
+  EXPECT_EQ(cut_prompt(10, 64, 0), (std::vector<int64_t>{10}));
+}
+
 TEST(MicroBatches, Descriptions) {
   EXPECT_EQ(describe_chunks(std::vector<int64_t>{32, 64, 64, 64, 32}), "32, 3 x 64, 32");
   EXPECT_EQ(describe_chunks(std::vector<int64_t>{16}), "16");
