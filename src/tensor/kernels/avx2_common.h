@@ -10,6 +10,7 @@
 #include <new>
 
 #include "tensor/kernels.h"
+#include "tensor/kernels/scratch_buffer.h"
 #include "tensor/kernels/stream_prefetch.h"
 
 namespace tessera::kernels::avx2 {
@@ -19,20 +20,6 @@ VecDotFn quant_vec_dot(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
 GemmFn kquant_gemm(GgmlType weight);        // kernels_avx2_gemm_k.cpp: Q2_K..Q6_K
 const PackedGemm* panels(GgmlType weight);  // kernels_avx2_panels.cpp
-
-// 64-byte aligned heap scratch. Deliberately not std::vector: its template code would be compiled with AVX2 flags
-// and the linker may let baseline code share it.
-class Scratch {
- public:
-  explicit Scratch(size_t bytes) : p_(static_cast<uint8_t*>(::operator new (bytes, std::align_val_t{64}))) {}
-  ~Scratch() { ::operator delete (p_, std::align_val_t{64}); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  uint8_t* get() const { return p_; }
-
- private:
-  uint8_t* p_;
-};
 
 inline uint16_t load_u16(const void* p) {
   uint16_t v;

@@ -8,6 +8,7 @@
 #include <new>
 
 #include "tensor/kernels.h"
+#include "tensor/kernels/scratch_buffer.h"
 #include "tensor/kernels/stream_prefetch.h"
 #include "tensor/simd_intrinsics.h"
 
@@ -31,20 +32,6 @@ constexpr int kPanelTokenChunk = 4;  // 8 unpacked level registers + 3 per token
 // Weights as 16-row panels written at load in place of the rows (kernels_avx512_panels.cpp); nullptr if none.
 const PackedGemm* kquant_panels(GgmlType weight);
 const PackedGemm* legacy_panels(GgmlType weight);  // kernels_avx512_legacy_panels.cpp
-
-// 64-byte aligned heap scratch. Deliberately not std::vector: its template code would be compiled with AVX-512
-// flags and the linker may let baseline code share it.
-class Scratch {
- public:
-  explicit Scratch(size_t bytes) : p_(static_cast<uint8_t*>(::operator new (bytes, std::align_val_t{64}))) {}
-  ~Scratch() { ::operator delete (p_, std::align_val_t{64}); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  uint8_t* get() const { return p_; }
-
- private:
-  uint8_t* p_;
-};
 
 inline uint16_t load_u16(const void* p) {
   uint16_t v;
