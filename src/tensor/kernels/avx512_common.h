@@ -33,6 +33,18 @@ constexpr int kPanelTokenChunk = 4;  // 8 unpacked level registers + 3 per token
 const PackedGemm* kquant_panels(GgmlType weight);
 const PackedGemm* legacy_panels(GgmlType weight);  // kernels_avx512_legacy_panels.cpp
 
+// Keeps v in a register: the compiler would otherwise fold its load into each instruction that uses it, reading
+// the same 64 bytes from L1 once per use.
+[[gnu::always_inline]] inline void in_register(__m512i& v) { asm("" : "+v"(v)); }
+
+// acc += u8 lanes of w times the 4 signed bytes at x broadcast to every lane, with the broadcast folded into the
+// instruction's memory operand ({1to16}): GCC emits a separate vpbroadcastd for _mm512_set1_epi32, an extra uop per
+// dot product in kernels whose loads and uops, not their multiplies, set the pace.
+[[gnu::always_inline]] inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* x) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(x)));
+  return acc;
+}
+
 inline uint16_t load_u16(const void* p) {
   uint16_t v;
   std::memcpy(&v, p, sizeof v);

@@ -86,7 +86,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     __m512i lv[8];
     if constexpr (kNibbles) {
       for (int c = 0; c < 4; ++c) {
-        const __m512i v = load512(blk + 64 * c);
+        __m512i v = load512(blk + 64 * c);
+        in_register(v);
         lv[c] = _mm512_and_si512(v, m_lo);
         lv[4 + c] = _mm512_and_si512(v, m_hi);  // 16 x level: shifted back once per block
       }
@@ -100,8 +101,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
       // lv[c] and lv[4 + c] hold elements 4c + i and 16 + 4c + i in both layouts.
       for (int c = 0; c < 4; ++c) {
-        s0 = _mm512_dpbusd_epi32(s0, lv[c], _mm512_set1_epi32(static_cast<int>(load_u32(xb.qs + 4 * c))));
-        s1 = _mm512_dpbusd_epi32(s1, lv[4 + c], _mm512_set1_epi32(static_cast<int>(load_u32(xb.qs + 16 + 4 * c))));
+        s0 = dpbusd_bcast(s0, lv[c], xb.qs + 4 * c);
+        s1 = dpbusd_bcast(s1, lv[4 + c], xb.qs + 16 + 4 * c);
       }
       if constexpr (kNibbles) s1 = _mm512_srai_epi32(s1, 4);
       const LegacyAct& a = act[t * nb + b];

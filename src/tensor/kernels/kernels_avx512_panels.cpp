@@ -90,7 +90,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       prefetch_stream<256 - 64>(blk + 256 * g);
       __m512i lo[4], hi[4];
       for (int c = 0; c < 4; ++c) {
-        const __m512i v = _mm512_load_si512(blk + (4 * g + c) * 64);
+        __m512i v = _mm512_load_si512(blk + (4 * g + c) * 64);
+        in_register(v);
         lo[c] = _mm512_and_si512(v, m_lo);
         hi[c] = _mm512_and_si512(v, m_hi);  // 16 x level: the sum is shifted back once per group
       }
@@ -102,10 +103,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       for (int t = 0; t < T; ++t) {
         __m512i s_lo = _mm512_setzero_si512(), s_hi = _mm512_setzero_si512();
         for (int c = 0; c < 4; ++c) {
-          s_lo =
-              _mm512_dpbusd_epi32(s_lo, lo[c], _mm512_set1_epi32(static_cast<int>(load_u32(xq[t] + 32 * g + 4 * c))));
-          s_hi = _mm512_dpbusd_epi32(s_hi, hi[c],
-                                     _mm512_set1_epi32(static_cast<int>(load_u32(xq[t] + 32 * g + 16 + 4 * c))));
+          s_lo = dpbusd_bcast(s_lo, lo[c], xq[t] + 32 * g + 4 * c);
+          s_hi = dpbusd_bcast(s_hi, hi[c], xq[t] + 32 * g + 16 + 4 * c);
         }
         const __m512i dot = _mm512_add_epi32(s_lo, _mm512_srai_epi32(s_hi, 4));
         blk_sum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sc, blk_sum[t]);
