@@ -293,6 +293,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
   for (int rep = 0; rep < options.repetitions; ++rep) {
     clear();
     if (test.n_gen > 0) prefill(0, 1, true);  // the short context a generation test starts from
+    if (options.bandwidth) r.samples_gbps.push_back(options.bandwidth());
     const uint64_t wire0 = options.wire_bytes ? options.wire_bytes() : 0;
     const auto t0 = Clock::now();
     if (test.n_prompt > 0) {
@@ -356,6 +357,18 @@ BenchTiming run_bench_copies(std::span<Executor* const> copies, std::span<const 
   return r;
 }
 
+void paired_roofline(BenchResult& r, uint64_t decode_bytes_per_token) {
+  const std::vector<double>& gbps = r.timing.samples_gbps;
+  const std::vector<double>& ts = r.timing.samples_ts;
+  if (gbps.empty() || gbps.size() != ts.size()) fail("{} bandwidth samples for {} repeats", gbps.size(), ts.size());
+  std::vector<double> fractions;
+  for (size_t i = 0; i < ts.size(); ++i)
+    fractions.push_back(ts[i] / decode_roofline_ts(gbps[i], decode_bytes_per_token));
+  r.mem_read_gbps = mean_sd(gbps).mean;
+  r.roofline_ts = decode_roofline_ts(*r.mem_read_gbps, decode_bytes_per_token);
+  r.roofline_fraction = mean_sd(fractions).mean;
+}
+
 BenchModel describe_bench_model(const std::string& filename, const ModelWeights& weights) {
   const ModelProfile profile = profile_model(weights.file(), weights.config());
   BenchModel m;
@@ -405,9 +418,11 @@ std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchMo
       const Executor* e = executor.get();
       run.wire_bytes = [e, &wire_counter] { return wire_counter(*e).value_or(0); };
     }
+    std::optional<ReadProbe> probe;
     std::optional<double> gbps;
     if (config.probe) {
-      gbps = measure_read_gbps(t, config.probe_seconds, config.probe_buffer_bytes);
+      probe.emplace(t, config.probe_buffer_bytes);
+      gbps = probe->measure(config.probe_seconds);
       log_info("bench: {} thread(s): memory read {:.2f} GB/s, decode roofline {:.2f} tokens/s", t, *gbps,
                decode_roofline_ts(*gbps, model.decode_bytes_per_token));
     }
@@ -423,13 +438,13 @@ std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchMo
       r.test_time = now_rfc3339();
       r.n_workers = config.n_workers;
       r.split = config.split;
-      r.timing = run_bench_test(*executor, test, run);
-      r.mem_read_gbps = gbps;
       // The roofline is one stream's: several sequences share each read of the weights.
-      if (gbps && test.n_gen > 0 && test.n_seq == 1 && model.decode_bytes_per_token > 0) {
-        r.roofline_ts = decode_roofline_ts(*gbps, model.decode_bytes_per_token);
-        r.roofline_fraction = r.timing.avg_ts / *r.roofline_ts;
-      }
+      const bool roofline = probe && test.n_gen > 0 && test.n_seq == 1 && model.decode_bytes_per_token > 0;
+      BenchRunOptions test_run = run;
+      if (roofline) test_run.bandwidth = [&] { return probe->measure(config.probe_seconds / 4); };
+      r.timing = run_bench_test(*executor, test, test_run);
+      r.mem_read_gbps = gbps;
+      if (roofline) paired_roofline(r, model.decode_bytes_per_token);
       if (on_result) on_result(r);
       results.push_back(std::move(r));
     }

@@ -34,6 +34,8 @@ struct BenchRunOptions {
   uint64_t seed = 1234;  // the random tokens
   // Bytes on the wire so far (a distributed executor's links, both ways); unset for a local one.
   std::function<uint64_t()> wire_bytes;
+  // When set: the memory bandwidth (GB/s), measured untimed right before each timed repeat.
+  std::function<double()> bandwidth;
 };
 
 struct BenchTiming {
@@ -43,6 +45,7 @@ struct BenchTiming {
   uint64_t avg_ns = 0, stddev_ns = 0;
   double avg_ts = 0, stddev_ts = 0;            // over samples_ts
   std::optional<double> wire_bytes_per_token;  // over the timed runs, when options.wire_bytes is set
+  std::vector<double> samples_gbps;            // options.bandwidth before each repeat, when set
 };
 
 // Warm-up, then `repetitions` timed runs of the test on sequences 0..n_seq-1 (cleared before each and after the
@@ -92,7 +95,7 @@ struct BenchConfig {
   BenchRunOptions run;
   std::string type_k = "f16";
   bool probe = true;                // measure bandwidth per thread count for the roofline
-  double probe_seconds = 1.0;       // per thread count
+  double probe_seconds = 1.0;       // per thread count, and a quarter of it before each repeat of a tg test
   uint64_t probe_buffer_bytes = 0;  // 0: the probe's default
   // Distributed runs: the workers besides the head and the layer split, reported with each result.
   int n_workers = 0;
@@ -108,12 +111,19 @@ struct BenchResult {
   std::string test_time;  // RFC 3339 UTC, when the test started
   BenchTiming timing;
   std::string isa;
-  std::optional<double> mem_read_gbps;      // when probed
-  std::optional<double> roofline_ts;        // tg tests, when probed
-  std::optional<double> roofline_fraction;  // avg_ts / roofline_ts
-  int n_workers = 0;                        // 0: a local run
-  std::string split;                        // "0-10@a,11-21@b" for a distributed run
+  // When probed. One-sequence tg tests measure the bandwidth before each repeat (timing.samples_gbps): then this is
+  // their mean, roofline_ts its roofline, and roofline_fraction the mean of each repeat's tokens/s over the roofline
+  // of the bandwidth measured just before it, so that a drift of the machine's speed during the run cancels out.
+  std::optional<double> mem_read_gbps;
+  std::optional<double> roofline_ts;  // tg tests of one sequence
+  std::optional<double> roofline_fraction;
+  int n_workers = 0;  // 0: a local run
+  std::string split;  // "0-10@a,11-21@b" for a distributed run
 };
+
+// Sets r's bandwidth, roofline and fraction from the bandwidth measured before each repeat (see BenchResult);
+// throws Error unless there is one sample per repeat.
+void paired_roofline(BenchResult& r, uint64_t decode_bytes_per_token);
 
 // Makes an executor with a pool of the given size; its context must hold the longest test, its slots the highest
 // concurrency.

@@ -262,13 +262,33 @@ MemInfo read_meminfo() {
   return m;
 }
 
+struct ReadProbe::State {
+  State(int n_threads, uint64_t bytes)
+      : threads(n_threads),
+        read(loops_for(select_isa(), detect_cpu_features()).read),
+        pool(n_threads),
+        buf(bytes > 0 ? bytes : default_buffer_bytes(), pool) {}
+  int threads;
+  XorFn read;
+  ThreadPool pool;
+  ReadBuffer buf;
+};
+
+ReadProbe::ReadProbe(int threads, uint64_t buffer_bytes) {
+  check_options(threads, 1.0);
+  state_ = std::make_unique<State>(threads > 0 ? threads : available_cores(), buffer_bytes);
+}
+
+ReadProbe::~ReadProbe() = default;
+
+double ReadProbe::measure(double seconds) {
+  check_options(state_->threads, seconds);
+  return best_read_gbps(state_->buf, state_->pool, state_->threads, state_->read, seconds);
+}
+
 double measure_read_gbps(int threads, double seconds, uint64_t buffer_bytes) {
   check_options(threads, seconds);
-  if (threads == 0) threads = available_cores();
-  const Loops loops = loops_for(select_isa(), detect_cpu_features());
-  ThreadPool pool(threads);
-  const ReadBuffer buf(buffer_bytes > 0 ? buffer_bytes : default_buffer_bytes(), pool);
-  return best_read_gbps(buf, pool, threads, loops.read, seconds);
+  return ReadProbe(threads, buffer_bytes).measure(seconds);
 }
 
 ProbeResult probe_node(const ProbeOptions& options) {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -50,6 +51,21 @@ class ProbeCache {
 
 // Streaming read bandwidth alone (1e9 bytes/s, best pass) over a fresh buffer (buffer_bytes 0: the default size).
 double measure_read_gbps(int threads, double seconds, uint64_t buffer_bytes = 0);
+
+// The same measurement kept ready: threads and buffer are made once, so that `tessera bench` can measure right
+// before each timed repeat and pair the two (a shared host's bandwidth drifts by 10-30% within minutes).
+class ReadProbe {
+ public:
+  explicit ReadProbe(int threads, uint64_t buffer_bytes = 0);  // threads 0: all cores
+  ~ReadProbe();
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+  double measure(double seconds);  // best pass within about `seconds`, 1e9 bytes/s
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 // Logical CPUs in this process's affinity mask (all cores by default for -t).
 int available_cores();

@@ -72,11 +72,17 @@ TEST(CliBench, JsonHasLlamaBenchFieldsForEveryTestAndThreadCount) {
     EXPECT_NEAR(row["avg_ts"].get<double>(), (ts[0] + ts[1]) / 2, 1e-9 * ts[0]);
     EXPECT_NEAR(row["avg_ns"].get<double>(), (static_cast<double>(ns[0]) + static_cast<double>(ns[1])) / 2, 1.0);
     EXPECT_GT(row["mem_read_gbps"].get<double>(), 0);
+    const auto gbps = row["samples_gbps"].get<std::vector<double>>();
     if (row["n_gen"] == 0) {
       EXPECT_TRUE(row["roofline_ts"].is_null());
+      EXPECT_TRUE(gbps.empty());
     } else {
+      // Each repeat against the bandwidth measured just before it.
+      ASSERT_EQ(gbps.size(), 2u);
+      EXPECT_NEAR(row["mem_read_gbps"].get<double>(), (gbps[0] + gbps[1]) / 2, 1e-9 * gbps[0]);
+      const double roofline_per_gbps = row["roofline_ts"].get<double>() / row["mem_read_gbps"].get<double>();
       EXPECT_NEAR(row["roofline_fraction"].get<double>(),
-                  row["avg_ts"].get<double>() / row["roofline_ts"].get<double>(), 1e-9);
+                  (ts[0] / (gbps[0] * roofline_per_gbps) + ts[1] / (gbps[1] * roofline_per_gbps)) / 2, 1e-9);
     }
   }
   EXPECT_NE(r.err.find("memory read"), std::string::npos) << r.err;

@@ -211,16 +211,39 @@ TEST(Benchmark, RunsEveryTestAtEveryThreadCountInLlamaBenchOrder) {
     ASSERT_TRUE(r.mem_read_gbps.has_value());
     EXPECT_GT(*r.mem_read_gbps, 0);
     if (r.timing.test.n_gen > 0) {
+      // Measured before each repeat, and the figures follow from those pairs.
+      ASSERT_EQ(r.timing.samples_gbps.size(), 2u);
+      for (double g : r.timing.samples_gbps) EXPECT_GT(g, 0);
+      EXPECT_DOUBLE_EQ(*r.mem_read_gbps, (r.timing.samples_gbps[0] + r.timing.samples_gbps[1]) / 2);
       ASSERT_TRUE(r.roofline_ts && r.roofline_fraction);
       EXPECT_DOUBLE_EQ(*r.roofline_ts, *r.mem_read_gbps * 1e9 / static_cast<double>(model.decode_bytes_per_token));
-      EXPECT_DOUBLE_EQ(*r.roofline_fraction, r.timing.avg_ts / *r.roofline_ts);
+      double fraction = 0;
+      for (size_t j = 0; j < 2; ++j) {
+        fraction += r.timing.samples_ts[j] / (r.timing.samples_gbps[j] * 1e9 / model.decode_bytes_per_token) / 2;
+      }
+      EXPECT_DOUBLE_EQ(*r.roofline_fraction, fraction);
     } else {
+      EXPECT_TRUE(r.timing.samples_gbps.empty());
       EXPECT_FALSE(r.roofline_ts || r.roofline_fraction);
     }
   }
-  // One bandwidth figure per thread count.
-  EXPECT_EQ(results[0].mem_read_gbps, results[2].mem_read_gbps);
-  EXPECT_EQ(results[3].mem_read_gbps, results[5].mem_read_gbps);
+  // The prompt tests share the thread count's first measurement.
+  EXPECT_EQ(results[0].mem_read_gbps, results[1].mem_read_gbps);
+  EXPECT_EQ(results[3].mem_read_gbps, results[4].mem_read_gbps);
+}
+
+// A drift of the machine's bandwidth between repeats cancels out: each repeat counts against its own measurement.
+TEST(Benchmark, RooflineFractionPairsEachRepeatWithItsBandwidth) {
+  BenchResult r;
+  r.timing.samples_ts = {50, 200};
+  r.timing.samples_gbps = {1.0, 2.0};  // 1e7 bytes per token: rooflines of 100 and 200 tokens/s
+  paired_roofline(r, 10'000'000);
+  EXPECT_DOUBLE_EQ(*r.mem_read_gbps, 1.5);
+  EXPECT_DOUBLE_EQ(*r.roofline_ts, 150);
+  EXPECT_DOUBLE_EQ(*r.roofline_fraction, 0.75);  // (0.5 + 1) / 2, where the mean tokens/s over the mean roofline
+                                                 // would say 125 / 150
+  r.timing.samples_gbps = {1.0};
+  EXPECT_THROW(paired_roofline(r, 10'000'000), Error);
 }
 
 TEST(Benchmark, WithoutTheProbeThereIsNoRoofline) {
