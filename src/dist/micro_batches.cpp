@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "util/error.h"
+#include "util/flow_shop.h"
 
 namespace tessera {
 
@@ -33,17 +34,8 @@ double batch_seconds(std::span<const BatchTime> times, int64_t tokens) {
 }
 
 double predicted_prefill_seconds(std::span<const int64_t> chunks, std::span<const std::vector<BatchTime>> stages) {
-  // done[s]: when stage s finishes the chunk before this one; a chunk starts on stage s once stage s is free and
-  // the chunk has left stage s - 1.
-  std::vector<double> done(stages.size(), 0.0);
-  for (int64_t m : chunks) {
-    double left_previous = 0;
-    for (size_t s = 0; s < stages.size(); ++s) {
-      done[s] = std::max(done[s], left_previous) + batch_seconds(stages[s], m);
-      left_previous = done[s];
-    }
-  }
-  return done.empty() ? 0.0 : done.back();
+  const auto stage_time = [&](int64_t c, size_t s) { return batch_seconds(stages[s], chunks[static_cast<size_t>(c)]); };
+  return flow_shop_makespan(static_cast<int64_t>(chunks.size()), stages.size(), stage_time, stage_time);
 }
 
 std::vector<int64_t> fastest_prompt_chunks(int64_t n, std::span<const std::vector<BatchTime>> stages,

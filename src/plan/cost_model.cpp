@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "util/error.h"
+#include "util/flow_shop.h"
 
 namespace tessera::plan {
 namespace {
@@ -268,17 +269,11 @@ Prediction CostModel::predict_pipeline(std::span<const StageSpec> stages, const 
       TimeParts parts;
       const auto end = static_cast<double>(w.end_batch);
       if (stages.size() > 1 && w.micro_batch > 0 && w.end_batch > 0 && total > 2.0 * end) {
-        // The short first micro-batch fills the ring, the full ones follow at the busiest element's pace, and the
-        // short last one adds its own turn there.
-        // The longest of two paths through the flow shop: the short first micro-batch crossing the ring, every
-        // later one on the busiest element; or a full one crossing it and the rest there, short ones included.
-        // With equal stages the second binds (the later stages trail by a full micro-batch once one has entered),
-        // so halving the ends pays only in front of and behind a bottleneck.
-        // Micro-batches of two sizes: the makespan comes from the flow-shop recurrence over the ring's elements
-        // (an element takes the next micro-batch once it is free and the micro-batch has arrived), and the parts
-        // of the short first one's trip plus every later one on the busiest element say where it goes. Over equal
-        // stages the later stages trail by a full micro-batch once one has entered, so the halved ends pay only
-        // in front of and behind a bottleneck.
+        // Micro-batches of two sizes (the short first and last, n_mid full ones between): the makespan is the
+        // flow-shop recurrence over the ring's elements; its split into compute and network follows the short first
+        // one's trip plus every later one on the busiest element, scaled to that makespan. Over equal stages the
+        // later stages trail by a full micro-batch once one has entered, so the halved ends pay only in front of and
+        // behind a bottleneck.
         const double n_mid = std::ceil((total - 2.0 * end) / static_cast<double>(m));
         const double mid = (total - 2.0 * end) / n_mid;
         const RingTime short_one = ring(end, 1.0, ctx, 0.0);
@@ -287,18 +282,13 @@ Prediction CostModel::predict_pipeline(std::span<const StageSpec> stages, const 
         parts += short_one.busiest;
         const std::vector<Element> short_elems = ring_elements(end, 1.0, ctx, 0.0);
         const std::vector<Element> mid_elems = ring_elements(mid, 1.0, ctx, 0.0);
-        std::vector<double> free_at(short_elems.size(), 0.0);
-        double last_out = 0;
-        for (int64_t c = 0; c < static_cast<int64_t>(n_mid) + 2; ++c) {
-          const auto& elems = c == 0 || c == static_cast<int64_t>(n_mid) + 1 ? short_elems : mid_elems;
-          double arrives = 0;
-          for (size_t j = 0; j < elems.size(); ++j) {
-            const double start = std::max(arrives, free_at[j]);
-            free_at[j] = start + elems[j].busy;
-            arrives = start + elems[j].t.total();
-          }
-          last_out = arrives;
-        }
+        const auto n_chunks = static_cast<int64_t>(n_mid) + 2;
+        const auto elems_of = [&](int64_t c) -> const std::vector<Element>& {
+          return c == 0 || c == n_chunks - 1 ? short_elems : mid_elems;
+        };
+        const double last_out = flow_shop_makespan(
+            n_chunks, short_elems.size(), [&](int64_t c, size_t j) { return elems_of(c)[j].busy; },
+            [&](int64_t c, size_t j) { return elems_of(c)[j].t.total(); });
         if (parts.total() > 0) parts = parts.scaled(last_out / parts.total());
       } else {
         const double n_mb = std::ceil(total / static_cast<double>(m));
