@@ -32,8 +32,16 @@ constexpr uint64_t kHugePage = 2 * kMiB;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
+// Two ways to stream: plain loads, and loads behind the decode kernels' prefetch. Which is faster depends on the
+// machine and its moment (on the Zen 5 VM each won by 12-40% in one state or the other), so the probe times both
+// and a roofline never sits below what the kernels themselves reach.
+struct ReadLoops {
+  XorFn plain;
+  XorFn prefetched;
+};
+
 struct Loops {
-  XorFn read;
+  ReadLoops read;
   LoopFn int8;
   LoopFn f32;
 };
@@ -42,15 +50,19 @@ struct Loops {
 Loops loops_for(Isa isa, const CpuFeatures& f) {
   switch (isa) {
     case Isa::Avx512:
-      return {probe_kernels::xor_words_avx512, probe_kernels::int8_dot_avx512, probe_kernels::f32_fma_avx512};
+      return {{probe_kernels::xor_words_avx512, probe_kernels::xor_words_nta_avx512},
+              probe_kernels::int8_dot_avx512,
+              probe_kernels::f32_fma_avx512};
     case Isa::Avx2:
-      return {probe_kernels::xor_words_avx2,
+      return {{probe_kernels::xor_words_avx2, probe_kernels::xor_words_nta_avx2},
               f.avx_vnni ? probe_kernels::int8_dot_avx_vnni : probe_kernels::int8_dot_avx2,
               probe_kernels::f32_fma_avx2};
     case Isa::Scalar:
       break;
   }
-  return {probe_kernels::xor_words_scalar, probe_kernels::int8_dot_scalar, probe_kernels::f32_fma_scalar};
+  return {{probe_kernels::xor_words_scalar, probe_kernels::xor_words_scalar},
+          probe_kernels::int8_dot_scalar,
+          probe_kernels::f32_fma_scalar};
 }
 
 uint64_t last_level_cache_bytes() {
@@ -110,12 +122,14 @@ class ReadBuffer {
   size_t n_words_ = 0;
 };
 
-// Best pass over the whole buffer, reading it with `threads` threads of the pool (1: the caller alone).
-double best_read_gbps(const ReadBuffer& buf, ThreadPool& pool, int threads, XorFn read, double seconds) {
+// Best pass over the whole buffer, reading it with `threads` threads of the pool (1: the caller alone); passes
+// alternate between the two loops.
+double best_read_gbps(const ReadBuffer& buf, ThreadPool& pool, int threads, ReadLoops loops, double seconds) {
   std::vector<uint64_t> sinks(static_cast<size_t>(pool.size()), 0);
   double best = 0;
   const auto start = Clock::now();
   for (int pass = 0; pass < 64; ++pass) {
+    const XorFn read = pass % 2 == 0 ? loops.plain : loops.prefetched;
     const auto t0 = Clock::now();
     if (threads == 1) {
       sinks[0] ^= read(buf.data(), buf.words());
@@ -269,7 +283,7 @@ struct ReadProbe::State {
         pool(n_threads),
         buf(bytes > 0 ? bytes : default_buffer_bytes(), pool) {}
   int threads;
-  XorFn read;
+  ReadLoops read;
   ThreadPool pool;
   ReadBuffer buf;
 };

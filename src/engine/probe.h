@@ -49,7 +49,8 @@ class ProbeCache {
   std::chrono::steady_clock::time_point measured_at_{};
 };
 
-// Streaming read bandwidth alone (1e9 bytes/s, best pass) over a fresh buffer (buffer_bytes 0: the default size).
+// Streaming read bandwidth alone (1e9 bytes/s, best pass of plain and prefetched loads) over a fresh buffer
+// (buffer_bytes 0: the default size).
 double measure_read_gbps(int threads, double seconds, uint64_t buffer_bytes = 0);
 
 // The same measurement kept ready: threads and buffer are made once, so that `tessera bench` can measure right
@@ -92,10 +93,13 @@ MemInfo read_meminfo();
 namespace probe_kernels {
 
 // XOR of n 64-bit words, n a multiple of kReadBlockWords: every byte is loaded, and the result depends on all.
+// The _nta loops prefetch ahead as the decode kernels do (tensor/kernels/stream_prefetch.h).
 inline constexpr size_t kReadBlockWords = 64;
 uint64_t xor_words_scalar(const uint64_t* p, size_t n);
 uint64_t xor_words_avx2(const uint64_t* p, size_t n);
+uint64_t xor_words_nta_avx2(const uint64_t* p, size_t n);
 uint64_t xor_words_avx512(const uint64_t* p, size_t n);
+uint64_t xor_words_nta_avx512(const uint64_t* p, size_t n);
 
 // Compute loops: `iters` iterations of independent multiply-accumulate chains on all-ones inputs. They return the
 // number of multiplies the hardware performed, read back from the accumulators (exact for iters <= kMaxIters), so

@@ -2,6 +2,7 @@
 #include <immintrin.h>
 
 #include "engine/probe.h"
+#include "tensor/kernels/stream_prefetch.h"
 
 namespace tessera::probe_kernels {
 namespace {
@@ -18,13 +19,13 @@ uint64_t sum_epi32(__m512i v) {
   return s;
 }
 
-}  // namespace
-
-uint64_t xor_words_avx512(const uint64_t* p, size_t n) {
+template <bool kPrefetch>
+uint64_t xor_words(const uint64_t* p, size_t n) {
   // Eight independent accumulators: the loads, not a dependency chain, set the pace.
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   for (size_t i = 0; i < n; i += kReadBlockWords) {
     const __m512i* q = reinterpret_cast<const __m512i*>(p + i);
+    if constexpr (kPrefetch) kernels::prefetch_stream<448>(q);
     a0 = _mm512_xor_si512(a0, _mm512_loadu_si512(q + 0));
     a1 = _mm512_xor_si512(a1, _mm512_loadu_si512(q + 1));
     a2 = _mm512_xor_si512(a2, _mm512_loadu_si512(q + 2));
@@ -42,6 +43,11 @@ uint64_t xor_words_avx512(const uint64_t* p, size_t n) {
   for (uint64_t w : lanes) r ^= w;
   return r;
 }
+
+}  // namespace
+
+uint64_t xor_words_avx512(const uint64_t* p, size_t n) { return xor_words<false>(p, n); }
+uint64_t xor_words_nta_avx512(const uint64_t* p, size_t n) { return xor_words<true>(p, n); }
 
 uint64_t int8_dot_avx512(uint64_t iters) {
   // vpdpbusd has a latency of ~5 cycles and issues up to twice per cycle: 12 chains keep the units busy.

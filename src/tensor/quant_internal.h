@@ -52,6 +52,10 @@ double dot_q3_k_q8_k(const BlockQ3_K* w, const BlockQ8_K* x, int64_t nb);
 double dot_q4_k_q8_k(const BlockQ4_K* w, const BlockQ8_K* x, int64_t nb);
 double dot_q5_k_q8_k(const BlockQ5_K* w, const BlockQ8_K* x, int64_t nb);
 double dot_q6_k_q8_k(const BlockQ6_K* w, const BlockQ8_K* x, int64_t nb);
+// Element e's level (-32..31) of a Q6_K block: each 128-element half has 64 ql bytes and 32 qh bytes; elements
+// l, l+32, l+64, l+96 share qh[l].
+int q6k_level(const BlockQ6_K& b, int e);
+void q6k_levels(const BlockQ6_K& b, int8_t* out);  // all 256, in element order
 double dot_q8_k_q8_k(const BlockQ8_K* w, const BlockQ8_K* x, int64_t nb);
 
 // quant_kquants_quantize.cpp

@@ -22,7 +22,8 @@ int q5k_level(const BlockQ5_K& b, int e) { return q4_field(b.qs, e) | (((b.qh[e 
 // Q3_K: level -4..3; a clear hmask bit means "subtract 4".
 int q3k_level(const BlockQ3_K& b, int e) { return q2_field(b.qs, e) - (((b.hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4); }
 
-// Q6_K: each 128-element half has 64 ql bytes and 32 qh bytes; elements l, l+32, l+64, l+96 share qh[l].
+}  // namespace
+
 int q6k_level(const BlockQ6_K& b, int e) {
   const int half = e / 128;
   const int r = e % 128;
@@ -33,6 +34,22 @@ int q6k_level(const BlockQ6_K& b, int e) {
   const int high = (b.qh[half * 32 + l] >> (2 * quarter)) & 3;
   return (low | (high << 4)) - 32;
 }
+
+void q6k_levels(const BlockQ6_K& b, int8_t* out) {
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* ql = b.ql + 64 * half;
+    const uint8_t* qh = b.qh + 32 * half;
+    int8_t* o = out + 128 * half;
+    for (int l = 0; l < 32; ++l) {
+      o[l] = static_cast<int8_t>(((ql[l] & 0xf) | (qh[l] & 3) << 4) - 32);
+      o[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xf) | ((qh[l] >> 2) & 3) << 4) - 32);
+      o[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32);
+      o[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32);
+    }
+  }
+}
+
+namespace {
 
 int group_sum(const BlockQ8_K& x, int g) { return x.bsums[g]; }
 

@@ -111,8 +111,14 @@ TEST(Probe, CpuListsReadAsTasksetWritesThem) {
 std::vector<std::pair<const char*, uint64_t (*)(const uint64_t*, size_t)>> read_loops() {
   const CpuFeatures f = detect_cpu_features();
   std::vector<std::pair<const char*, uint64_t (*)(const uint64_t*, size_t)>> loops = {{"scalar", pk::xor_words_scalar}};
-  if (isa_supported(Isa::Avx2, f)) loops.push_back({"avx2", pk::xor_words_avx2});
-  if (isa_supported(Isa::Avx512, f)) loops.push_back({"avx512", pk::xor_words_avx512});
+  if (isa_supported(Isa::Avx2, f)) {
+    loops.push_back({"avx2", pk::xor_words_avx2});
+    loops.push_back({"avx2 prefetched", pk::xor_words_nta_avx2});
+  }
+  if (isa_supported(Isa::Avx512, f)) {
+    loops.push_back({"avx512", pk::xor_words_avx512});
+    loops.push_back({"avx512 prefetched", pk::xor_words_nta_avx512});
+  }
   return loops;
 }
 

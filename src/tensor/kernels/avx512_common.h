@@ -32,6 +32,7 @@ constexpr int kPanelTokenChunk = 4;  // 8 unpacked level registers + 3 per token
 // Weights as 16-row panels written at load in place of the rows (kernels_avx512_panels.cpp); nullptr if none.
 const PackedGemm* kquant_panels(GgmlType weight);
 const PackedGemm* legacy_panels(GgmlType weight);  // kernels_avx512_legacy_panels.cpp
+const PackedGemm* q6k_panels(GgmlType weight);     // kernels_avx512_q6k_panels.cpp
 
 // Keeps v in a register: the compiler would otherwise fold its load into each instruction that uses it, reading
 // the same 64 bytes from L1 once per use.
@@ -43,6 +44,11 @@ const PackedGemm* legacy_panels(GgmlType weight);  // kernels_avx512_legacy_pane
 [[gnu::always_inline]] inline __m512i dpbusd_bcast(__m512i acc, __m512i w, const int8_t* x) {
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(x)));
   return acc;
+}
+
+// a | (b & c), one vpternlogd.
+[[gnu::always_inline]] inline __m512i or_and(__m512i a, __m512i b, __m512i c) {
+  return _mm512_ternarylogic_epi32(a, b, c, 0xF8);
 }
 
 inline uint16_t load_u16(const void* p) {

@@ -247,8 +247,9 @@ VecDotFn avx512_vec_dot(GgmlType weight) {
 
 const PackedGemm* avx512_packed(GgmlType weight) { return avx512::quant_packed(weight); }
 const PackedGemm* avx512_panels(GgmlType weight) {
-  const PackedGemm* p = avx512::kquant_panels(weight);
-  return p != nullptr ? p : avx512::legacy_panels(weight);
+  if (const PackedGemm* p = avx512::kquant_panels(weight)) return p;
+  if (const PackedGemm* p = avx512::q6k_panels(weight)) return p;
+  return avx512::legacy_panels(weight);
 }
 
 GemmFn avx512_gemm(GgmlType weight) {

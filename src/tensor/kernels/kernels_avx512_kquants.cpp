@@ -45,9 +45,6 @@ inline __m512i shr2(__m512i v, int lo, int hi) {
   return _mm512_srlv_epi64(v, _mm512_set_epi64(hi, hi, hi, hi, lo, lo, lo, lo));
 }
 
-// a | (b & c), one vpternlogd.
-inline __m512i or_and(__m512i a, __m512i b, __m512i c) { return _mm512_ternarylogic_epi32(a, b, c, 0xF8); }
-
 // The eight 6-bit scales and mins of a Q4_K/Q5_K block as bytes (see quant_blocks.h, get_scale_min_k4).
 inline void k4_scales(const uint8_t* s, uint64_t* sc, uint64_t* mn) {
   const uint32_t a = load_u32(s), b = load_u32(s + 4), c = load_u32(s + 8);
