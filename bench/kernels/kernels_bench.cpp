@@ -305,7 +305,7 @@ int register_all() {
   const CpuFeatures f = detect_cpu_features();
   for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
     if (!isa_supported(isa, f)) continue;
-    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q4_0}) {
+    for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q8_0}) {
       if (Kernels::get(isa).panels(t) == nullptr) continue;
       for (auto [name, mode] : {std::pair{"own", Stream::Own}, std::pair{"interleaved", Stream::Interleaved},
                                 std::pair{"rows", Stream::Rows}, std::pair{"read", Stream::Read}}) {

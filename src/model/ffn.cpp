@@ -24,7 +24,7 @@ void FeedForward::dense(const LayerWeights& w, const ModelConfig& c, const float
 }
 
 void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,
-                      ThreadPool& pool) {
+                      ThreadPool& pool, NextWeights next) {
   const int64_t n_exp = c.n_expert;
   const int64_t k = c.n_expert_used;
   const int64_t n_embd = c.n_embd;
@@ -52,13 +52,14 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* 
   // A few tokens: every expert matrix's row chunks shared by all threads. Many: whole expert matrices per thread,
   // since each gemm call prepares all of its tokens (and, without --repack, builds the tiles of its rows).
   experts_together(w, c, x, routed, out, pool,
-                   n_tokens <= kBatchedExpertTokens ? EachSplit::Chunks : EachSplit::WholeJobs);
+                   n_tokens <= kBatchedExpertTokens ? EachSplit::Chunks : EachSplit::WholeJobs, next);
 }
 
 // The chosen experts' rows laid out one expert after the other, so every expert's gate and up run in one pass of
-// the pool (matmul_each) and every down in a second: two fork/joins per layer instead of three per expert.
+// the pool (matmul_each) and every down in a second: two fork/joins per layer instead of three per expert. While
+// the first pass ends, waiting threads read the downs' first rows ahead; while the second does, `next`'s.
 void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, const float* x, const Routing& routed,
-                                   float* out, ThreadPool& pool, EachSplit split) {
+                                   float* out, ThreadPool& pool, EachSplit split, NextWeights next) {
   const int64_t n_embd = c.n_embd;
   const int64_t n_ff = c.n_ff_exp;
   std::vector<std::pair<int64_t, int64_t>> active;  // (expert, first row)
@@ -76,28 +77,35 @@ void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, 
   expert_out_.resize(static_cast<size_t>(rows * n_embd));
   std::vector<TensorView> views;  // the jobs point into it: sized once
   views.reserve(3 * active.size());
+  std::vector<const TensorView*> downs;
   std::vector<MatmulJob> jobs;
   for (const auto& [e, row0] : active) {
     const auto& tokens = routed[static_cast<size_t>(e)];
     const auto m = static_cast<int64_t>(tokens.size());
-    for (int64_t i = 0; i < m; ++i) {
-      std::copy_n(x + tokens[static_cast<size_t>(i)].first * n_embd, n_embd, gathered_.data() + (row0 + i) * n_embd);
+    // A single token's row is read where it is: the experts that share it then share its conversion too.
+    const float* in = x + tokens[0].first * n_embd;
+    if (m > 1) {
+      for (int64_t i = 0; i < m; ++i) {
+        std::copy_n(x + tokens[static_cast<size_t>(i)].first * n_embd, n_embd, gathered_.data() + (row0 + i) * n_embd);
+      }
+      in = gathered_.data() + row0 * n_embd;
     }
-    const float* in = gathered_.data() + row0 * n_embd;
     views.push_back(w.ffn_gate_exps.slice_rows(e * n_ff, n_ff));
     jobs.push_back({&views.back(), in, m, gate_.data() + row0 * n_ff});
     views.push_back(w.ffn_up_exps.slice_rows(e * n_ff, n_ff));
     jobs.push_back({&views.back(), in, m, up_.data() + row0 * n_ff});
+    views.push_back(w.ffn_down_exps.slice_rows(e * n_embd, n_embd));
+    downs.push_back(&views.back());
   }
-  matmul_each(jobs, pool, scratch_, split);
+  matmul_each(jobs, pool, scratch_, split, downs);
   swiglu_rows(n_ff, rows, pool);
   jobs.clear();
-  for (const auto& [e, row0] : active) {
+  for (size_t i = 0; i < active.size(); ++i) {
+    const auto [e, row0] = active[i];
     const auto m = static_cast<int64_t>(routed[static_cast<size_t>(e)].size());
-    views.push_back(w.ffn_down_exps.slice_rows(e * n_embd, n_embd));
-    jobs.push_back({&views.back(), hidden_.data() + row0 * n_ff, m, expert_out_.data() + row0 * n_embd});
+    jobs.push_back({downs[i], hidden_.data() + row0 * n_ff, m, expert_out_.data() + row0 * n_embd});
   }
-  matmul_each(jobs, pool, scratch_, split);
+  matmul_each(jobs, pool, scratch_, split, next);
   // In expert order, as the one-expert-at-a-time path adds them: the sums round the same way.
   for (const auto& [e, row0] : active) add_expert_out(routed[static_cast<size_t>(e)], row0, n_embd, out);
 }

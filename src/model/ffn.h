@@ -18,7 +18,8 @@ class FeedForward {
   // matmul after this block (see matmul).
   void dense(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,
              ThreadPool& pool, NextWeights next = {});
-  void moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out, ThreadPool& pool);
+  void moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out, ThreadPool& pool,
+           NextWeights next = {});
 
  private:
   // Per expert: the tokens routed to it and their gate weights.
@@ -28,7 +29,7 @@ class FeedForward {
   static constexpr int64_t kBatchedExpertTokens = 16;
 
   void experts_together(const LayerWeights& w, const ModelConfig& c, const float* x, const Routing& routed, float* out,
-                        ThreadPool& pool, EachSplit split);
+                        ThreadPool& pool, EachSplit split, NextWeights next);
   // out[t] += weight * expert_out_ row (row0 + i) for the i-th (t, weight) of tokens.
   void add_expert_out(const std::vector<std::pair<int64_t, float>>& tokens, int64_t row0, int64_t n_embd,
                       float* out) const;

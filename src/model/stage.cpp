@@ -229,16 +229,16 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
   for_each_token(pool_, n_tokens, [&](int64_t t) {
     rms_norm(x_.data() + t * n_embd, w.ffn_norm.data(), n_embd, c.rms_eps, norm_.data() + t * n_embd);
   });
+  // The next layer's q/k/v, or the output head after the last layer (this stage's first layer comes next on a
+  // stage without the head).
+  std::array<const TensorView*, 3> next;
+  const TensorView* head[] = {&weights_->output()};
+  const NextWeights after = l + 1 < layers().end ? qkv_weights(weights_->layer(l + 1), next)
+                            : is_last()          ? NextWeights{head}
+                                                 : qkv_weights(weights_->layer(layers().begin), next);
   if (c.is_moe()) {
-    ffn_.moe(w, c, norm_.data(), n_tokens, proj_.data(), pool_);
+    ffn_.moe(w, c, norm_.data(), n_tokens, proj_.data(), pool_, after);
   } else {
-    // The next layer's q/k/v, or the output head after the last layer (this stage's first layer comes next on
-    // a stage without the head).
-    std::array<const TensorView*, 3> next;
-    const TensorView* head[] = {&weights_->output()};
-    const NextWeights after = l + 1 < layers().end ? qkv_weights(weights_->layer(l + 1), next)
-                              : is_last()          ? NextWeights{head}
-                                                   : qkv_weights(weights_->layer(layers().begin), next);
     ffn_.dense(w, c, norm_.data(), n_tokens, proj_.data(), pool_, after);
   }
   add_residual(n_tokens, n_embd);

@@ -16,6 +16,9 @@ namespace {
 
 // Row chunks are multiples of 64 so every kernel works on whole register panels (and packed row groups).
 constexpr int64_t kChunkRows = 64;
+// A matrix of fewer than 256 rows (an MoE router has one per expert) in chunks of 16, a multiple of every panel's
+// rows: with 64 a 64-row router ran on one thread while the others waited, ~2% of an MoE's decode.
+constexpr int64_t kSmallChunkRows = 16;
 // Up to this many tokens a chunk's gemm call costs little beyond its weights (no per-call repacking of all the
 // tokens), so threads take chunks a few at a time (run_dynamic): a thread slowed by anything else on the machine
 // then does fewer chunks instead of holding everyone at the join.
@@ -55,11 +58,22 @@ size_t quantize_into(const Kernels& kernels, GgmlType act_type, const float* x, 
   return act_row;
 }
 
+// The rows of one chunk of w: kSmallChunkRows for a small matrix whose packed layouts (if any) come in groups
+// that divide it.
+int64_t chunk_rows_of(const TensorView& w) {
+  if (w.rows() >= 4 * kChunkRows) return kChunkRows;
+  for (const PackedRows* p : {&w.packed, &w.panels}) {
+    if (!p->empty() && kSmallChunkRows % p->fns->group_rows != 0) return kChunkRows;
+  }
+  return kSmallChunkRows;
+}
+
 void run_chunks(const Job& job, int64_t c0, int64_t c1) {
   const int64_t n_tokens = job.n_tokens;
   const int64_t n = job.w->rows();
-  const int64_t r0 = c0 * kChunkRows;
-  const int64_t r1 = std::min(n, c1 * kChunkRows);
+  const int64_t rows = chunk_rows_of(*job.w);
+  const int64_t r0 = c0 * rows;
+  const int64_t r1 = std::min(n, c1 * rows);
   if (job.packed != nullptr) {
     const PackedRows& p = *job.packed;
     const auto group = static_cast<size_t>(r0 / p.group_rows);
@@ -69,7 +83,10 @@ void run_chunks(const Job& job, int64_t c0, int64_t c1) {
   job.gemm(job.w->row(r0), job.w->row_bytes, r1 - r0, job.act, job.act_row, n_tokens, job.w->cols(), job.y + r0, n);
 }
 
-int64_t chunks_of(const TensorView& w) { return (w.rows() + kChunkRows - 1) / kChunkRows; }
+int64_t chunks_of(const TensorView& w) {
+  const int64_t rows = chunk_rows_of(w);
+  return (w.rows() + rows - 1) / rows;
+}
 
 // Chunks per take of run_dynamic: about sixteen per thread. A take continues its thread's stream, so small ones
 // cost only the gemm call's small fixed cost (scratch, activation layout), and they even out the threads' ends.
@@ -191,8 +208,8 @@ void read_ahead_regions(NextWeights next, int64_t n_tokens, int threads, std::ve
         c -= chunks;
         continue;
       }
-      const int64_t r0 = c * kChunkRows;
-      const int64_t r1 = std::min(w->rows(), (c + range_chunks) * kChunkRows);
+      const int64_t r0 = c * chunk_rows_of(*w);
+      const int64_t r1 = std::min(w->rows(), (c + range_chunks) * chunk_rows_of(*w));
       const uint8_t* data = w->row(r0);
       size_t bytes = static_cast<size_t>(r1 - r0) * w->row_bytes;
       if (const PackedRows* p = packed_for(*w, n_tokens)) {
@@ -274,7 +291,8 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   run_dynamic({jobs, outs.size()}, total, pool, scratch.ahead);
 }
 
-void matmul_each(std::span<const MatmulJob> in, ThreadPool& pool, MatmulScratch& scratch, EachSplit split) {
+void matmul_each(std::span<const MatmulJob> in, ThreadPool& pool, MatmulScratch& scratch, EachSplit split,
+                 NextWeights next) {
   const Kernels& kernels = kernels_of(scratch);
   // Each distinct input gets one activation buffer; a job whose input an earlier job already has shares it.
   struct Input {
@@ -340,7 +358,12 @@ void matmul_each(std::span<const MatmulJob> in, ThreadPool& pool, MatmulScratch&
     total += chunks_of(*m.w);
   }
   if (total == 0) return;
-  if (split == EachSplit::Chunks) return run_dynamic(jobs, total, pool);
+  if (split == EachSplit::Chunks) {
+    int64_t most = 0;
+    for (const MatmulJob& m : in) most = std::max(most, m.n_tokens);
+    read_ahead_regions(next, most, pool.size(), scratch.ahead);
+    return run_dynamic(jobs, total, pool, scratch.ahead);
+  }
   if (pool.size() == 1) {
     for (const Job& job : jobs) run_chunks(job, 0, chunks_of(*job.w));
     return;
@@ -356,10 +379,10 @@ void matmul_each(std::span<const MatmulJob> in, ThreadPool& pool, MatmulScratch&
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return jobs[a].w->rows() * jobs[a].n_tokens > jobs[b].w->rows() * jobs[b].n_tokens;
   });
-  std::atomic<size_t> next{0};
+  std::atomic<size_t> taken{0};
   pool.run([&](int) {
-    for (size_t i = next.fetch_add(1, std::memory_order_relaxed); i < order.size();
-         i = next.fetch_add(1, std::memory_order_relaxed)) {
+    for (size_t i = taken.fetch_add(1, std::memory_order_relaxed); i < order.size();
+         i = taken.fetch_add(1, std::memory_order_relaxed)) {
       const Job& job = jobs[order[i]];
       run_chunks(job, 0, chunks_of(*job.w));
     }

@@ -64,7 +64,8 @@ enum class EachSplit {
 // Weights with inputs of their own (the experts that tokens chose in a MoE layer): each output exactly as matmul
 // would compute it, and all of them in one pass of the thread pool, so a step pays one fork/join for every expert
 // matrix together instead of one each. Jobs that share an input (same x, tokens and format) convert it once.
+// next: as matmul's, read ahead when the split is Chunks.
 void matmul_each(std::span<const MatmulJob> jobs, ThreadPool& pool, MatmulScratch& scratch,
-                 EachSplit split = EachSplit::Chunks);
+                 EachSplit split = EachSplit::Chunks, NextWeights next = {});
 
 }  // namespace tessera

@@ -122,7 +122,7 @@ TEST(Matmul, MultiEqualsSeparateMatmuls) {
 // the weight where it starts, capped at 256 KB.
 TEST(Matmul, NextWeightsAreReadAheadFromTheStartOfEachThreadsRange) {
   const int64_t k = 512;
-  const Weight small = make_weight(GgmlType::Q6_K, 70, k, 2);  // 2 chunks
+  const Weight small = make_weight(GgmlType::Q6_K, 70, k, 2);  // under 256 rows: 5 chunks of 16
   const Weight big = make_weight(GgmlType::Q8_0, 1100, k, 3);  // 18 chunks
   const TensorView* next[] = {&small.view, &big.view};
   for (int threads : {1, 2, 3}) {
@@ -143,11 +143,12 @@ TEST(Matmul, NextWeightsAreReadAheadFromTheStartOfEachThreadsRange) {
       }
       ASSERT_EQ(regions.size(), static_cast<size_t>(threads));
       for (int t = 0; t < threads; ++t) {
-        const int64_t c = 20 * t / threads;
-        const int64_t range = 20 * (t + 1) / threads - c;
-        const TensorView& w = c < 2 ? small.view : big.view;
-        const int64_t r0 = (c < 2 ? c : c - 2) * 64;
-        const int64_t r1 = std::min(w.rows(), r0 + range * 64);
+        const int64_t c = 23 * t / threads;
+        const int64_t range = 23 * (t + 1) / threads - c;
+        const TensorView& w = c < 5 ? small.view : big.view;
+        const int64_t rows = c < 5 ? 16 : 64;
+        const int64_t r0 = (c < 5 ? c : c - 5) * rows;
+        const int64_t r1 = std::min(w.rows(), r0 + range * rows);
         EXPECT_EQ(regions[t].data, w.row(r0)) << "thread " << t;
         EXPECT_EQ(regions[t].bytes, std::min<size_t>(static_cast<size_t>(r1 - r0) * w.row_bytes, 256 << 10));
       }
