@@ -173,7 +173,7 @@ bool serves(const PackedRows& p, int64_t n_tokens) {
 
 // The packed rows or panels when they exist and pay for this many tokens; nullptr for the plain gemm on the rows.
 // Tiles packed at load (--repack) beat the panels from their own threshold on (9 tokens); panels beat building
-// the tiles per call up to 48.
+// the tiles per call up to their max_tokens (every count for the K-quants' AVX-512 panels).
 const PackedRows* packed_for(const TensorView& w, int64_t n_tokens) {
   if (serves(w.packed, n_tokens)) return &w.packed;
   if (serves(w.panels, n_tokens)) return &w.panels;

@@ -140,9 +140,11 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
   });
 }
 
-constexpr int kPanelMaxTokens = 48;  // as the Q4_K panels: above it the prefill tiles win
-const PackedGemm kQ4_0Panels{kRows, 1, &group_bytes<BlockQ4_0>, &pack<BlockQ4_0>, &gemm<BlockQ4_0>, kPanelMaxTokens};
-const PackedGemm kQ8_0Panels{kRows, 1, &group_bytes<BlockQ8_0>, &pack<BlockQ8_0>, &gemm<BlockQ8_0>, kPanelMaxTokens};
+// Above these the plain gemm's tiles (built per call) win without --repack: measured on the Zen 5 VM at -t 2, 1b
+// Q4_0 panels 430 vs 300 t/s at 64 tokens, even at 128-256, 420 vs 450 at 512; Q8_0 370 vs 285 at 64, 380 vs 435
+// at 128 (docs/benchmarks.md).
+const PackedGemm kQ4_0Panels{kRows, 1, &group_bytes<BlockQ4_0>, &pack<BlockQ4_0>, &gemm<BlockQ4_0>, 256};
+const PackedGemm kQ8_0Panels{kRows, 1, &group_bytes<BlockQ8_0>, &pack<BlockQ8_0>, &gemm<BlockQ8_0>, 96};
 
 }  // namespace
 

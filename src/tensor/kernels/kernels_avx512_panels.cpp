@@ -1,7 +1,10 @@
-// AVX-512 path, part 5: Q4_K weights as 16-row panels, written at load in place of the rows' copy (the same bytes
-// plus 3%). One vpdpbusd multiplies 4 levels of 16 rows by 4 broadcast activations, so a 32-element group of 16
-// rows costs 8 of them and one scale multiply: about a third of the row kernels' work per byte, which lets
-// decode run at the memory's pace and serves every token count from the same layout.
+// AVX-512 path, part 5: Q4_K and Q5_K weights as 16-row panels, written at load in place of the rows' copy (the
+// same bytes plus 3%). One vpdpbusd multiplies 4 levels of 16 rows by 4 broadcast activations, so a 32-element group
+// of 16 rows costs 8 of them and one scale multiply: about a third of the row kernels' work per byte, which lets
+// decode run at the memory's pace and serves every token count from the same layout. Q5_K adds a plane of fifth
+// bits, merged into the levels with a shift and a vpternlogd each.
+#include <type_traits>
+
 #include "tensor/kernels/avx512_common.h"
 #include "tensor/kernels/panel_loops.h"
 #include "tensor/kernels/q4k_panel_row.h"
@@ -11,40 +14,54 @@ namespace tessera::kernels::avx512 {
 namespace {
 
 using quant::BlockQ4_K;
+using quant::BlockQ5_K;
 using quant::BlockQ8_K;
 
 // One panel block: 16 rows x 256 elements. qs: per group g (32 elements) and chunk c, 64 bytes where byte 4r + i
-// of row r holds element 32g + 4c + i in its low nibble and element 32g + 16 + 4c + i in its high nibble; sc: the
-// 6-bit scale of group g for each row (16 bytes per group); mn: the mins of groups 2p and 2p + 1 of each row as
-// byte pairs (32 bytes per pair); then the rows' d and dmin as fp16.
-constexpr int kRows = kPanelRowCount;
-constexpr size_t kQsBytes = 2048;
-constexpr size_t kScOffset = kQsBytes;
-constexpr size_t kMnOffset = kScOffset + 128;
-constexpr size_t kDOffset = kMnOffset + 128;
-constexpr size_t kDminOffset = kDOffset + 32;
-constexpr size_t kBlockBytes = kDminOffset + 32;  // 2368 = 37 * 64: blocks stay 64-byte aligned
-static_assert(kBlockBytes % 64 == 0);
+// of row r holds element 32g + 4c + i in its low nibble and element 32g + 16 + 4c + i in its high nibble; Q5_K
+// only, hi: per group 64 bytes, byte 4r + i holding the fifth bits as Q4KPanelRow::high; sc: the 6-bit scale of
+// group g for each row (16 bytes per group); mn: the mins of groups 2p and 2p + 1 of each row as byte pairs (32
+// bytes per pair); then the rows' d and dmin as fp16.
+template <class B>
+struct Layout {
+  static constexpr bool kFive = std::is_same_v<B, BlockQ5_K>;
+  static constexpr size_t kQsBytes = 2048;
+  static constexpr size_t kHiOffset = kQsBytes;
+  static constexpr size_t kScOffset = kHiOffset + (kFive ? 512 : 0);
+  static constexpr size_t kMnOffset = kScOffset + 128;
+  static constexpr size_t kDOffset = kMnOffset + 128;
+  static constexpr size_t kDminOffset = kDOffset + 32;
+  static constexpr size_t kBlockBytes = kDminOffset + 32;  // 2368 = 37 * 64, 2880 = 45 * 64: 64-byte aligned
+  static_assert(kBlockBytes % 64 == 0);
+};
 
-size_t group_bytes(int64_t k) { return static_cast<size_t>(k / quant::kQKK) * kBlockBytes; }
+constexpr int kRows = kPanelRowCount;
+
+template <class B>
+size_t group_bytes(int64_t k) {
+  return static_cast<size_t>(k / quant::kQKK) * Layout<B>::kBlockBytes;
+}
 
 // Rows past n_rows (the last panel of a matrix whose row count is not a multiple of 16) are zero: d = 0.
+template <class B>
 void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t* out) {
+  using L = Layout<B>;
   const int64_t nb = k / quant::kQKK;
   for (int64_t p = 0; p * kRows < n_rows; ++p) {
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* blk = out + static_cast<size_t>(p * nb + b) * kBlockBytes;
-      std::memset(blk, 0, kBlockBytes);
+      uint8_t* blk = out + static_cast<size_t>(p * nb + b) * L::kBlockBytes;
+      std::memset(blk, 0, L::kBlockBytes);
       for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
-        const auto& src = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
+        const auto& src = reinterpret_cast<const B*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
         const Q4KPanelRow row = q4k_panel_row(src);
         for (int g = 0; g < 8; ++g) {
           for (int c = 0; c < 4; ++c) std::memcpy(blk + (4 * g + c) * 64 + 4 * r, row.qs + 16 * g + 4 * c, 4);
-          blk[kScOffset + 16 * g + r] = row.scales[g];
-          blk[kMnOffset + 32 * (g / 2) + 2 * r + g % 2] = row.mins[g];
+          if constexpr (L::kFive) std::memcpy(blk + L::kHiOffset + 64 * g + 4 * r, row.high + 4 * g, 4);
+          blk[L::kScOffset + 16 * g + r] = row.scales[g];
+          blk[L::kMnOffset + 32 * (g / 2) + 2 * r + g % 2] = row.mins[g];
         }
-        std::memcpy(blk + kDOffset + 2 * r, &src.d, 2);
-        std::memcpy(blk + kDminOffset + 2 * r, &src.dmin, 2);
+        std::memcpy(blk + L::kDOffset + 2 * r, &src.d, 2);
+        std::memcpy(blk + L::kDminOffset + 2 * r, &src.dmin, 2);
       }
     }
   }
@@ -64,13 +81,26 @@ inline PanelAct panel_act(const BlockQ8_K& x) {
   return a;
 }
 
+// The fifth bit of chunk c's elements from a group's plane of them (Q5_K), at bit 4 of each byte: for the low
+// nibbles' elements (bits 0-3 of the plane) a left shift, for the high ones' (bits 4-7) a right shift. The 16-bit
+// shifts carry bits across bytes only into positions the 0x10 mask drops.
+template <int kBit>
+[[gnu::always_inline]] inline __m512i fifth_bits_at_4(__m512i plane) {
+  if constexpr (kBit < 4) return _mm512_slli_epi16(plane, 4 - kBit);
+  if constexpr (kBit > 4) return _mm512_srli_epi16(plane, kBit - 4);
+  return plane;
+}
+
 // T tokens (T <= 4) against one panel over all nb blocks: each group's levels are unpacked once and dotted with
 // every token. y[t * ldy + r] for the panel's rows r < n_valid.
-template <int T>
+template <class B, int T>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const PanelAct* act, float* y,
                   int64_t ldy, int n_valid) {
+  using L = Layout<B>;
+  constexpr size_t kBlockBytes = L::kBlockBytes;
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
+  const __m512i m_b4 = _mm512_set1_epi8(0x10);
   __m512 acc[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -78,7 +108,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes;
     // Spread over the block (a group's 4 lines at a time), not one burst of 37 lines: a burst fills the core's
     // miss buffers and stalls the loads behind it.
-    prefetch_stream<kBlockBytes - kQsBytes - 64>(blk + kQsBytes);
+    prefetch_stream<kBlockBytes - L::kScOffset - 64>(blk + L::kScOffset);
     const int8_t* xq[T];
     __m512 blk_sum[T];
 #pragma GCC unroll 4
@@ -88,17 +118,31 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     }
     for (int g = 0; g < 8; ++g) {
       prefetch_stream<256 - 64>(blk + 256 * g);
+      if constexpr (L::kFive) prefetch_stream<0>(blk + L::kHiOffset + 64 * g);
       __m512i lo[4], hi[4];
       for (int c = 0; c < 4; ++c) {
         __m512i v = _mm512_load_si512(blk + (4 * g + c) * 64);
         in_register(v);
         lo[c] = _mm512_and_si512(v, m_lo);
-        hi[c] = _mm512_and_si512(v, m_hi);  // 16 x level: the sum is shifted back once per group
+        // Q4_K: 16 x level, the sum shifted back once per group. Q5_K: the level, as 16 x level would overflow.
+        hi[c] = L::kFive ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo) : _mm512_and_si512(v, m_hi);
+      }
+      if constexpr (L::kFive) {
+        __m512i plane = _mm512_load_si512(blk + L::kHiOffset + 64 * g);
+        in_register(plane);
+        lo[0] = or_and(lo[0], fifth_bits_at_4<0>(plane), m_b4);
+        lo[1] = or_and(lo[1], fifth_bits_at_4<1>(plane), m_b4);
+        lo[2] = or_and(lo[2], fifth_bits_at_4<2>(plane), m_b4);
+        lo[3] = or_and(lo[3], fifth_bits_at_4<3>(plane), m_b4);
+        hi[0] = or_and(hi[0], fifth_bits_at_4<4>(plane), m_b4);
+        hi[1] = or_and(hi[1], fifth_bits_at_4<5>(plane), m_b4);
+        hi[2] = or_and(hi[2], fifth_bits_at_4<6>(plane), m_b4);
+        hi[3] = or_and(hi[3], fifth_bits_at_4<7>(plane), m_b4);
       }
       // The scale as f32: a convert and an FMA per token instead of vpmulld's two port-0 uops and 10 cycles. The
       // products stay exact (|dot * scale| < 2^22); the sum over groups rounds like any f32 accumulation.
       const __m512 sc = _mm512_cvtepi32_ps(
-          _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + kScOffset + 16 * g))));
+          _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + L::kScOffset + 16 * g))));
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         __m512i s_lo = _mm512_setzero_si512(), s_hi = _mm512_setzero_si512();
@@ -106,15 +150,15 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
           s_lo = dpbusd_bcast(s_lo, lo[c], xq[t] + 32 * g + 4 * c);
           s_hi = dpbusd_bcast(s_hi, hi[c], xq[t] + 32 * g + 16 + 4 * c);
         }
-        const __m512i dot = _mm512_add_epi32(s_lo, _mm512_srai_epi32(s_hi, 4));
+        const __m512i dot = _mm512_add_epi32(s_lo, L::kFive ? s_hi : _mm512_srai_epi32(s_hi, 4));
         blk_sum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sc, blk_sum[t]);
       }
     }
-    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kDOffset)));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kDminOffset)));
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + L::kDOffset)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + L::kDminOffset)));
     __m512i mn[4];
     for (int p = 0; p < 4; ++p) {
-      mn[p] = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + kMnOffset + 32 * p)));
+      mn[p] = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + L::kMnOffset + 32 * p)));
     }
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
@@ -131,13 +175,13 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
-using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
-constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<1>, &panel_tokens<2>, &panel_tokens<3>,
-                                                        &panel_tokens<4>};
-
 // Rows in blocks, token chunks inside, panels innermost (panel_loops.h).
+template <class B>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
+  using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
+  constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1>, &panel_tokens<B, 2>,
+                                                          &panel_tokens<B, 3>, &panel_tokens<B, 4>};
   const int64_t nb = k / quant::kQKK;
   Scratch scratch(sizeof(PanelAct) * static_cast<size_t>(nb * n_tok) + 64);
   auto* act = reinterpret_cast<PanelAct*>(scratch.get());  // [token][block]
@@ -145,20 +189,32 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
     const auto* xt = reinterpret_cast<const BlockQ8_K*>(x + t * xs);
     for (int64_t b = 0; b < nb; ++b) act[t * nb + b] = panel_act(xt[b]);
   }
-  const size_t panel_bytes = group_bytes(k);
+  const size_t panel_bytes = group_bytes<B>(k);
   for_each_panel_chunk<kRows, kPanelTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
     kPanelTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb,
                     y + t0 * ldy + r, ldy, valid);
   });
 }
 
-// Beyond 48 tokens the prefill tiles win (measured 1b Q4_K_M at -t 2: panels 176 vs 120 t/s at 24 tokens, even at
-// 32-48, 150-163 vs 173-180 at 64, 170-187 vs 221-230 at 512): each group's scale multiply is paid per token.
-constexpr int kPanelMaxTokens = 48;
-const PackedGemm kQ4KPanels{kRows, 1, &group_bytes, &pack, &gemm, kPanelMaxTokens};
+// Every token count: tiles packed at load (--repack) take over from 9 tokens where they exist (matmul's
+// packed_for); without them the panels beat the plain gemm, which builds its tiles per call from rows left in the
+// 4 KB pages of the file mapping (Zen 5 VM, -t 2, 1b Q4_K_M pp64-pp512 +10% at 128-256 tokens, 1b Q5_K_M +18% at
+// 64, even at 512; docs/benchmarks.md).
+constexpr int kPanelMaxTokens = 0;
+const PackedGemm kQ4KPanels{kRows, 1, &group_bytes<BlockQ4_K>, &pack<BlockQ4_K>, &gemm<BlockQ4_K>, kPanelMaxTokens};
+const PackedGemm kQ5KPanels{kRows, 1, &group_bytes<BlockQ5_K>, &pack<BlockQ5_K>, &gemm<BlockQ5_K>, kPanelMaxTokens};
 
 }  // namespace
 
-const PackedGemm* kquant_panels(GgmlType weight) { return weight == GgmlType::Q4_K ? &kQ4KPanels : nullptr; }
+const PackedGemm* kquant_panels(GgmlType weight) {
+  switch (weight) {
+    case GgmlType::Q4_K:
+      return &kQ4KPanels;
+    case GgmlType::Q5_K:
+      return &kQ5KPanels;
+    default:
+      return nullptr;
+  }
+}
 
 }  // namespace tessera::kernels::avx512

@@ -139,7 +139,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
   });
 }
 
-constexpr int kPanelMaxTokens = 48;  // as the Q4_K panels: above it the prefill tiles win
+constexpr int kPanelMaxTokens = 0;  // every token count, as the Q4_K panels
 const PackedGemm kQ6KPanels{kRows, 1, &group_bytes, &pack, &gemm, kPanelMaxTokens};
 
 }  // namespace

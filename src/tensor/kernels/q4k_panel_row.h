@@ -13,8 +13,12 @@ struct Q4KPanelRow {
   uint8_t qs[128];
   uint8_t scales[8];  // group g's 6-bit scale
   uint8_t mins[8];    // group g's 6-bit min
+  // Q5_K only: byte 4g + i has bit c set when element 32g + 4c + i's level has its fifth bit, bit 4 + c for element
+  // 32g + 16 + 4c + i.
+  uint8_t high[32];
 };
 
 Q4KPanelRow q4k_panel_row(const quant::BlockQ4_K& b);
+Q4KPanelRow q4k_panel_row(const quant::BlockQ5_K& b);  // the same scales and nibbles, plus `high`
 
 }  // namespace tessera::kernels
