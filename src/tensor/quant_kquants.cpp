@@ -19,10 +19,9 @@ int q4_field(const uint8_t* qs, int e) {
 // Q5_K: the fifth bit of element e is bit e/32 of qh[e%32].
 int q5k_level(const BlockQ5_K& b, int e) { return q4_field(b.qs, e) | (((b.qh[e % 32] >> (e / 32)) & 1) << 4); }
 
-// Q3_K: level -4..3; a clear hmask bit means "subtract 4".
-int q3k_level(const BlockQ3_K& b, int e) { return q2_field(b.qs, e) - (((b.hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4); }
-
 }  // namespace
+
+int q3k_level(const BlockQ3_K& b, int e) { return q2_field(b.qs, e) - (((b.hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4); }
 
 int q6k_level(const BlockQ6_K& b, int e) {
   const int half = e / 128;

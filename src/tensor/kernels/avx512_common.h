@@ -32,7 +32,7 @@ constexpr int kPanelTokenChunk = 4;  // 8 unpacked level registers + 3 per token
 // Weights as 16-row panels written at load in place of the rows (kernels_avx512_panels.cpp); nullptr if none.
 const PackedGemm* kquant_panels(GgmlType weight);
 const PackedGemm* legacy_panels(GgmlType weight);  // kernels_avx512_legacy_panels.cpp
-const PackedGemm* q6k_panels(GgmlType weight);     // kernels_avx512_q6k_panels.cpp
+const PackedGemm* k16_panels(GgmlType weight);     // Q3_K, Q6_K: kernels_avx512_k16_panels.cpp
 
 // Keeps v in a register: the compiler would otherwise fold its load into each instruction that uses it, reading
 // the same 64 bytes from L1 once per use.

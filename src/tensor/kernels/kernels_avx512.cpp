@@ -248,7 +248,7 @@ VecDotFn avx512_vec_dot(GgmlType weight) {
 const PackedGemm* avx512_packed(GgmlType weight) { return avx512::quant_packed(weight); }
 const PackedGemm* avx512_panels(GgmlType weight) {
   if (const PackedGemm* p = avx512::kquant_panels(weight)) return p;
-  if (const PackedGemm* p = avx512::q6k_panels(weight)) return p;
+  if (const PackedGemm* p = avx512::k16_panels(weight)) return p;
   return avx512::legacy_panels(weight);
 }
 

@@ -1,0 +1,234 @@
+// AVX-512 path, part 7: the K-quants with a scale per 16 elements (Q3_K, Q6_K) as 16-row panels written at load in
+// place of the rows' copy, as kernels_avx512_panels.cpp does for Q4_K. Their row kernels spend 10-15 instructions
+// per cache line on bit-plane shuffles and a horizontal sum per row; here every 192 bytes of a panel are three
+// loads and a few logic ops that give the vpdpbusd operands of 16 rows, so decode keeps up with the memory.
+#include "tensor/kernels/avx512_common.h"
+#include "tensor/kernels/panel_loops.h"
+#include "tensor/quant_blocks.h"
+#include "tensor/quant_internal.h"
+
+namespace tessera::kernels::avx512 {
+namespace {
+
+using quant::BlockQ3_K;
+using quant::BlockQ6_K;
+using quant::BlockQ8_K;
+
+constexpr int kRows = kPanelRowCount;
+constexpr size_t kUnitBytes = 192;  // three vectors: the levels of 1 (Q6_K) or 2 (Q3_K) groups of 16 rows
+
+// The levels of a group of 16 elements go to four vpdpbusd operands: operand c holds elements 4c..4c+3 of each
+// row (byte 4r + i: element 4c + i of row r). Levels are stored unsigned (level + kOffset); a group's dot starts
+// from -kOffset x its activation sum.
+//
+// Q6_K, one group per unit: byte 4r + i of vector k holds the 6-bit level of element 4k + i of row r in its low
+// bits and bits 2k, 2k + 1 of element 12 + i's level in its top 2.
+struct Q6Format {
+  using Block = BlockQ6_K;
+  static constexpr int kGroupsPerUnit = 1;
+  static constexpr int kOffset = 32;
+
+  static void row(const Block& b, uint8_t* u, int8_t* scales) {
+    int8_t levels[quant::kQKK];
+    quant::q6k_levels(b, levels);
+    for (int e = 0; e < quant::kQKK; ++e) u[e] = static_cast<uint8_t>(levels[e] + kOffset);
+    for (int j = 0; j < 16; ++j) scales[j] = b.scales[j];
+  }
+  // Row r's bytes of a unit from u, the row's levels of the unit's elements.
+  static void place(const uint8_t* u, int r, uint8_t* unit) {
+    for (int i = 0; i < 4; ++i) {
+      for (int k = 0; k < 3; ++k)
+        unit[64 * k + 4 * r + i] = static_cast<uint8_t>(u[4 * k + i] | (u[12 + i] >> 2 * k & 3) << 6);
+    }
+  }
+  [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) {
+    const __m512i m6 = _mm512_set1_epi8(0x3f);
+    __m512i top = _mm512_and_si512(_mm512_srli_epi16(v[0], 6), _mm512_set1_epi8(0x03));
+    top = or_and(top, _mm512_srli_epi16(v[1], 4), _mm512_set1_epi8(0x0c));
+    top = or_and(top, _mm512_srli_epi16(v[2], 2), _mm512_set1_epi8(0x30));
+    for (int k = 0; k < 3; ++k) lv[k] = _mm512_and_si512(v[k], m6);
+    lv[3] = top;
+  }
+};
+
+// Q3_K, two groups A and B (elements 0-15 and 16-31 of the unit) per unit, 3-bit levels: vector 0 holds A0 in bits
+// 0-2, A1 in 3-5 and bits 0-1 of B2 in 6-7; vector 1 A2, A3, bit 2 of B2 and bit 0 of B3; vector 2 B0, B1 and bits
+// 1-2 of B3 (Xc: the level of element 4c + i of group X, byte 4r + i). 16-bit shifts carry bits across bytes only
+// into positions the masks drop.
+struct Q3Format {
+  using Block = BlockQ3_K;
+  static constexpr int kGroupsPerUnit = 2;
+  static constexpr int kOffset = 4;
+
+  static void row(const Block& b, uint8_t* u, int8_t* scales) {
+    for (int e = 0; e < quant::kQKK; ++e) u[e] = static_cast<uint8_t>(quant::q3k_level(b, e) + kOffset);
+    for (int j = 0; j < 16; ++j) scales[j] = static_cast<int8_t>(quant::q3k_scale(b.scales, j));
+  }
+  static void place(const uint8_t* u, int r, uint8_t* unit) {
+    for (int i = 0; i < 4; ++i) {
+      const auto a = [&](int c) { return u[4 * c + i]; };
+      const auto b = [&](int c) { return u[16 + 4 * c + i]; };
+      unit[4 * r + i] = static_cast<uint8_t>(a(0) | a(1) << 3 | (b(2) & 3) << 6);
+      unit[64 + 4 * r + i] = static_cast<uint8_t>(a(2) | a(3) << 3 | (b(2) >> 2 & 1) << 6 | (b(3) & 1) << 7);
+      unit[128 + 4 * r + i] = static_cast<uint8_t>(b(0) | b(1) << 3 | (b(3) >> 1 & 3) << 6);
+    }
+  }
+  [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) {
+    const __m512i m7 = _mm512_set1_epi8(0x07);
+    lv[0] = _mm512_and_si512(v[0], m7);
+    lv[1] = _mm512_and_si512(_mm512_srli_epi16(v[0], 3), m7);
+    lv[2] = _mm512_and_si512(v[1], m7);
+    lv[3] = _mm512_and_si512(_mm512_srli_epi16(v[1], 3), m7);
+    lv[4] = _mm512_and_si512(v[2], m7);
+    lv[5] = _mm512_and_si512(_mm512_srli_epi16(v[2], 3), m7);
+    lv[6] = or_and(_mm512_and_si512(_mm512_srli_epi16(v[0], 6), _mm512_set1_epi8(0x03)), _mm512_srli_epi16(v[1], 4),
+                   _mm512_set1_epi8(0x04));
+    lv[7] = or_and(_mm512_and_si512(_mm512_srli_epi16(v[1], 7), _mm512_set1_epi8(0x01)), _mm512_srli_epi16(v[2], 5),
+                   _mm512_set1_epi8(0x06));
+  }
+};
+
+// One panel block: 16 rows x 256 elements: the units, then the scales (16 bytes per group, byte r: row r's, as
+// signed bytes), then the rows' d as fp16, then padding to whole lines.
+template <class F>
+struct Layout {
+  static constexpr size_t kLevelBytes = 16 / F::kGroupsPerUnit * kUnitBytes;
+  static constexpr size_t kScOffset = kLevelBytes;
+  static constexpr size_t kDOffset = kScOffset + 256;
+  static constexpr size_t kBlockBytes = (kDOffset + 2 * kRows + 63) / 64 * 64;  // Q6_K 3392, Q3_K 1856
+};
+
+template <class F>
+size_t group_bytes(int64_t k) {
+  return static_cast<size_t>(k / quant::kQKK) * Layout<F>::kBlockBytes;
+}
+
+// Rows past n_rows (the last panel of a matrix whose row count is not a multiple of 16) are zero: d = 0.
+template <class F>
+void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t* out) {
+  using L = Layout<F>;
+  constexpr int kUnitElements = 16 * F::kGroupsPerUnit;
+  const int64_t nb = k / quant::kQKK;
+  for (int64_t p = 0; p * kRows < n_rows; ++p) {
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = out + static_cast<size_t>(p * nb + b) * L::kBlockBytes;
+      std::memset(blk, 0, L::kBlockBytes);
+      for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
+        const auto& src =
+            reinterpret_cast<const typename F::Block*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
+        uint8_t u[quant::kQKK];
+        int8_t scales[16];
+        F::row(src, u, scales);
+        for (int m = 0; m < quant::kQKK / kUnitElements; ++m) F::place(u + kUnitElements * m, r, blk + kUnitBytes * m);
+        for (int j = 0; j < 16; ++j) blk[L::kScOffset + 16 * j + r] = static_cast<uint8_t>(scales[j]);
+        std::memcpy(blk + L::kDOffset + 2 * r, &src.d, 2);
+      }
+    }
+  }
+}
+
+// The activation side of one Q8_K block: each group's sum times the levels' offset, negated (a group's dot starts
+// from it), and d.
+struct PanelAct {
+  int32_t neg_offset[16];
+  float d;
+};
+
+// T tokens (T <= 4) against one panel over all nb blocks; y[t * ldy + r] for the panel's rows r < n_valid.
+template <class F, int T>
+void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const PanelAct* act, float* y,
+                  int64_t ldy, int n_valid) {
+  using L = Layout<F>;
+  constexpr int G = F::kGroupsPerUnit;
+  __m512 acc[T];
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = panel + static_cast<size_t>(b) * L::kBlockBytes;
+    prefetch_stream<L::kBlockBytes - L::kLevelBytes - 64>(blk + L::kLevelBytes);
+    const int8_t* xq[T];
+    __m512 blk_sum[T];
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      xq[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xs)[b].qs;
+      blk_sum[t] = _mm512_setzero_ps();
+    }
+    for (int m = 0; m < 16 / G; ++m) {
+      const uint8_t* unit = blk + kUnitBytes * m;
+      prefetch_stream<kUnitBytes - 64>(unit);
+      __m512i v[3];
+      for (int k = 0; k < 3; ++k) {
+        v[k] = _mm512_load_si512(unit + 64 * k);
+        in_register(v[k]);
+      }
+      __m512i lv[4 * G];
+      F::unpack(v, lv);
+      for (int g = 0; g < G; ++g) {
+        const int j = G * m + g;
+        // The scale as f32: a convert and an FMA per token rather than vpmulld's two uops; a group's exact dot
+        // (|dot| <= 2^16) times its scale stays exact.
+        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(blk + L::kScOffset + 16 * j)));
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          __m512i dot = _mm512_set1_epi32(act[t * nb + b].neg_offset[j]);
+          for (int c = 0; c < 4; ++c) dot = dpbusd_bcast(dot, lv[4 * g + c], xq[t] + 16 * j + 4 * c);
+          blk_sum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sc, blk_sum[t]);
+        }
+      }
+    }
+    const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + L::kDOffset)));
+#pragma GCC unroll 4
+    for (int t = 0; t < T; ++t) {
+      acc[t] = _mm512_fmadd_ps(blk_sum[t], _mm512_mul_ps(d, _mm512_set1_ps(act[t * nb + b].d)), acc[t]);
+    }
+  }
+  const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
+#pragma GCC unroll 4
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
+}
+
+template <class F>
+void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
+          int64_t ldy) {
+  using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
+  constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<F, 1>, &panel_tokens<F, 2>,
+                                                          &panel_tokens<F, 3>, &panel_tokens<F, 4>};
+  const int64_t nb = k / quant::kQKK;
+  Scratch scratch(sizeof(PanelAct) * static_cast<size_t>(nb * n_tok) + 64);
+  auto* act = reinterpret_cast<PanelAct*>(scratch.get());  // [token][block]
+  for (int64_t t = 0; t < n_tok; ++t) {
+    const auto* xt = reinterpret_cast<const BlockQ8_K*>(x + t * xs);
+    for (int64_t b = 0; b < nb; ++b) {
+      PanelAct& a = act[t * nb + b];
+      const __m512i sums = _mm512_cvtepi16_epi32(load256(xt[b].bsums));
+      _mm512_storeu_si512(a.neg_offset, _mm512_mullo_epi32(sums, _mm512_set1_epi32(-F::kOffset)));
+      a.d = xt[b].d;
+    }
+  }
+  const size_t panel_bytes = group_bytes<F>(k);
+  for_each_panel_chunk<kRows, kPanelTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
+    kPanelTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb,
+                    y + t0 * ldy + r, ldy, valid);
+  });
+}
+
+// Q6_K's serve every token count, as the Q4_K panels (kernels_avx512_panels.cpp); Q3_K's up to 128 tokens, above
+// which the plain gemm's tiles win (Zen 5 VM, -t 2, 1b Q3_K_M: panels 375 vs 250-340 t/s at 64 tokens, even at
+// 128-256, 365 vs 400-475 at 512; docs/benchmarks.md).
+const PackedGemm kQ3KPanels{kRows, 1, &group_bytes<Q3Format>, &pack<Q3Format>, &gemm<Q3Format>, 128};
+const PackedGemm kQ6KPanels{kRows, 1, &group_bytes<Q6Format>, &pack<Q6Format>, &gemm<Q6Format>, 0};
+
+}  // namespace
+
+const PackedGemm* k16_panels(GgmlType weight) {
+  switch (weight) {
+    case GgmlType::Q3_K:
+      return &kQ3KPanels;
+    case GgmlType::Q6_K:
+      return &kQ6KPanels;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace tessera::kernels::avx512
