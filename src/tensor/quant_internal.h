@@ -52,6 +52,8 @@ double dot_q3_k_q8_k(const BlockQ3_K* w, const BlockQ8_K* x, int64_t nb);
 double dot_q4_k_q8_k(const BlockQ4_K* w, const BlockQ8_K* x, int64_t nb);
 double dot_q5_k_q8_k(const BlockQ5_K* w, const BlockQ8_K* x, int64_t nb);
 double dot_q6_k_q8_k(const BlockQ6_K* w, const BlockQ8_K* x, int64_t nb);
+// Element e's level (0..3) of a Q2_K block.
+int q2k_level(const BlockQ2_K& b, int e);
 // Element e's level (-4..3) of a Q3_K block: a clear hmask bit means "subtract 4".
 int q3k_level(const BlockQ3_K& b, int e);
 // Element e's level (-32..31) of a Q6_K block: each 128-element half has 64 ql bytes and 32 qh bytes; elements

@@ -21,6 +21,8 @@ int q5k_level(const BlockQ5_K& b, int e) { return q4_field(b.qs, e) | (((b.qh[e 
 
 }  // namespace
 
+int q2k_level(const BlockQ2_K& b, int e) { return q2_field(b.qs, e); }
+
 int q3k_level(const BlockQ3_K& b, int e) { return q2_field(b.qs, e) - (((b.hmask[e % 32] >> (e / 32)) & 1) ? 0 : 4); }
 
 int q6k_level(const BlockQ6_K& b, int e) {

@@ -1,7 +1,7 @@
-// AVX-512 path, part 7: the K-quants with a scale per 16 elements (Q3_K, Q6_K) as 16-row panels written at load in
-// place of the rows' copy, as kernels_avx512_panels.cpp does for Q4_K. Their row kernels spend 10-15 instructions
-// per cache line on bit-plane shuffles and a horizontal sum per row; here every 192 bytes of a panel are three
-// loads and a few logic ops that give the vpdpbusd operands of 16 rows, so decode keeps up with the memory.
+// AVX-512 path, part 7: the K-quants with a scale per 16 elements (Q2_K, Q3_K, Q6_K) as 16-row panels written at
+// load in place of the rows' copy, as kernels_avx512_panels.cpp does for Q4_K. Their row kernels spend 10-15
+// instructions per cache line on bit-plane shuffles and a horizontal sum per row; here each vector of a panel takes
+// a load and a few logic ops to give vpdpbusd operands of 16 rows, so decode keeps up with the memory.
 #include "tensor/kernels/avx512_common.h"
 #include "tensor/kernels/panel_loops.h"
 #include "tensor/quant_blocks.h"
@@ -10,29 +10,34 @@
 namespace tessera::kernels::avx512 {
 namespace {
 
+using quant::BlockQ2_K;
 using quant::BlockQ3_K;
 using quant::BlockQ6_K;
 using quant::BlockQ8_K;
 
 constexpr int kRows = kPanelRowCount;
-constexpr size_t kUnitBytes = 192;  // three vectors: the levels of 1 (Q6_K) or 2 (Q3_K) groups of 16 rows
 
-// The levels of a group of 16 elements go to four vpdpbusd operands: operand c holds elements 4c..4c+3 of each
-// row (byte 4r + i: element 4c + i of row r). Levels are stored unsigned (level + kOffset); a group's dot starts
-// from -kOffset x its activation sum.
+// A format's levels come in units of kVectors 64-byte vectors holding kGroupsPerUnit groups of 16 elements of the
+// 16 rows. The levels of a group go to four vpdpbusd operands: operand c holds elements 4c..4c+3 of each row (byte
+// 4r + i: element 4c + i of row r). Levels are stored unsigned (level + kOffset); a group's dot starts from
+// -kOffset x its activation sum. Scales are signed bytes, 16 per group (byte r: row r's), except for Q2_K (kMins),
+// whose scale and min share a byte as in its rows, laid out in pairs of groups: byte 2r + h of pair p holds group
+// 2p + h's, so one zero extension gives the (min, min) words vpdpwssd pairs with the activations' group sums.
 //
 // Q6_K, one group per unit: byte 4r + i of vector k holds the 6-bit level of element 4k + i of row r in its low
 // bits and bits 2k, 2k + 1 of element 12 + i's level in its top 2.
 struct Q6Format {
   using Block = BlockQ6_K;
+  static constexpr int kVectors = 3;
   static constexpr int kGroupsPerUnit = 1;
   static constexpr int kOffset = 32;
+  static constexpr bool kMins = false;
 
-  static void row(const Block& b, uint8_t* u, int8_t* scales) {
+  static void row(const Block& b, uint8_t* u, uint8_t* scales) {
     int8_t levels[quant::kQKK];
     quant::q6k_levels(b, levels);
     for (int e = 0; e < quant::kQKK; ++e) u[e] = static_cast<uint8_t>(levels[e] + kOffset);
-    for (int j = 0; j < 16; ++j) scales[j] = b.scales[j];
+    for (int j = 0; j < 16; ++j) scales[j] = static_cast<uint8_t>(b.scales[j]);
   }
   // Row r's bytes of a unit from u, the row's levels of the unit's elements.
   static void place(const uint8_t* u, int r, uint8_t* unit) {
@@ -57,12 +62,14 @@ struct Q6Format {
 // into positions the masks drop.
 struct Q3Format {
   using Block = BlockQ3_K;
+  static constexpr int kVectors = 3;
   static constexpr int kGroupsPerUnit = 2;
   static constexpr int kOffset = 4;
+  static constexpr bool kMins = false;
 
-  static void row(const Block& b, uint8_t* u, int8_t* scales) {
+  static void row(const Block& b, uint8_t* u, uint8_t* scales) {
     for (int e = 0; e < quant::kQKK; ++e) u[e] = static_cast<uint8_t>(quant::q3k_level(b, e) + kOffset);
-    for (int j = 0; j < 16; ++j) scales[j] = static_cast<int8_t>(quant::q3k_scale(b.scales, j));
+    for (int j = 0; j < 16; ++j) scales[j] = static_cast<uint8_t>(quant::q3k_scale(b.scales, j));
   }
   static void place(const uint8_t* u, int r, uint8_t* unit) {
     for (int i = 0; i < 4; ++i) {
@@ -88,14 +95,42 @@ struct Q3Format {
   }
 };
 
-// One panel block: 16 rows x 256 elements: the units, then the scales (16 bytes per group, byte r: row r's, as
-// signed bytes), then the rows' d as fp16, then padding to whole lines.
+// Q2_K, one group per vector: byte 4r + i holds element 4c + i's 2-bit level at bits 2c, 2c + 1.
+struct Q2Format {
+  using Block = BlockQ2_K;
+  static constexpr int kVectors = 1;
+  static constexpr int kGroupsPerUnit = 1;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMins = true;
+
+  static void row(const Block& b, uint8_t* u, uint8_t* scales) {
+    for (int e = 0; e < quant::kQKK; ++e) u[e] = static_cast<uint8_t>(quant::q2k_level(b, e));
+    for (int j = 0; j < 16; ++j) scales[j] = b.scales[j];
+  }
+  static void place(const uint8_t* u, int r, uint8_t* unit) {
+    for (int i = 0; i < 4; ++i)
+      unit[4 * r + i] = static_cast<uint8_t>(u[i] | u[4 + i] << 2 | u[8 + i] << 4 | u[12 + i] << 6);
+  }
+  [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) {
+    const __m512i m3 = _mm512_set1_epi8(0x03);
+    lv[0] = _mm512_and_si512(v[0], m3);
+    lv[1] = _mm512_and_si512(_mm512_srli_epi16(v[0], 2), m3);
+    lv[2] = _mm512_and_si512(_mm512_srli_epi16(v[0], 4), m3);
+    lv[3] = _mm512_and_si512(_mm512_srli_epi16(v[0], 6), m3);
+  }
+};
+
+// One panel block: 16 rows x 256 elements: the units, then the scales, then the rows' d (and dmin) as fp16, then
+// padding to whole lines.
 template <class F>
 struct Layout {
+  static constexpr size_t kUnitBytes = 64 * F::kVectors;
   static constexpr size_t kLevelBytes = 16 / F::kGroupsPerUnit * kUnitBytes;
   static constexpr size_t kScOffset = kLevelBytes;
   static constexpr size_t kDOffset = kScOffset + 256;
-  static constexpr size_t kBlockBytes = (kDOffset + 2 * kRows + 63) / 64 * 64;  // Q6_K 3392, Q3_K 1856
+  static constexpr size_t kDminOffset = kDOffset + 2 * kRows;
+  static constexpr size_t kBlockBytes = (kDminOffset + (F::kMins ? 2 * kRows : 0) + 63) / 64 * 64;
+  static_assert(kBlockBytes == (F::kMins ? 1344 : F::kOffset == 4 ? 1856 : 3392));  // Q2_K: the rows' bytes
 };
 
 template <class F>
@@ -117,11 +152,16 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
         const auto& src =
             reinterpret_cast<const typename F::Block*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
         uint8_t u[quant::kQKK];
-        int8_t scales[16];
+        uint8_t scales[16];
         F::row(src, u, scales);
-        for (int m = 0; m < quant::kQKK / kUnitElements; ++m) F::place(u + kUnitElements * m, r, blk + kUnitBytes * m);
-        for (int j = 0; j < 16; ++j) blk[L::kScOffset + 16 * j + r] = static_cast<uint8_t>(scales[j]);
+        for (int m = 0; m < quant::kQKK / kUnitElements; ++m) {
+          F::place(u + kUnitElements * m, r, blk + L::kUnitBytes * m);
+        }
+        for (int j = 0; j < 16; ++j) {
+          blk[L::kScOffset + (F::kMins ? 32 * (j / 2) + 2 * r + j % 2 : 16 * j + r)] = scales[j];
+        }
         std::memcpy(blk + L::kDOffset + 2 * r, &src.d, 2);
+        if constexpr (F::kMins) std::memcpy(blk + L::kDminOffset + 2 * r, &src.dmin, 2);
       }
     }
   }
@@ -153,33 +193,61 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       xq[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xs)[b].qs;
       blk_sum[t] = _mm512_setzero_ps();
     }
-    for (int m = 0; m < 16 / G; ++m) {
-      const uint8_t* unit = blk + kUnitBytes * m;
-      prefetch_stream<kUnitBytes - 64>(unit);
-      __m512i v[3];
-      for (int k = 0; k < 3; ++k) {
-        v[k] = _mm512_load_si512(unit + 64 * k);
-        in_register(v[k]);
-      }
-      __m512i lv[4 * G];
-      F::unpack(v, lv);
-      for (int g = 0; g < G; ++g) {
-        const int j = G * m + g;
-        // The scale as f32: a convert and an FMA per token rather than vpmulld's two uops; a group's exact dot
-        // (|dot| <= 2^16) times its scale stays exact.
-        const __m512 sc = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(blk + L::kScOffset + 16 * j)));
+    __m512i min_sum[T];  // kMins: sum over groups of min x activation sum, per row
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          __m512i dot = _mm512_set1_epi32(act[t * nb + b].neg_offset[j]);
-          for (int c = 0; c < 4; ++c) dot = dpbusd_bcast(dot, lv[4 * g + c], xq[t] + 16 * j + 4 * c);
-          blk_sum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sc, blk_sum[t]);
+    for (int t = 0; t < T; ++t) min_sum[t] = _mm512_setzero_si512();
+    // Pairs of groups: 8 operands, and Q2_K's scales and mins come a pair at a time.
+    for (int p = 0; p < 8; ++p) {
+      __m512i lv[8];
+      for (int h = 0; h < 2 / G; ++h) {
+        const uint8_t* unit = blk + L::kUnitBytes * (2 / G * p + h);
+        prefetch_stream<L::kUnitBytes - 64>(unit);
+        __m512i v[F::kVectors];
+        for (int k = 0; k < F::kVectors; ++k) {
+          v[k] = _mm512_load_si512(unit + 64 * k);
+          in_register(v[k]);
+        }
+        F::unpack(v, lv + 4 * G * h);
+      }
+      // The scales as f32: a convert and an FMA per token rather than vpmulld's two uops; a group's exact dot
+      // (|dot| <= 2^16) times its scale stays exact.
+      __m512 sc[2];
+      __m512i mins;
+      if constexpr (F::kMins) {
+        const __m512i both = _mm512_cvtepu8_epi16(load256(blk + L::kScOffset + 32 * p));
+        const __m512i low = _mm512_set1_epi32(0x0f);
+        sc[0] = _mm512_cvtepi32_ps(_mm512_and_si512(both, low));
+        sc[1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(both, 16), low));
+        mins = _mm512_srli_epi16(both, 4);
+      } else {
+        for (int h = 0; h < 2; ++h) {
+          sc[h] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(blk + L::kScOffset + 16 * (2 * p + h))));
+        }
+      }
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        for (int h = 0; h < 2; ++h) {
+          const int j = 2 * p + h;
+          __m512i dot = F::kOffset != 0 ? _mm512_set1_epi32(act[t * nb + b].neg_offset[j]) : _mm512_setzero_si512();
+          for (int c = 0; c < 4; ++c) dot = dpbusd_bcast(dot, lv[4 * h + c], xq[t] + 16 * j + 4 * c);
+          blk_sum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sc[h], blk_sum[t]);
+        }
+        if constexpr (F::kMins) {
+          const auto* sums = reinterpret_cast<const BlockQ8_K*>(x + t * xs)[b].bsums;
+          min_sum[t] =
+              _mm512_dpwssd_epi32(min_sum[t], mins, _mm512_set1_epi32(static_cast<int>(load_u32(sums + 2 * p))));
         }
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + L::kDOffset)));
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      acc[t] = _mm512_fmadd_ps(blk_sum[t], _mm512_mul_ps(d, _mm512_set1_ps(act[t * nb + b].d)), acc[t]);
+      const __m512 xd = _mm512_set1_ps(act[t * nb + b].d);
+      acc[t] = _mm512_fmadd_ps(blk_sum[t], _mm512_mul_ps(d, xd), acc[t]);
+      if constexpr (F::kMins) {
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + L::kDminOffset)));
+        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(min_sum[t]), _mm512_mul_ps(dmin, xd), acc[t]);
+      }
     }
   }
   const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
@@ -212,16 +280,20 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
   });
 }
 
-// Q6_K's serve every token count, as the Q4_K panels (kernels_avx512_panels.cpp); Q3_K's up to 128 tokens, above
-// which the plain gemm's tiles win (Zen 5 VM, -t 2, 1b Q3_K_M: panels 375 vs 250-340 t/s at 64 tokens, even at
-// 128-256, 365 vs 400-475 at 512; docs/benchmarks.md).
+// Q6_K's serve every token count, as the Q4_K panels (kernels_avx512_panels.cpp); Q2_K's and Q3_K's up to 128
+// tokens, above which the plain gemm's tiles win (Zen 5 VM, -t 2, 1b Q3_K_M: panels 375 vs 250-340 t/s at 64
+// tokens, even at 128-256, 365 vs 400-475 at 512; 1b Q2_K: 350 vs 255 at 64, 365 vs 290 at 128, even at 512;
+// docs/benchmarks.md).
 const PackedGemm kQ3KPanels{kRows, 1, &group_bytes<Q3Format>, &pack<Q3Format>, &gemm<Q3Format>, 128};
 const PackedGemm kQ6KPanels{kRows, 1, &group_bytes<Q6Format>, &pack<Q6Format>, &gemm<Q6Format>, 0};
+const PackedGemm kQ2KPanels{kRows, 1, &group_bytes<Q2Format>, &pack<Q2Format>, &gemm<Q2Format>, 128};
 
 }  // namespace
 
 const PackedGemm* k16_panels(GgmlType weight) {
   switch (weight) {
+    case GgmlType::Q2_K:
+      return &kQ2KPanels;
     case GgmlType::Q3_K:
       return &kQ3KPanels;
     case GgmlType::Q6_K:
