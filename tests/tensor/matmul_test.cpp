@@ -217,15 +217,15 @@ TEST(Matmul, EachEqualsSeparateMatmuls) {
 
 // Weights as panels (what the weights' copy holds on the SIMD paths): every token count the panels serve and the
 // ones above it (rows again), whole and for an expert-like slice on and off a panel boundary. The AVX-512 path has
-// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q4_0 and Q8_0 panels, the AVX2 path Q4_K and Q4_0 (its Q8_0 rows already run at the
-// memory's pace); where a path has none the copy keeps rows.
+// panels for every quantized format but IQ4_XS/IQ4_NL, the AVX2 path for Q4_K and Q4_0 (its Q8_0 rows already run
+// at the memory's pace); where a path has none the copy keeps rows.
 TEST(Matmul, PanelsMatchTheReference) {
   const Isa isa = best_isa(detect_cpu_features());
   const Kernels& kernels = Kernels::get(isa);
   const int64_t k = 512, rows = 200;
   ThreadPool pool(2);
   for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0,
-                     GgmlType::Q8_0}) {
+                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0}) {
     SCOPED_TRACE(type_name(t));
     const bool has = isa == Isa::Avx512 || (isa == Isa::Avx2 && (t == GgmlType::Q4_K || t == GgmlType::Q4_0));
     if (!has) {

@@ -51,6 +51,29 @@ const PackedGemm* k16_panels(GgmlType weight);     // Q3_K, Q6_K: kernels_avx512
   return _mm512_ternarylogic_epi32(a, b, c, 0xF8);
 }
 
+// Bit kBit of each byte of a plane of fifth bits (the Q5 formats' panels: bit c for the element of chunk c's low
+// nibble, bit 4 + c for its high nibble's) moved to bit 4, where a 0x10 mask keeps it. The 16-bit shifts carry
+// bits across bytes only into positions that mask drops.
+template <int kBit>
+[[gnu::always_inline]] inline __m512i fifth_bits_at_4(__m512i plane) {
+  if constexpr (kBit < 4) return _mm512_slli_epi16(plane, 4 - kBit);
+  if constexpr (kBit > 4) return _mm512_srli_epi16(plane, kBit - 4);
+  return plane;
+}
+
+// The chunks' low-nibble levels lo[c] and high-nibble levels hi[c] (both 0-31) of a Q5 panel with its plane.
+[[gnu::always_inline]] inline void merge_fifth_bits(__m512i plane, __m512i* lo, __m512i* hi) {
+  const __m512i b4 = _mm512_set1_epi8(0x10);
+  lo[0] = or_and(lo[0], fifth_bits_at_4<0>(plane), b4);
+  lo[1] = or_and(lo[1], fifth_bits_at_4<1>(plane), b4);
+  lo[2] = or_and(lo[2], fifth_bits_at_4<2>(plane), b4);
+  lo[3] = or_and(lo[3], fifth_bits_at_4<3>(plane), b4);
+  hi[0] = or_and(hi[0], fifth_bits_at_4<4>(plane), b4);
+  hi[1] = or_and(hi[1], fifth_bits_at_4<5>(plane), b4);
+  hi[2] = or_and(hi[2], fifth_bits_at_4<6>(plane), b4);
+  hi[3] = or_and(hi[3], fifth_bits_at_4<7>(plane), b4);
+}
+
 inline uint16_t load_u16(const void* p) {
   uint16_t v;
   std::memcpy(&v, p, sizeof v);

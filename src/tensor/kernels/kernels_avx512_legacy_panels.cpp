@@ -1,7 +1,9 @@
-// AVX-512 path, part 6: Q4_0 and Q8_0 weights as 16-row panels (exactly the rows' bytes), written at load in place
-// of the rows' copy, as kernels_avx512_panels.cpp does for Q4_K. Levels are stored unsigned (Q4_0's nibbles as
-// they are, Q8_0's bytes + 128) so one vpdpbusd takes 4 levels of 16 rows; the offset comes back as offset * the
-// activation block's sum.
+// AVX-512 path, part 6: the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) as 16-row panels (the rows' bytes,
+// Q5's plus 9%), written at load in place of the rows' copy, as kernels_avx512_panels.cpp does for Q4_K. Levels
+// are stored unsigned (the nibbles as they are, Q8_0's bytes + 128) so one vpdpbusd takes 4 levels of 16 rows; an
+// offset comes back as offset * the activation block's sum, a minimum (Q4_1, Q5_1) as m * the Q8_1 block's s.
+#include <type_traits>
+
 #include "tensor/kernels/avx512_common.h"
 #include "tensor/kernels/panel_loops.h"
 #include "tensor/quant_blocks.h"
@@ -10,33 +12,82 @@ namespace tessera::kernels::avx512 {
 namespace {
 
 using quant::BlockQ4_0;
+using quant::BlockQ4_1;
+using quant::BlockQ5_0;
+using quant::BlockQ5_1;
 using quant::BlockQ8_0;
+using quant::BlockQ8_1;
 using quant::kQK;
 
 constexpr int kRows = kPanelRowCount;
 
 // One panel block: 16 rows x 32 elements. Chunk c of 64 bytes holds 4 consecutive levels of each row (byte 4r + i
-// of row r); Q4_0 has 4 chunks whose low nibbles are elements 4c + i and high nibbles 16 + 4c + i (the rows' own
-// byte order), Q8_0 8 chunks of elements 4c + i. Then the 16 rows' d as fp16.
+// of row r); the nibble formats have 4 chunks whose low nibbles are elements 4c + i and high nibbles 16 + 4c + i
+// (the rows' own byte order), Q8_0 8 chunks of elements 4c + i. The Q5 formats add a plane of fifth bits (byte
+// 4r + i: bit c for element 4c + i, bit 4 + c for element 16 + 4c + i). Then the 16 rows' d, and for Q4_1/Q5_1 m,
+// as fp16.
 template <class B>
 struct Layout;
 
-template <>
-struct Layout<BlockQ4_0> {
+// The nibble formats: qs in the rows' order, and the fifth bits (none for Q4).
+struct NibbleLayout {
   static constexpr int kChunks = 4;
+  template <class B>
+  static uint8_t byte(const B& b, int c, int i) {
+    return b.qs[4 * c + i];
+  }
+  template <class B>
+  static uint8_t fifth_bits(const B& b, int i) {
+    uint32_t qh;
+    std::memcpy(&qh, b.qh, 4);
+    int v = 0;
+    for (int c = 0; c < 4; ++c)
+      v |= static_cast<int>((qh >> (4 * c + i)) & 1) << c | static_cast<int>((qh >> (16 + 4 * c + i)) & 1) << (4 + c);
+    return static_cast<uint8_t>(v);
+  }
+};
+
+template <>
+struct Layout<BlockQ4_0> : NibbleLayout {
   static constexpr int kOffset = 8;
-  static uint8_t byte(const BlockQ4_0& b, int c, int i) { return b.qs[4 * c + i]; }
+  static constexpr bool kFive = false, kMin = false;
+};
+
+template <>
+struct Layout<BlockQ4_1> : NibbleLayout {
+  static constexpr int kOffset = 0;
+  static constexpr bool kFive = false, kMin = true;
+};
+
+template <>
+struct Layout<BlockQ5_0> : NibbleLayout {
+  static constexpr int kOffset = 16;
+  static constexpr bool kFive = true, kMin = false;
+};
+
+template <>
+struct Layout<BlockQ5_1> : NibbleLayout {
+  static constexpr int kOffset = 0;
+  static constexpr bool kFive = true, kMin = true;
 };
 
 template <>
 struct Layout<BlockQ8_0> {
   static constexpr int kChunks = 8;
   static constexpr int kOffset = 128;
+  static constexpr bool kFive = false, kMin = false;
   static uint8_t byte(const BlockQ8_0& b, int c, int i) { return static_cast<uint8_t>(b.qs[4 * c + i] + 128); }
 };
 
 template <class B>
-constexpr size_t kBlockBytes = Layout<B>::kChunks * 64 + 2 * kRows;  // 288 (Q4_0), 544 (Q8_0): 16 rows' bytes
+constexpr size_t kPlaneOffset = Layout<B>::kChunks * 64;
+template <class B>
+constexpr size_t kDOffset = kPlaneOffset<B> + (Layout<B>::kFive ? 64 : 0);
+template <class B>
+constexpr size_t kMOffset = kDOffset<B> + 2 * kRows;
+// 288 (Q4_0), 320 (Q4_1), 352 (Q5_0), 384 (Q5_1), 544 (Q8_0): the 16 rows' bytes, the Q5 formats' plus 9-10%
+template <class B>
+constexpr size_t kBlockBytes = kMOffset<B> + (Layout<B>::kMin ? 2 * kRows : 0);
 
 template <class B>
 size_t group_bytes(int64_t k) {
@@ -58,23 +109,35 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
         for (int c = 0; c < Layout<B>::kChunks; ++c) {
           for (int i = 0; i < 4; ++i) blk[c * 64 + 4 * r + i] = Layout<B>::byte(src, c, i);
         }
-        std::memcpy(blk + Layout<B>::kChunks * 64 + 2 * r, &src.d, 2);
+        if constexpr (Layout<B>::kFive) {
+          for (int i = 0; i < 4; ++i) blk[kPlaneOffset<B> + 4 * r + i] = Layout<B>::fifth_bits(src, i);
+        }
+        std::memcpy(blk + kDOffset<B> + 2 * r, &src.d, 2);
+        if constexpr (Layout<B>::kMin) std::memcpy(blk + kMOffset<B> + 2 * r, &src.m, 2);
       }
     }
   }
 }
 
-// An activation block's d and its levels' sum times the weights' offset.
+// The activation blocks a format's dots take (ggml's vec_dot_type): Q8_1, with its s, for the formats with a
+// minimum.
+template <class B>
+using ActBlock = std::conditional_t<Layout<B>::kMin, BlockQ8_1, BlockQ8_0>;
+
+// An activation block's d, its levels' sum times the weights' offset, and (Q8_1) its s = d * that sum.
 struct LegacyAct {
   float d;
   int32_t offset_sum;
+  float s;
 };
 
 template <class B, int T>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const LegacyAct* act, float* y,
                   int64_t ldy, int n_valid) {
+  using Act = ActBlock<B>;
   constexpr int kChunks = Layout<B>::kChunks;
   constexpr bool kNibbles = kChunks == 4;
+  constexpr bool kFive = Layout<B>::kFive;
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
   __m512 acc[T];
@@ -89,25 +152,34 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
         __m512i v = load512(blk + 64 * c);
         in_register(v);
         lv[c] = _mm512_and_si512(v, m_lo);
-        lv[4 + c] = _mm512_and_si512(v, m_hi);  // 16 x level: shifted back once per block
+        // 16 x level, shifted back once per block; with a fifth bit the level itself, as 16 x would overflow.
+        lv[4 + c] = kFive ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo) : _mm512_and_si512(v, m_hi);
+      }
+      if constexpr (kFive) {
+        __m512i plane = load512(blk + kPlaneOffset<B>);
+        in_register(plane);
+        merge_fifth_bits(plane, lv, lv + 4);
       }
     } else {
       for (int c = 0; c < 8; ++c) lv[c] = load512(blk + 64 * c);
     }
-    const __m512 d = _mm512_cvtph_ps(load256(blk + kChunks * 64));
+    const __m512 d = _mm512_cvtph_ps(load256(blk + kDOffset<B>));
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
-      const auto& xb = reinterpret_cast<const BlockQ8_0*>(x + t * xs)[b];
+      const auto& xb = reinterpret_cast<const Act*>(x + t * xs)[b];
       __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
       // lv[c] and lv[4 + c] hold elements 4c + i and 16 + 4c + i in both layouts.
       for (int c = 0; c < 4; ++c) {
         s0 = dpbusd_bcast(s0, lv[c], xb.qs + 4 * c);
         s1 = dpbusd_bcast(s1, lv[4 + c], xb.qs + 16 + 4 * c);
       }
-      if constexpr (kNibbles) s1 = _mm512_srai_epi32(s1, 4);
+      if constexpr (kNibbles && !kFive) s1 = _mm512_srai_epi32(s1, 4);
       const LegacyAct& a = act[t * nb + b];
       const __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(a.offset_sum));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, _mm512_set1_ps(a.d)), acc[t]);
+      if constexpr (Layout<B>::kMin) {
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtph_ps(load256(blk + kMOffset<B>)), _mm512_set1_ps(a.s), acc[t]);
+      }
     }
   }
   const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
@@ -125,12 +197,18 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
   Scratch scratch(sizeof(LegacyAct) * static_cast<size_t>(nb * n_tok) + 64);
   auto* act = reinterpret_cast<LegacyAct*>(scratch.get());  // [token][block]
   for (int64_t t = 0; t < n_tok; ++t) {
-    const auto* xt = reinterpret_cast<const BlockQ8_0*>(x + t * xs);
+    const auto* xt = reinterpret_cast<const ActBlock<B>*>(x + t * xs);
     for (int64_t b = 0; b < nb; ++b) {
-      const __m256i q = _mm256_cvtepi8_epi16(load128(xt[b].qs));
-      const __m256i q2 = _mm256_cvtepi8_epi16(load128(xt[b].qs + 16));
-      const int sum = hsum_i32(_mm256_madd_epi16(_mm256_add_epi16(q, q2), _mm256_set1_epi16(1)));
-      act[t * nb + b] = {half_at(&xt[b].d), Layout<B>::kOffset * sum};
+      LegacyAct& a = act[t * nb + b];
+      a.d = half_at(&xt[b].d);
+      if constexpr (Layout<B>::kOffset != 0) {
+        const __m256i q = _mm256_cvtepi8_epi16(load128(xt[b].qs));
+        const __m256i q2 = _mm256_cvtepi8_epi16(load128(xt[b].qs + 16));
+        a.offset_sum = Layout<B>::kOffset * hsum_i32(_mm256_madd_epi16(_mm256_add_epi16(q, q2), _mm256_set1_epi16(1)));
+      } else {
+        a.offset_sum = 0;
+      }
+      if constexpr (Layout<B>::kMin) a.s = half_at(&xt[b].s);
     }
   }
   const size_t panel_bytes = group_bytes<B>(k);
@@ -141,9 +219,13 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
 }
 
 // Above these the plain gemm's tiles (built per call) win without --repack: measured on the Zen 5 VM at -t 2, 1b
-// Q4_0 panels 430 vs 300 t/s at 64 tokens, even at 128-256, 420 vs 450 at 512; Q8_0 370 vs 285 at 64, 380 vs 435
-// at 128 (docs/benchmarks.md).
+// Q4_0 panels 430 vs 300 t/s at 64 tokens, even at 128-256, 420 vs 450 at 512; Q4_1 355-420 vs 250 at 64, even at
+// 256; Q5_0 405 vs 295 at 64, 410 vs 470 at 256 (Q5_1 alike); Q8_0 370 vs 285 at 64, 380 vs 435 at 128
+// (docs/benchmarks.md).
 const PackedGemm kQ4_0Panels{kRows, 1, &group_bytes<BlockQ4_0>, &pack<BlockQ4_0>, &gemm<BlockQ4_0>, 256};
+const PackedGemm kQ4_1Panels{kRows, 1, &group_bytes<BlockQ4_1>, &pack<BlockQ4_1>, &gemm<BlockQ4_1>, 256};
+const PackedGemm kQ5_0Panels{kRows, 1, &group_bytes<BlockQ5_0>, &pack<BlockQ5_0>, &gemm<BlockQ5_0>, 128};
+const PackedGemm kQ5_1Panels{kRows, 1, &group_bytes<BlockQ5_1>, &pack<BlockQ5_1>, &gemm<BlockQ5_1>, 128};
 const PackedGemm kQ8_0Panels{kRows, 1, &group_bytes<BlockQ8_0>, &pack<BlockQ8_0>, &gemm<BlockQ8_0>, 96};
 
 }  // namespace
@@ -152,6 +234,12 @@ const PackedGemm* legacy_panels(GgmlType weight) {
   switch (weight) {
     case GgmlType::Q4_0:
       return &kQ4_0Panels;
+    case GgmlType::Q4_1:
+      return &kQ4_1Panels;
+    case GgmlType::Q5_0:
+      return &kQ5_0Panels;
+    case GgmlType::Q5_1:
+      return &kQ5_1Panels;
     case GgmlType::Q8_0:
       return &kQ8_0Panels;
     default:

@@ -81,16 +81,6 @@ inline PanelAct panel_act(const BlockQ8_K& x) {
   return a;
 }
 
-// The fifth bit of chunk c's elements from a group's plane of them (Q5_K), at bit 4 of each byte: for the low
-// nibbles' elements (bits 0-3 of the plane) a left shift, for the high ones' (bits 4-7) a right shift. The 16-bit
-// shifts carry bits across bytes only into positions the 0x10 mask drops.
-template <int kBit>
-[[gnu::always_inline]] inline __m512i fifth_bits_at_4(__m512i plane) {
-  if constexpr (kBit < 4) return _mm512_slli_epi16(plane, 4 - kBit);
-  if constexpr (kBit > 4) return _mm512_srli_epi16(plane, kBit - 4);
-  return plane;
-}
-
 // T tokens (T <= 4) against one panel over all nb blocks: each group's levels are unpacked once and dotted with
 // every token. y[t * ldy + r] for the panel's rows r < n_valid.
 template <class B, int T>
@@ -100,7 +90,6 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   constexpr size_t kBlockBytes = L::kBlockBytes;
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
-  const __m512i m_b4 = _mm512_set1_epi8(0x10);
   __m512 acc[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -130,14 +119,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       if constexpr (L::kFive) {
         __m512i plane = _mm512_load_si512(blk + L::kHiOffset + 64 * g);
         in_register(plane);
-        lo[0] = or_and(lo[0], fifth_bits_at_4<0>(plane), m_b4);
-        lo[1] = or_and(lo[1], fifth_bits_at_4<1>(plane), m_b4);
-        lo[2] = or_and(lo[2], fifth_bits_at_4<2>(plane), m_b4);
-        lo[3] = or_and(lo[3], fifth_bits_at_4<3>(plane), m_b4);
-        hi[0] = or_and(hi[0], fifth_bits_at_4<4>(plane), m_b4);
-        hi[1] = or_and(hi[1], fifth_bits_at_4<5>(plane), m_b4);
-        hi[2] = or_and(hi[2], fifth_bits_at_4<6>(plane), m_b4);
-        hi[3] = or_and(hi[3], fifth_bits_at_4<7>(plane), m_b4);
+        merge_fifth_bits(plane, lo, hi);
       }
       // The scale as f32: a convert and an FMA per token instead of vpmulld's two port-0 uops and 10 cycles. The
       // products stay exact (|dot * scale| < 2^22); the sum over groups rounds like any f32 accumulation.
