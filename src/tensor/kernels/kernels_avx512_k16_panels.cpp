@@ -174,6 +174,15 @@ struct PanelAct {
   float d;
 };
 
+template <class F>
+PanelAct panel_act(const BlockQ8_K& x) {
+  PanelAct a;
+  const __m512i sums = _mm512_cvtepi16_epi32(load256(x.bsums));
+  _mm512_storeu_si512(a.neg_offset, _mm512_mullo_epi32(sums, _mm512_set1_epi32(-F::kOffset)));
+  a.d = x.d;
+  return a;
+}
+
 // T tokens (T <= 4) against one panel over all nb blocks; y[t * ldy + r] for the panel's rows r < n_valid.
 template <class F, int T>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const PanelAct* act, float* y,
@@ -261,23 +270,10 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
   using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
   constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<F, 1>, &panel_tokens<F, 2>,
                                                           &panel_tokens<F, 3>, &panel_tokens<F, 4>};
-  const int64_t nb = k / quant::kQKK;
-  Scratch scratch(sizeof(PanelAct) * static_cast<size_t>(nb * n_tok) + 64);
-  auto* act = reinterpret_cast<PanelAct*>(scratch.get());  // [token][block]
-  for (int64_t t = 0; t < n_tok; ++t) {
-    const auto* xt = reinterpret_cast<const BlockQ8_K*>(x + t * xs);
-    for (int64_t b = 0; b < nb; ++b) {
-      PanelAct& a = act[t * nb + b];
-      const __m512i sums = _mm512_cvtepi16_epi32(load256(xt[b].bsums));
-      _mm512_storeu_si512(a.neg_offset, _mm512_mullo_epi32(sums, _mm512_set1_epi32(-F::kOffset)));
-      a.d = xt[b].d;
-    }
-  }
-  const size_t panel_bytes = group_bytes<F>(k);
-  for_each_panel_chunk<kRows, kPanelTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
-    kPanelTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb,
-                    y + t0 * ldy + r, ldy, valid);
-  });
+  panel_gemm<kRows, kPanelTokenChunk, PanelAct>(
+      p, group_bytes<F>(k), n_rows, x, xs, n_tok, k / quant::kQKK, y, ldy,
+      [](const uint8_t* xt, int64_t b) { return panel_act<F>(reinterpret_cast<const BlockQ8_K*>(xt)[b]); },
+      kPanelTokens);
 }
 
 // Q6_K's serve every token count, as the Q4_K panels (kernels_avx512_panels.cpp); Q2_K's and Q3_K's up to 128

@@ -131,6 +131,18 @@ struct LegacyAct {
   float s;
 };
 
+template <class B>
+LegacyAct legacy_act(const ActBlock<B>& x) {
+  LegacyAct a{half_at(&x.d), 0, 0.0f};
+  if constexpr (Layout<B>::kOffset != 0) {
+    const __m256i q = _mm256_cvtepi8_epi16(load128(x.qs));
+    const __m256i q2 = _mm256_cvtepi8_epi16(load128(x.qs + 16));
+    a.offset_sum = Layout<B>::kOffset * hsum_i32(_mm256_madd_epi16(_mm256_add_epi16(q, q2), _mm256_set1_epi16(1)));
+  }
+  if constexpr (Layout<B>::kMin) a.s = half_at(&x.s);
+  return a;
+}
+
 template <class B, int T>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const LegacyAct* act, float* y,
                   int64_t ldy, int n_valid) {
@@ -193,29 +205,9 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
   using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const LegacyAct*, float*, int64_t, int);
   constexpr Fn kTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1>, &panel_tokens<B, 2>, &panel_tokens<B, 3>,
                                                 &panel_tokens<B, 4>};
-  const int64_t nb = k / kQK;
-  Scratch scratch(sizeof(LegacyAct) * static_cast<size_t>(nb * n_tok) + 64);
-  auto* act = reinterpret_cast<LegacyAct*>(scratch.get());  // [token][block]
-  for (int64_t t = 0; t < n_tok; ++t) {
-    const auto* xt = reinterpret_cast<const ActBlock<B>*>(x + t * xs);
-    for (int64_t b = 0; b < nb; ++b) {
-      LegacyAct& a = act[t * nb + b];
-      a.d = half_at(&xt[b].d);
-      if constexpr (Layout<B>::kOffset != 0) {
-        const __m256i q = _mm256_cvtepi8_epi16(load128(xt[b].qs));
-        const __m256i q2 = _mm256_cvtepi8_epi16(load128(xt[b].qs + 16));
-        a.offset_sum = Layout<B>::kOffset * hsum_i32(_mm256_madd_epi16(_mm256_add_epi16(q, q2), _mm256_set1_epi16(1)));
-      } else {
-        a.offset_sum = 0;
-      }
-      if constexpr (Layout<B>::kMin) a.s = half_at(&xt[b].s);
-    }
-  }
-  const size_t panel_bytes = group_bytes<B>(k);
-  for_each_panel_chunk<kRows, kPanelTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
-    kTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb, y + t0 * ldy + r,
-               ldy, valid);
-  });
+  panel_gemm<kRows, kPanelTokenChunk, LegacyAct>(
+      p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / kQK, y, ldy,
+      [](const uint8_t* xt, int64_t b) { return legacy_act<B>(reinterpret_cast<const ActBlock<B>*>(xt)[b]); }, kTokens);
 }
 
 // Above these the plain gemm's tiles (built per call) win without --repack: measured on the Zen 5 VM at -t 2, 1b

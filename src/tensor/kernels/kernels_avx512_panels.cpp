@@ -164,18 +164,9 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
   using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
   constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1>, &panel_tokens<B, 2>,
                                                           &panel_tokens<B, 3>, &panel_tokens<B, 4>};
-  const int64_t nb = k / quant::kQKK;
-  Scratch scratch(sizeof(PanelAct) * static_cast<size_t>(nb * n_tok) + 64);
-  auto* act = reinterpret_cast<PanelAct*>(scratch.get());  // [token][block]
-  for (int64_t t = 0; t < n_tok; ++t) {
-    const auto* xt = reinterpret_cast<const BlockQ8_K*>(x + t * xs);
-    for (int64_t b = 0; b < nb; ++b) act[t * nb + b] = panel_act(xt[b]);
-  }
-  const size_t panel_bytes = group_bytes<B>(k);
-  for_each_panel_chunk<kRows, kPanelTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
-    kPanelTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb,
-                    y + t0 * ldy + r, ldy, valid);
-  });
+  panel_gemm<kRows, kPanelTokenChunk, PanelAct>(
+      p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / quant::kQKK, y, ldy,
+      [](const uint8_t* xt, int64_t b) { return panel_act(reinterpret_cast<const BlockQ8_K*>(xt)[b]); }, kPanelTokens);
 }
 
 // Every token count: tiles packed at load (--repack) take over from 9 tokens where they exist (matmul's
