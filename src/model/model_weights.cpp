@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <map>
+#include <span>
 
 #include "model/tensor_layout.h"
 #include "tensor/quant.h"
@@ -163,47 +164,71 @@ std::shared_ptr<const ModelWeights> ModelWeights::packed(const std::shared_ptr<c
   return w;
 }
 
-std::shared_ptr<const ModelWeights> ModelWeights::copied(const std::shared_ptr<const ModelWeights>& weights,
-                                                         const Kernels& kernels, ThreadPool& pool) {
-  auto w = std::shared_ptr<ModelWeights>(new ModelWeights(*weights));
-  std::vector<TensorView*> views;
-  for_each_matrix(*w, [&](TensorView& v) { views.push_back(&v); });
-  views.push_back(&w->token_embd_);
-  // Each tensor once (a tied head shares the embedding's bytes: found by address): its rows copied, or for a
-  // matrix the kernels keep as panels, the panels instead. The rows of those stay readable in the file mapping
-  // for the rare reader of rows (a slice not on a panel boundary), so the matrix costs memory once.
-  struct Span {
-    const TensorView* src;
-    const PackedGemm* panels;
-    size_t offset;
-    size_t bytes;
-  };
-  std::map<const uint8_t*, size_t> index;
-  std::vector<Span> spans;
-  size_t total = 0;
+namespace {
+
+// One tensor's place in the weights' copy.
+struct CopySpan {
+  const TensorView* src;
+  const PackedGemm* panels;
+  size_t offset;
+  size_t bytes;
+};
+
+// Each tensor once (a tied head shares the embedding's bytes: found by address): its rows copied, or for a matrix
+// the kernels keep as panels, the panels instead. The rows of those stay readable in the file mapping for the rare
+// reader of rows (a slice not on a panel boundary), so the matrix costs memory once. index: data -> span.
+std::vector<CopySpan> copy_layout(std::span<const TensorView* const> views, const uint8_t* embedding,
+                                  const Kernels& kernels, std::map<const uint8_t*, size_t>& index, size_t& total) {
+  std::vector<CopySpan> spans;
+  total = 0;
   for (const TensorView* v : views) {
     if (v->empty() || index.count(v->data) != 0) continue;
-    const PackedGemm* panels = v->data == w->token_embd_.data ? nullptr : kernels.panels(v->type);
+    const PackedGemm* panels = v->data == embedding ? nullptr : kernels.panels(v->type);
     const size_t bytes =
         panels != nullptr ? PackedWeights::panel_bytes(*v, *panels) : static_cast<size_t>(v->rows()) * v->row_bytes;
     index[v->data] = spans.size();
     spans.push_back({v, panels, total, bytes});
     total += (bytes + 63) / 64 * 64;
   }
+  return spans;
+}
+
+}  // namespace
+
+uint64_t ModelWeights::copied_bytes_for(const Kernels& kernels) const {
+  std::vector<const TensorView*> views;
+  for_each_matrix(*this, [&](const TensorView& v) { views.push_back(&v); });
+  views.push_back(&token_embd_);
+  std::map<const uint8_t*, size_t> index;
+  size_t total = 0;
+  copy_layout(views, token_embd_.data, kernels, index, total);
+  return total;
+}
+
+std::shared_ptr<const ModelWeights> ModelWeights::copied(const std::shared_ptr<const ModelWeights>& weights,
+                                                         const Kernels& kernels, ThreadPool& pool) {
+  auto w = std::shared_ptr<ModelWeights>(new ModelWeights(*weights));
+  std::vector<TensorView*> views;
+  for_each_matrix(*w, [&](TensorView& v) { views.push_back(&v); });
+  views.push_back(&w->token_embd_);
+  std::map<const uint8_t*, size_t> index;
+  size_t total = 0;
+  const std::vector<CopySpan> spans = copy_layout(std::vector<const TensorView*>(views.begin(), views.end()),
+                                                  w->token_embd_.data, kernels, index, total);
   auto buffer = std::make_shared<HugeBuffer>(total);
   uint8_t* base = buffer->data();
   pool.parallel_for(static_cast<int64_t>(spans.size()), [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
-      const Span& s = spans[static_cast<size_t>(i)];
+      const CopySpan& s = spans[static_cast<size_t>(i)];
       if (s.panels == nullptr) std::memcpy(base + s.offset, s.src->data, s.bytes);
     }
   });
-  for (const Span& s : spans) {
+  for (const CopySpan& s : spans) {
     if (s.panels != nullptr) PackedWeights::write_panels(*s.src, *s.panels, base + s.offset, pool);
   }
   for (TensorView* v : views) {
     if (v->empty()) continue;
-    const Span& s = spans[index.at(v->data)];
+    const CopySpan& s = spans[index.at(v->data)];
     if (s.panels != nullptr) {
       v->panels = PackedWeights::rows_at(*v, *s.panels, base + s.offset);
     } else {

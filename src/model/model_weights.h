@@ -55,6 +55,8 @@ class ModelWeights {
   static std::shared_ptr<const ModelWeights> copied(const std::shared_ptr<const ModelWeights>& weights,
                                                     const Kernels& kernels, ThreadPool& pool);
   uint64_t copied_bytes() const { return copy_ ? copy_->size() : 0; }
+  // What copied() with these kernels would hold (panels are up to 10% larger than the rows they replace).
+  uint64_t copied_bytes_for(const Kernels& kernels) const;
   uint64_t packed_bytes() const { return packed_ ? packed_->bytes() : 0; }
   // What packed() with these kernels would add: the memory checks count the copy before it is made.
   uint64_t packed_bytes_for(const Kernels& kernels) const;
