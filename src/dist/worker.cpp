@@ -196,8 +196,11 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
     // The weights as this worker will hold them: its copy in huge pages (panels where the kernels keep them, up to
     // 10% larger than the rows), or the tensors' bytes in the mapping with --mmap.
     uint64_t weight_bytes = 0;
-    for (const auto& t : request.tensors) weight_bytes += t.n_bytes;
-    if (so.copy_weights) weight_bytes = weights->copied_bytes_for(Stage::packing_kernels());
+    if (so.copy_weights) {
+      weight_bytes = weights->copied_bytes_for(Stage::packing_kernels());
+    } else {
+      for (const auto& t : request.tensors) weight_bytes += t.n_bytes;
+    }
     const uint64_t buffer_bytes =
         stage_buffer_bytes(weights->config(), request.max_batch, request.n_ctx, request.has_head);
     // --repack is the worker's own flag (LoadStage does not carry the head's): the copy is counted here, before it
