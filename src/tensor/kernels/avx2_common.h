@@ -18,8 +18,9 @@ namespace tessera::kernels::avx2 {
 // The families each file provides; nullptr for types it does not handle.
 VecDotFn quant_vec_dot(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
-GemmFn kquant_gemm(GgmlType weight);        // kernels_avx2_gemm_k.cpp: Q2_K..Q6_K
-const PackedGemm* panels(GgmlType weight);  // kernels_avx2_panels.cpp
+GemmFn kquant_gemm(GgmlType weight);            // kernels_avx2_gemm_k.cpp: Q2_K..Q6_K
+const PackedGemm* panels(GgmlType weight);      // kernels_avx2_panels.cpp
+const PackedGemm* k16_panels(GgmlType weight);  // Q2_K, Q3_K, Q6_K: kernels_avx2_k16_panels.cpp
 
 inline uint16_t load_u16(const void* p) {
   uint16_t v;
@@ -102,6 +103,7 @@ inline void transpose_8x32(const void* src, size_t stride, __m256i (&out)[8]) {
 
 // The 4 bytes at p in every 32-bit lane (the gemms' activation steps); load_q: one aligned 32-byte quad record.
 inline __m256i bcast4(const void* p) { return _mm256_set1_epi32(static_cast<int>(load_u32(p))); }
+inline __m256i or_and(__m256i a, __m256i b, __m256i mask) { return _mm256_or_si256(a, _mm256_and_si256(b, mask)); }
 inline __m256i load_q(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
 
 inline float hsum(__m256 v) {

@@ -1,8 +1,10 @@
-// AVX2 path, part 4: Q4_0 and Q4_K weights as 8-row panels, written at load in place of the rows' copy (Q4_0: the
-// rows' bytes exactly; Q4_K: 3% more). One vpmaddubsw multiplies 4 levels of 8 rows by 4 broadcast activations and
-// a 32-element group's products sum in 16 bits, so a group of 8 rows costs 8 multiplies, 7 adds and one widening,
-// where the row kernels widen, scale and add after every multiply: Q4_0 decode is no longer bound by the core, and
-// a few tokens at once share each unpacked group with no per-call repacking.
+// AVX2 path, part 4: Q4_0, Q4_K and Q5_K weights as 8-row panels, written at load in place of the rows' copy (Q4_0:
+// the rows' bytes exactly; Q4_K: 3% more, Q5_K 2%). One vpmaddubsw multiplies 4 levels of 8 rows by 4 broadcast
+// activations and a 32-element group's products sum in 16 bits, so a group of 8 rows costs 8 multiplies, 7 adds and one
+// widening, where the row kernels widen, scale and add after every multiply: Q4_0 decode is no longer bound by the
+// core, and a few tokens at once share each unpacked group with no per-call repacking.
+#include <type_traits>
+
 #include "tensor/kernels/avx2_common.h"
 #include "tensor/kernels/panel_loops.h"
 #include "tensor/kernels/q4k_panel_row.h"
@@ -13,6 +15,7 @@ namespace {
 
 using quant::BlockQ4_0;
 using quant::BlockQ4_K;
+using quant::BlockQ5_K;
 using quant::BlockQ8_0;
 using quant::BlockQ8_K;
 using quant::kQK;
@@ -20,8 +23,6 @@ using quant::kQKK;
 
 constexpr int kRows = 8;        // one row per 32-bit lane
 constexpr int kTokenChunk = 4;  // a chunk's 16-bit sums, its accumulators and the levels fit the 16 registers
-
-inline __m256i bcast4(const int8_t* p) { return _mm256_set1_epi32(static_cast<int>(load_u32(p))); }
 
 // Lanes of 8 rows: a level vector's products with 4 activations each, pairs summed in 16 bits. The levels are
 // 0..15, so a pair is at most 2 * 15 * 128 = 3840 in size and a 32-element group's 8 of them sum exactly.
@@ -124,26 +125,35 @@ constexpr size_t kQ4KMn = kQ4KSc + 64;
 constexpr size_t kQ4KD = kQ4KMn + 64;
 constexpr size_t kQ4KDmin = kQ4KD + 16;
 constexpr size_t kQ4KQs = kQ4KDmin + 16;
-constexpr size_t kQ4KBytes = kQ4KQs + 1024;
-static_assert(kQ4KBytes % 32 == 0 && kQ4KQs % 32 == 0);
+// Q5_K: then per group g 32 bytes of fifth bits, byte 4r + i of row r holding bit c for element 32g + 4c + i and
+// bit 4 + c for element 32g + 16 + 4c + i (1440 bytes, 2% more than the rows).
+constexpr size_t kQ5KHigh = kQ4KQs + 1024;
+template <class B>
+constexpr size_t kQ4KBytes = kQ5KHigh + (std::is_same_v<B, BlockQ5_K> ? 256 : 0);
+static_assert(kQ4KBytes<BlockQ4_K> % 32 == 0 && kQ4KBytes<BlockQ5_K> % 32 == 0 && kQ4KQs % 32 == 0);
 
-size_t q4_k_group_bytes(int64_t k) { return (static_cast<size_t>(k / kQKK) * kQ4KBytes + 63) / 64 * 64; }
+template <class B>
+size_t q4_k_group_bytes(int64_t k) {
+  return (static_cast<size_t>(k / kQKK) * kQ4KBytes<B> + 63) / 64 * 64;
+}
 
+template <class B>
 void q4_k_pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t* out) {
   const int64_t nb = k / kQKK;
-  const size_t panel_bytes = q4_k_group_bytes(k);
+  const size_t panel_bytes = q4_k_group_bytes<B>(k);
   for (int64_t p = 0; p * kRows < n_rows; ++p) {
     uint8_t* panel = out + static_cast<size_t>(p) * panel_bytes;
     std::memset(panel, 0, panel_bytes);  // rows past n_rows: d = dmin = 0
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* blk = panel + static_cast<size_t>(b) * kQ4KBytes;
+      uint8_t* blk = panel + static_cast<size_t>(b) * kQ4KBytes<B>;
       for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
-        const auto& src = reinterpret_cast<const BlockQ4_K*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
+        const auto& src = reinterpret_cast<const B*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
         const Q4KPanelRow row = q4k_panel_row(src);
         for (int g = 0; g < 8; ++g) {
           for (int c = 0; c < 4; ++c) std::memcpy(blk + kQ4KQs + (4 * g + c) * 32 + 4 * r, row.qs + 16 * g + 4 * c, 4);
           blk[kQ4KSc + 8 * g + r] = row.scales[g];
           blk[kQ4KMn + 16 * (g / 2) + 2 * r + g % 2] = row.mins[g];
+          if constexpr (std::is_same_v<B, BlockQ5_K>) std::memcpy(blk + kQ5KHigh + 32 * g + 4 * r, row.high + 4 * g, 4);
         }
         std::memcpy(blk + kQ4KD + 2 * r, &src.d, 2);
         std::memcpy(blk + kQ4KDmin + 2 * r, &src.dmin, 2);
@@ -158,9 +168,28 @@ struct Q4KAct {
   float d;
 };
 
-template <int T>
+// Q5_K's group: the levels with their fifth bits (0..31), whose 8 product pairs would overflow 16 bits: the low
+// nibbles' 4 and the high ones' 4 are summed apart and each widened with the scales.
+inline __m256i q5_group_dot(const uint8_t* qs, const uint8_t* high, const int8_t* xq, __m256i m4, __m256i sc) {
+  const __m256i plane = load256(high);
+  const __m256i b4 = _mm256_set1_epi8(0x10);
+  __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = load256(qs + 32 * c);
+    // Bit c (low nibble's element) and bit 4 + c (high one's) to bit 4; what the 16-bit shifts carry across bytes
+    // lands outside the mask.
+    const __m256i l = or_and(_mm256_and_si256(v, m4), _mm256_slli_epi16(plane, 4 - c), b4);
+    const __m256i h = or_and(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_srli_epi16(plane, c), b4);
+    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(l, bcast4(xq + 4 * c)));
+    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(h, bcast4(xq + 16 + 4 * c)));
+  }
+  return _mm256_add_epi32(_mm256_madd_epi16(lo, sc), _mm256_madd_epi16(hi, sc));
+}
+
+template <class B, int T>
 void q4_k_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const Q4KAct* act, float* y,
                  int64_t ldy, int n_valid) {
+  constexpr bool kFive = std::is_same_v<B, BlockQ5_K>;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   // Row r's scale byte (at r of the group's 8) into both 16-bit words of lane r, for vpmaddwd.
   const __m256i spread = _mm256_setr_epi8(0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1, 4, -1, 4, -1, 5, -1,
@@ -168,7 +197,7 @@ void q4_k_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, 
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = panel + static_cast<size_t>(b) * kQ4KBytes;
+    const uint8_t* blk = panel + static_cast<size_t>(b) * kQ4KBytes<B>;
     prefetch_stream<kQ4KQs>(blk);
     const int8_t* xq[T];
     __m256i isum[T];
@@ -178,12 +207,15 @@ void q4_k_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, 
     }
     for (int g = 0; g < 8; ++g) {
       prefetch_stream<64>(blk + kQ4KQs + 128 * g);  // a group's 2 lines at a time, not the block's 19 at once
+      if constexpr (kFive) prefetch_stream<0>(blk + kQ5KHigh + 32 * g);
       uint64_t sc8;
       std::memcpy(&sc8, blk + kQ4KSc + 8 * g, 8);
       const __m256i sc = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<int64_t>(sc8)), spread);
       for (int t = 0; t < T; ++t) {
-        isum[t] = _mm256_add_epi32(isum[t],
-                                   _mm256_madd_epi16(group_products(blk + kQ4KQs + 128 * g, xq[t] + 32 * g, m4), sc));
+        const __m256i dot = kFive
+                                ? q5_group_dot(blk + kQ4KQs + 128 * g, blk + kQ5KHigh + 32 * g, xq[t] + 32 * g, m4, sc)
+                                : _mm256_madd_epi16(group_products(blk + kQ4KQs + 128 * g, xq[t] + 32 * g, m4), sc);
+        isum[t] = _mm256_add_epi32(isum[t], dot);
       }
     }
     const __m256 d = _mm256_cvtph_ps(load128(blk + kQ4KD));
@@ -204,10 +236,12 @@ void q4_k_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, 
   for (int t = 0; t < T; ++t) _mm256_maskstore_ps(y + t * ldy, mask, acc[t]);
 }
 
+template <class B>
 void q4_k_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
                int64_t ldy) {
   using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const Q4KAct*, float*, int64_t, int);
-  constexpr Fn kTokens[kTokenChunk + 1] = {nullptr, &q4_k_tokens<1>, &q4_k_tokens<2>, &q4_k_tokens<3>, &q4_k_tokens<4>};
+  constexpr Fn kTokens[kTokenChunk + 1] = {nullptr, &q4_k_tokens<B, 1>, &q4_k_tokens<B, 2>, &q4_k_tokens<B, 3>,
+                                           &q4_k_tokens<B, 4>};
   const int64_t nb = k / kQKK;
   Scratch scratch(sizeof(Q4KAct) * static_cast<size_t>(nb * n_tok) + 64);
   auto* act = reinterpret_cast<Q4KAct*>(scratch.get());  // [token][block]
@@ -219,7 +253,7 @@ void q4_k_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, in
       act[t * nb + b].d = xt[b].d;
     }
   }
-  const size_t panel_bytes = q4_k_group_bytes(k);
+  const size_t panel_bytes = q4_k_group_bytes<B>(k);
   for_each_panel_chunk<kRows, kTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
     kTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb, y + t0 * ldy + r,
                ldy, valid);
@@ -227,14 +261,19 @@ void q4_k_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, in
 }
 
 // Above these the plain gemm on the rows is as fast or faster (1b at -t 2, pp24..pp64 and pp512, two rounds each:
-// Q4_K panels 1.1-1.4x the plain gemm at 24-64 tokens and even at 512; Q4_0 panels ahead to 48, behind at 512).
+// Q4_K panels 1.1-1.4x the plain gemm at 24-64 tokens and even at 512; Q4_0 panels ahead to 48, behind at 512;
+// Q5_K panels +13% at 16 tokens, even at 24, 9-16% behind at 32-64, where its two widenings per group cost more).
 // There are no Q8_0 panels here: its rows already stream at the memory's pace, and 8-row panels with the sign
 // trick (every product widened at once) decoded a single stream 8% slower on the AMD EPYC VM, though 4 sequences
 // 2.2x faster.
 constexpr int kQ40MaxTokens = 48;
 constexpr int kQ4KMaxTokens = 64;
+constexpr int kQ5KMaxTokens = 24;
 const PackedGemm kQ40Panels{kRows, 1, &q4_0_group_bytes, &q4_0_pack, &q4_0_gemm, kQ40MaxTokens};
-const PackedGemm kQ4KPanels{kRows, 1, &q4_k_group_bytes, &q4_k_pack, &q4_k_gemm, kQ4KMaxTokens};
+const PackedGemm kQ4KPanels{kRows,        1, &q4_k_group_bytes<BlockQ4_K>, &q4_k_pack<BlockQ4_K>, &q4_k_gemm<BlockQ4_K>,
+                            kQ4KMaxTokens};
+const PackedGemm kQ5KPanels{kRows,        1, &q4_k_group_bytes<BlockQ5_K>, &q4_k_pack<BlockQ5_K>, &q4_k_gemm<BlockQ5_K>,
+                            kQ5KMaxTokens};
 
 }  // namespace
 
@@ -244,8 +283,10 @@ const PackedGemm* panels(GgmlType weight) {
       return &kQ40Panels;
     case GgmlType::Q4_K:
       return &kQ4KPanels;
+    case GgmlType::Q5_K:
+      return &kQ5KPanels;
     default:
-      return nullptr;
+      return k16_panels(weight);
   }
 }
 

@@ -3,9 +3,9 @@
 // instructions per cache line on bit-plane shuffles and a horizontal sum per row; here each vector of a panel takes
 // a load and a few logic ops to give vpdpbusd operands of 16 rows, so decode keeps up with the memory.
 #include "tensor/kernels/avx512_common.h"
+#include "tensor/kernels/k16_panel_rows.h"
 #include "tensor/kernels/panel_loops.h"
 #include "tensor/quant_blocks.h"
-#include "tensor/quant_internal.h"
 
 namespace tessera::kernels::avx512 {
 namespace {
@@ -24,28 +24,9 @@ constexpr int kRows = kPanelRowCount;
 // whose scale and min share a byte as in its rows, laid out in pairs of groups: byte 2r + h of pair p holds group
 // 2p + h's, so one zero extension gives the (min, min) words vpdpwssd pairs with the activations' group sums.
 //
-// Q6_K, one group per unit: byte 4r + i of vector k holds the 6-bit level of element 4k + i of row r in its low
-// bits and bits 2k, 2k + 1 of element 12 + i's level in its top 2.
-struct Q6Format {
+// The units' bit layouts: k16_panel_rows.h. Q6_K, one group per unit of 3 vectors.
+struct Q6Format : K16Base<K16Format::Q6_K> {
   using Block = BlockQ6_K;
-  static constexpr int kVectors = 3;
-  static constexpr int kGroupsPerUnit = 1;
-  static constexpr int kOffset = 32;
-  static constexpr bool kMins = false;
-
-  static void row(const Block& b, uint8_t* u, uint8_t* scales) {
-    int8_t levels[quant::kQKK];
-    quant::q6k_levels(b, levels);
-    for (int e = 0; e < quant::kQKK; ++e) u[e] = static_cast<uint8_t>(levels[e] + kOffset);
-    for (int j = 0; j < 16; ++j) scales[j] = static_cast<uint8_t>(b.scales[j]);
-  }
-  // Row r's bytes of a unit from u, the row's levels of the unit's elements.
-  static void place(const uint8_t* u, int r, uint8_t* unit) {
-    for (int i = 0; i < 4; ++i) {
-      for (int k = 0; k < 3; ++k)
-        unit[64 * k + 4 * r + i] = static_cast<uint8_t>(u[4 * k + i] | (u[12 + i] >> 2 * k & 3) << 6);
-    }
-  }
   [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) {
     const __m512i m6 = _mm512_set1_epi8(0x3f);
     __m512i top = _mm512_and_si512(_mm512_srli_epi16(v[0], 6), _mm512_set1_epi8(0x03));
@@ -56,30 +37,9 @@ struct Q6Format {
   }
 };
 
-// Q3_K, two groups A and B (elements 0-15 and 16-31 of the unit) per unit, 3-bit levels: vector 0 holds A0 in bits
-// 0-2, A1 in 3-5 and bits 0-1 of B2 in 6-7; vector 1 A2, A3, bit 2 of B2 and bit 0 of B3; vector 2 B0, B1 and bits
-// 1-2 of B3 (Xc: the level of element 4c + i of group X, byte 4r + i). 16-bit shifts carry bits across bytes only
-// into positions the masks drop.
-struct Q3Format {
+// Q3_K, two groups per unit of 3 vectors. 16-bit shifts carry bits across bytes only into positions the masks drop.
+struct Q3Format : K16Base<K16Format::Q3_K> {
   using Block = BlockQ3_K;
-  static constexpr int kVectors = 3;
-  static constexpr int kGroupsPerUnit = 2;
-  static constexpr int kOffset = 4;
-  static constexpr bool kMins = false;
-
-  static void row(const Block& b, uint8_t* u, uint8_t* scales) {
-    for (int e = 0; e < quant::kQKK; ++e) u[e] = static_cast<uint8_t>(quant::q3k_level(b, e) + kOffset);
-    for (int j = 0; j < 16; ++j) scales[j] = static_cast<uint8_t>(quant::q3k_scale(b.scales, j));
-  }
-  static void place(const uint8_t* u, int r, uint8_t* unit) {
-    for (int i = 0; i < 4; ++i) {
-      const auto a = [&](int c) { return u[4 * c + i]; };
-      const auto b = [&](int c) { return u[16 + 4 * c + i]; };
-      unit[4 * r + i] = static_cast<uint8_t>(a(0) | a(1) << 3 | (b(2) & 3) << 6);
-      unit[64 + 4 * r + i] = static_cast<uint8_t>(a(2) | a(3) << 3 | (b(2) >> 2 & 1) << 6 | (b(3) & 1) << 7);
-      unit[128 + 4 * r + i] = static_cast<uint8_t>(b(0) | b(1) << 3 | (b(3) >> 1 & 3) << 6);
-    }
-  }
   [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) {
     const __m512i m7 = _mm512_set1_epi8(0x07);
     lv[0] = _mm512_and_si512(v[0], m7);
@@ -95,22 +55,9 @@ struct Q3Format {
   }
 };
 
-// Q2_K, one group per vector: byte 4r + i holds element 4c + i's 2-bit level at bits 2c, 2c + 1.
-struct Q2Format {
+// Q2_K, one group per unit of 1 vector.
+struct Q2Format : K16Base<K16Format::Q2_K> {
   using Block = BlockQ2_K;
-  static constexpr int kVectors = 1;
-  static constexpr int kGroupsPerUnit = 1;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMins = true;
-
-  static void row(const Block& b, uint8_t* u, uint8_t* scales) {
-    for (int e = 0; e < quant::kQKK; ++e) u[e] = static_cast<uint8_t>(quant::q2k_level(b, e));
-    for (int j = 0; j < 16; ++j) scales[j] = b.scales[j];
-  }
-  static void place(const uint8_t* u, int r, uint8_t* unit) {
-    for (int i = 0; i < 4; ++i)
-      unit[4 * r + i] = static_cast<uint8_t>(u[i] | u[4 + i] << 2 | u[8 + i] << 4 | u[12 + i] << 6);
-  }
   [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) {
     const __m512i m3 = _mm512_set1_epi8(0x03);
     lv[0] = _mm512_and_si512(v[0], m3);
@@ -153,9 +100,9 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
             reinterpret_cast<const typename F::Block*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
         uint8_t u[quant::kQKK];
         uint8_t scales[16];
-        F::row(src, u, scales);
+        k16_row(F::kFormat, &src, u, scales);
         for (int m = 0; m < quant::kQKK / kUnitElements; ++m) {
-          F::place(u + kUnitElements * m, r, blk + L::kUnitBytes * m);
+          k16_place(F::kFormat, u + kUnitElements * m, r, 64, blk + L::kUnitBytes * m);
         }
         for (int j = 0; j < 16; ++j) {
           blk[L::kScOffset + (F::kMins ? 32 * (j / 2) + 2 * r + j % 2 : 16 * j + r)] = scales[j];
