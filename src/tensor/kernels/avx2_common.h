@@ -18,9 +18,10 @@ namespace tessera::kernels::avx2 {
 // The families each file provides; nullptr for types it does not handle.
 VecDotFn quant_vec_dot(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
-GemmFn kquant_gemm(GgmlType weight);            // kernels_avx2_gemm_k.cpp: Q2_K..Q6_K
-const PackedGemm* panels(GgmlType weight);      // kernels_avx2_panels.cpp
-const PackedGemm* k16_panels(GgmlType weight);  // Q2_K, Q3_K, Q6_K: kernels_avx2_k16_panels.cpp
+GemmFn kquant_gemm(GgmlType weight);               // kernels_avx2_gemm_k.cpp: Q2_K..Q6_K
+const PackedGemm* panels(GgmlType weight);         // kernels_avx2_panels.cpp
+const PackedGemm* k16_panels(GgmlType weight);     // Q2_K, Q3_K, Q6_K: kernels_avx2_k16_panels.cpp
+const PackedGemm* legacy_panels(GgmlType weight);  // Q4_0, Q4_1, Q5_0, Q5_1: kernels_avx2_legacy_panels.cpp
 
 inline uint16_t load_u16(const void* p) {
   uint16_t v;
@@ -105,6 +106,39 @@ inline void transpose_8x32(const void* src, size_t stride, __m256i (&out)[8]) {
 inline __m256i bcast4(const void* p) { return _mm256_set1_epi32(static_cast<int>(load_u32(p))); }
 inline __m256i or_and(__m256i a, __m256i b, __m256i mask) { return _mm256_or_si256(a, _mm256_and_si256(b, mask)); }
 inline __m256i load_q(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
+
+// The panels' 32-element groups of 8 rows (kernels_avx2_panels.cpp, kernels_avx2_legacy_panels.cpp): 4 vectors at
+// qs whose byte 4r + i holds element 4c + i of row r in its low nibble, 16 + 4c + i in its high one.
+// group_products: their products with activations xq, pairs summed in 16 bits. The levels are 0..15, so a pair is
+// at most 2 * 15 * 128 = 3840 in size and a group's 8 of them sum exactly.
+inline __m256i group_products(const uint8_t* qs, const int8_t* xq, __m256i m4) {
+  __m256i s = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = load256(qs + 32 * c);
+    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bcast4(xq + 4 * c)));
+    s = _mm256_add_epi16(s,
+                         _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bcast4(xq + 16 + 4 * c)));
+  }
+  return s;
+}
+
+// The same group with a fifth bit per level from the 32 bytes at high (byte 4r + i: bit c for element 4c + i, bit
+// 4 + c for 16 + 4c + i), levels 0..31, whose 8 product pairs would overflow 16 bits: the low nibbles' 4 and the
+// high ones' 4 are summed apart and each widened with sc (the rows' scale in both words of their lane, or ones).
+inline __m256i five_bit_group_dot(const uint8_t* qs, const uint8_t* high, const int8_t* xq, __m256i m4, __m256i sc) {
+  const __m256i plane = load256(high);
+  const __m256i b4 = _mm256_set1_epi8(0x10);
+  __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = load256(qs + 32 * c);
+    // Bit c and bit 4 + c to bit 4; what the 16-bit shifts carry across bytes lands outside the mask.
+    const __m256i l = or_and(_mm256_and_si256(v, m4), _mm256_slli_epi16(plane, 4 - c), b4);
+    const __m256i h = or_and(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_srli_epi16(plane, c), b4);
+    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(l, bcast4(xq + 4 * c)));
+    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(h, bcast4(xq + 16 + 4 * c)));
+  }
+  return _mm256_add_epi32(_mm256_madd_epi16(lo, sc), _mm256_madd_epi16(hi, sc));
+}
 
 inline float hsum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -1,8 +1,8 @@
-// AVX2 path, part 4: Q4_0, Q4_K and Q5_K weights as 8-row panels, written at load in place of the rows' copy (Q4_0:
-// the rows' bytes exactly; Q4_K: 3% more, Q5_K 2%). One vpmaddubsw multiplies 4 levels of 8 rows by 4 broadcast
-// activations and a 32-element group's products sum in 16 bits, so a group of 8 rows costs 8 multiplies, 7 adds and one
-// widening, where the row kernels widen, scale and add after every multiply: Q4_0 decode is no longer bound by the
-// core, and a few tokens at once share each unpacked group with no per-call repacking.
+// AVX2 path, part 4: Q4_K and Q5_K weights as 8-row panels, written at load in place of the rows' copy (3% and 2%
+// more than the rows). One vpmaddubsw multiplies 4 levels of 8 rows by 4 broadcast activations and a 32-element
+// group's products sum in 16 bits, so a group of 8 rows costs 8 multiplies, 7 adds and one widening with the
+// scales, where the row kernels widen, scale and add after every multiply, and a few tokens at once share each
+// unpacked group with no per-call repacking.
 #include <type_traits>
 
 #include "tensor/kernels/avx2_common.h"
@@ -13,105 +13,13 @@
 namespace tessera::kernels::avx2 {
 namespace {
 
-using quant::BlockQ4_0;
 using quant::BlockQ4_K;
 using quant::BlockQ5_K;
-using quant::BlockQ8_0;
 using quant::BlockQ8_K;
-using quant::kQK;
 using quant::kQKK;
 
 constexpr int kRows = 8;        // one row per 32-bit lane
 constexpr int kTokenChunk = 4;  // a chunk's 16-bit sums, its accumulators and the levels fit the 16 registers
-
-// Lanes of 8 rows: a level vector's products with 4 activations each, pairs summed in 16 bits. The levels are
-// 0..15, so a pair is at most 2 * 15 * 128 = 3840 in size and a 32-element group's 8 of them sum exactly.
-inline __m256i group_products(const uint8_t* qs, const int8_t* xq, __m256i m4) {
-  __m256i s = _mm256_setzero_si256();
-  for (int c = 0; c < 4; ++c) {
-    const __m256i v = load256(qs + 32 * c);
-    s = _mm256_add_epi16(s, _mm256_maddubs_epi16(_mm256_and_si256(v, m4), bcast4(xq + 4 * c)));
-    s = _mm256_add_epi16(s,
-                         _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), bcast4(xq + 16 + 4 * c)));
-  }
-  return s;
-}
-
-// ---- Q4_0 ----
-
-// One panel block: 8 rows x 32 elements, 144 bytes (the rows' own). Chunk c (32 bytes) holds byte 4c + i of row r
-// at 4r + i: element 4c + i in the low nibble, 16 + 4c + i in the high one. Then the rows' d as fp16.
-constexpr size_t kQ40Bytes = 4 * 32 + 2 * kRows;
-
-size_t q4_0_group_bytes(int64_t k) { return (static_cast<size_t>(k / kQK) * kQ40Bytes + 63) / 64 * 64; }
-
-void q4_0_pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t* out) {
-  const int64_t nb = k / kQK;
-  const size_t panel_bytes = q4_0_group_bytes(k);
-  for (int64_t p = 0; p * kRows < n_rows; ++p) {
-    uint8_t* panel = out + static_cast<size_t>(p) * panel_bytes;
-    std::memset(panel, 0, panel_bytes);  // rows past n_rows: d = 0
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* blk = panel + static_cast<size_t>(b) * kQ40Bytes;
-      for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
-        const auto& src = reinterpret_cast<const BlockQ4_0*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
-        for (int c = 0; c < 4; ++c) std::memcpy(blk + 32 * c + 4 * r, src.qs + 4 * c, 4);
-        std::memcpy(blk + 128 + 2 * r, &src.d, 2);
-      }
-    }
-  }
-}
-
-// An activation block's d and 8 * its levels' sum (the levels are stored + 8).
-struct Q40Act {
-  float d;
-  int32_t offset_sum;
-};
-
-template <int T>
-void q4_0_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const Q40Act* act, float* y,
-                 int64_t ldy, int n_valid) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i ones = _mm256_set1_epi16(1);
-  __m256 acc[T];
-  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = panel + static_cast<size_t>(b) * kQ40Bytes;
-    prefetch_stream<kQ40Bytes - 64>(blk);
-    const __m256 d = _mm256_cvtph_ps(load128(blk + 128));
-    for (int t = 0; t < T; ++t) {
-      const int8_t* xq = reinterpret_cast<const BlockQ8_0*>(x + t * xs)[b].qs;
-      const Q40Act& a = act[t * nb + b];
-      const __m256i s =
-          _mm256_sub_epi32(_mm256_madd_epi16(group_products(blk, xq, m4), ones), _mm256_set1_epi32(a.offset_sum));
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(a.d)), acc[t]);
-    }
-  }
-  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_valid), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-  for (int t = 0; t < T; ++t) _mm256_maskstore_ps(y + t * ldy, mask, acc[t]);
-}
-
-void q4_0_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
-               int64_t ldy) {
-  using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const Q40Act*, float*, int64_t, int);
-  constexpr Fn kTokens[kTokenChunk + 1] = {nullptr, &q4_0_tokens<1>, &q4_0_tokens<2>, &q4_0_tokens<3>, &q4_0_tokens<4>};
-  const int64_t nb = k / kQK;
-  Scratch scratch(sizeof(Q40Act) * static_cast<size_t>(nb * n_tok) + 64);
-  auto* act = reinterpret_cast<Q40Act*>(scratch.get());  // [token][block]
-  for (int64_t t = 0; t < n_tok; ++t) {
-    const auto* xt = reinterpret_cast<const BlockQ8_0*>(x + t * xs);
-    for (int64_t b = 0; b < nb; ++b) {
-      const __m256i q = load256(xt[b].qs);
-      const int sum = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), q), _mm256_set1_epi16(1)));
-      act[t * nb + b] = {half_at(&xt[b].d), 8 * sum};
-    }
-  }
-  const size_t panel_bytes = q4_0_group_bytes(k);
-  for_each_panel_chunk<kRows, kTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
-    kTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb, y + t0 * ldy + r,
-               ldy, valid);
-  });
-}
 
 // ---- Q4_K ----
 
@@ -168,24 +76,6 @@ struct Q4KAct {
   float d;
 };
 
-// Q5_K's group: the levels with their fifth bits (0..31), whose 8 product pairs would overflow 16 bits: the low
-// nibbles' 4 and the high ones' 4 are summed apart and each widened with the scales.
-inline __m256i q5_group_dot(const uint8_t* qs, const uint8_t* high, const int8_t* xq, __m256i m4, __m256i sc) {
-  const __m256i plane = load256(high);
-  const __m256i b4 = _mm256_set1_epi8(0x10);
-  __m256i lo = _mm256_setzero_si256(), hi = _mm256_setzero_si256();
-  for (int c = 0; c < 4; ++c) {
-    const __m256i v = load256(qs + 32 * c);
-    // Bit c (low nibble's element) and bit 4 + c (high one's) to bit 4; what the 16-bit shifts carry across bytes
-    // lands outside the mask.
-    const __m256i l = or_and(_mm256_and_si256(v, m4), _mm256_slli_epi16(plane, 4 - c), b4);
-    const __m256i h = or_and(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_srli_epi16(plane, c), b4);
-    lo = _mm256_add_epi16(lo, _mm256_maddubs_epi16(l, bcast4(xq + 4 * c)));
-    hi = _mm256_add_epi16(hi, _mm256_maddubs_epi16(h, bcast4(xq + 16 + 4 * c)));
-  }
-  return _mm256_add_epi32(_mm256_madd_epi16(lo, sc), _mm256_madd_epi16(hi, sc));
-}
-
 template <class B, int T>
 void q4_k_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const Q4KAct* act, float* y,
                  int64_t ldy, int n_valid) {
@@ -212,9 +102,9 @@ void q4_k_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, 
       std::memcpy(&sc8, blk + kQ4KSc + 8 * g, 8);
       const __m256i sc = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<int64_t>(sc8)), spread);
       for (int t = 0; t < T; ++t) {
-        const __m256i dot = kFive
-                                ? q5_group_dot(blk + kQ4KQs + 128 * g, blk + kQ5KHigh + 32 * g, xq[t] + 32 * g, m4, sc)
-                                : _mm256_madd_epi16(group_products(blk + kQ4KQs + 128 * g, xq[t] + 32 * g, m4), sc);
+        const __m256i dot =
+            kFive ? five_bit_group_dot(blk + kQ4KQs + 128 * g, blk + kQ5KHigh + 32 * g, xq[t] + 32 * g, m4, sc)
+                  : _mm256_madd_epi16(group_products(blk + kQ4KQs + 128 * g, xq[t] + 32 * g, m4), sc);
         isum[t] = _mm256_add_epi32(isum[t], dot);
       }
     }
@@ -261,15 +151,10 @@ void q4_k_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, in
 }
 
 // Above these the plain gemm on the rows is as fast or faster (1b at -t 2, pp24..pp64 and pp512, two rounds each:
-// Q4_K panels 1.1-1.4x the plain gemm at 24-64 tokens and even at 512; Q4_0 panels ahead to 48, behind at 512;
-// Q5_K panels +13% at 16 tokens, even at 24, 9-16% behind at 32-64, where its two widenings per group cost more).
-// There are no Q8_0 panels here: its rows already stream at the memory's pace, and 8-row panels with the sign
-// trick (every product widened at once) decoded a single stream 8% slower on the AMD EPYC VM, though 4 sequences
-// 2.2x faster.
-constexpr int kQ40MaxTokens = 48;
+// Q4_K panels 1.1-1.4x the plain gemm at 24-64 tokens and even at 512; Q5_K panels +13% at 16 tokens, even at 24,
+// 9-16% behind at 32-64, where its two widenings per group cost more).
 constexpr int kQ4KMaxTokens = 64;
 constexpr int kQ5KMaxTokens = 24;
-const PackedGemm kQ40Panels{kRows, 1, &q4_0_group_bytes, &q4_0_pack, &q4_0_gemm, kQ40MaxTokens};
 const PackedGemm kQ4KPanels{kRows,        1, &q4_k_group_bytes<BlockQ4_K>, &q4_k_pack<BlockQ4_K>, &q4_k_gemm<BlockQ4_K>,
                             kQ4KMaxTokens};
 const PackedGemm kQ5KPanels{kRows,        1, &q4_k_group_bytes<BlockQ5_K>, &q4_k_pack<BlockQ5_K>, &q4_k_gemm<BlockQ5_K>,
@@ -279,14 +164,13 @@ const PackedGemm kQ5KPanels{kRows,        1, &q4_k_group_bytes<BlockQ5_K>, &q4_k
 
 const PackedGemm* panels(GgmlType weight) {
   switch (weight) {
-    case GgmlType::Q4_0:
-      return &kQ40Panels;
     case GgmlType::Q4_K:
       return &kQ4KPanels;
     case GgmlType::Q5_K:
       return &kQ5KPanels;
     default:
-      return k16_panels(weight);
+      if (const PackedGemm* p = k16_panels(weight)) return p;
+      return legacy_panels(weight);
   }
 }
 

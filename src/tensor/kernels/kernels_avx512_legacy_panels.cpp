@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "tensor/kernels/avx512_common.h"
+#include "tensor/kernels/legacy_panel_rows.h"
 #include "tensor/kernels/panel_loops.h"
 #include "tensor/quant_blocks.h"
 
@@ -38,12 +39,7 @@ struct NibbleLayout {
   }
   template <class B>
   static uint8_t fifth_bits(const B& b, int i) {
-    uint32_t qh;
-    std::memcpy(&qh, b.qh, 4);
-    int v = 0;
-    for (int c = 0; c < 4; ++c)
-      v |= static_cast<int>((qh >> (4 * c + i)) & 1) << c | static_cast<int>((qh >> (16 + 4 * c + i)) & 1) << (4 + c);
-    return static_cast<uint8_t>(v);
+    return legacy_fifth_bits(b.qh, i);
   }
 };
 
