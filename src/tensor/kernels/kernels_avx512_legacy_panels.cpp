@@ -12,6 +12,7 @@
 namespace tessera::kernels::avx512 {
 namespace {
 
+using quant::BlockIQ4_NL;
 using quant::BlockQ4_0;
 using quant::BlockQ4_1;
 using quant::BlockQ5_0;
@@ -33,6 +34,7 @@ struct Layout;
 // The nibble formats: qs in the rows' order, and the fifth bits (none for Q4).
 struct NibbleLayout {
   static constexpr int kChunks = 4;
+  static constexpr bool kTable = false;  // IQ4_NL: the nibbles index its 16 values
   template <class B>
   static uint8_t byte(const B& b, int c, int i) {
     return b.qs[4 * c + i];
@@ -67,9 +69,18 @@ struct Layout<BlockQ5_1> : NibbleLayout {
   static constexpr bool kFive = true, kMin = true;
 };
 
+// IQ4_NL: Q4_0's nibbles, looked up in its table of values + 128 (kvalues_iq4nl, all in 1..241) by vpshufb.
+template <>
+struct Layout<BlockIQ4_NL> : NibbleLayout {
+  static constexpr bool kTable = true;
+  static constexpr int kOffset = 128;
+  static constexpr bool kFive = false, kMin = false;
+};
+
 template <>
 struct Layout<BlockQ8_0> {
   static constexpr int kChunks = 8;
+  static constexpr bool kTable = false;
   static constexpr int kOffset = 128;
   static constexpr bool kFive = false, kMin = false;
   static uint8_t byte(const BlockQ8_0& b, int c, int i) { return static_cast<uint8_t>(b.qs[4 * c + i] + 128); }
@@ -146,6 +157,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   constexpr int kChunks = Layout<B>::kChunks;
   constexpr bool kNibbles = kChunks == 4;
   constexpr bool kFive = Layout<B>::kFive;
+  constexpr bool kWhole = kFive || Layout<B>::kTable;  // the high nibbles' levels as they are, not 16 x
+  const __m512i table = iq4nl_table_u8();
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
   __m512 acc[T];
@@ -160,8 +173,13 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
         __m512i v = load512(blk + 64 * c);
         in_register(v);
         lv[c] = _mm512_and_si512(v, m_lo);
-        // 16 x level, shifted back once per block; with a fifth bit the level itself, as 16 x would overflow.
-        lv[4 + c] = kFive ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo) : _mm512_and_si512(v, m_hi);
+        // 16 x level, shifted back once per block; with a fifth bit or a table the level itself, as 16 x would
+        // overflow or miss the table.
+        lv[4 + c] = kWhole ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo) : _mm512_and_si512(v, m_hi);
+        if constexpr (Layout<B>::kTable) {
+          lv[c] = _mm512_shuffle_epi8(table, lv[c]);
+          lv[4 + c] = _mm512_shuffle_epi8(table, lv[4 + c]);
+        }
       }
       if constexpr (kFive) {
         __m512i plane = load512(blk + kPlaneOffset<B>);
@@ -181,7 +199,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
         s0 = dpbusd_bcast(s0, lv[c], xb.qs + 4 * c);
         s1 = dpbusd_bcast(s1, lv[4 + c], xb.qs + 16 + 4 * c);
       }
-      if constexpr (kNibbles && !kFive) s1 = _mm512_srai_epi32(s1, 4);
+      if constexpr (kNibbles && !kWhole) s1 = _mm512_srai_epi32(s1, 4);
       const LegacyAct& a = act[t * nb + b];
       const __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(a.offset_sum));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, _mm512_set1_ps(a.d)), acc[t]);
@@ -215,6 +233,7 @@ const PackedGemm kQ4_1Panels{kRows, 1, &group_bytes<BlockQ4_1>, &pack<BlockQ4_1>
 const PackedGemm kQ5_0Panels{kRows, 1, &group_bytes<BlockQ5_0>, &pack<BlockQ5_0>, &gemm<BlockQ5_0>, 128};
 const PackedGemm kQ5_1Panels{kRows, 1, &group_bytes<BlockQ5_1>, &pack<BlockQ5_1>, &gemm<BlockQ5_1>, 128};
 const PackedGemm kQ8_0Panels{kRows, 1, &group_bytes<BlockQ8_0>, &pack<BlockQ8_0>, &gemm<BlockQ8_0>, 96};
+const PackedGemm kIQ4NLPanels{kRows, 1, &group_bytes<BlockIQ4_NL>, &pack<BlockIQ4_NL>, &gemm<BlockIQ4_NL>, 256};
 
 }  // namespace
 
@@ -230,6 +249,8 @@ const PackedGemm* legacy_panels(GgmlType weight) {
       return &kQ5_1Panels;
     case GgmlType::Q8_0:
       return &kQ8_0Panels;
+    case GgmlType::IQ4_NL:
+      return &kIQ4NLPanels;
     default:
       return nullptr;
   }
