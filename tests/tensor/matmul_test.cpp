@@ -32,13 +32,14 @@ Weight make_weight(GgmlType t, int64_t rows, int64_t k, unsigned seed) {
   w.bytes.resize(row * static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     for (auto& v : f) v = dist(rng);
-    if (t == GgmlType::IQ4_NL) {
-      // No quantizer for it: random nibbles under a small scale (its d is a block's first 2 bytes).
+    if (t == GgmlType::IQ4_NL || t == GgmlType::IQ4_XS) {
+      // No quantizer for them: random nibbles and scales under a small d (a block's first 2 bytes).
+      const TypeTraits& tr = type_traits(t);
       uint8_t* p = w.bytes.data() + r * row;
       for (size_t i = 0; i < row; ++i) p[i] = static_cast<uint8_t>(rng());
-      for (int64_t b = 0; b < k / 32; ++b) {
+      for (int64_t b = 0; b < k / tr.block_size; ++b) {
         const uint16_t d = fp32_to_fp16(0.002f * f[static_cast<size_t>(b)]);
-        std::memcpy(p + b * 18, &d, 2);
+        std::memcpy(p + static_cast<size_t>(b) * tr.type_size, &d, 2);
       }
       continue;
     }
@@ -229,16 +230,17 @@ TEST(Matmul, EachEqualsSeparateMatmuls) {
 
 // Weights as panels (what the weights' copy holds on the SIMD paths): every token count the panels serve and the
 // ones above it (rows again), whole and for an expert-like slice on and off a panel boundary. The AVX-512 path has
-// panels for every quantized format but IQ4_XS, the AVX2 path for all but Q8_0 (its rows already stream at the
-// memory's pace); where a path has none the copy keeps rows.
+// panels for every quantized format, the AVX2 path for all but Q8_0 (its rows already stream at the
+// memory's pace), IQ4_NL and IQ4_XS; where a path has none the copy keeps rows.
 void expect_panels_match_the_reference(Isa isa) {
   const Kernels& kernels = Kernels::get(isa);
   const int64_t k = 512, rows = 200;
   ThreadPool pool(2);
-  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0,
-                     GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
+  for (GgmlType t :
+       {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q4_1,
+        GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     SCOPED_TRACE(type_name(t));
-    const bool avx2_has = t != GgmlType::Q8_0 && t != GgmlType::IQ4_NL;
+    const bool avx2_has = t != GgmlType::Q8_0 && t != GgmlType::IQ4_NL && t != GgmlType::IQ4_XS;
     const bool has = isa == Isa::Avx512 || (isa == Isa::Avx2 && avx2_has);
     if (!has) {
       EXPECT_EQ(kernels.panels(t), nullptr) << isa_name(isa) << " has no panels for this type";

@@ -1,8 +1,9 @@
-// AVX-512 path, part 5: Q4_K and Q5_K weights as 16-row panels, written at load in place of the rows' copy (the
-// same bytes plus 3%). One vpdpbusd multiplies 4 levels of 16 rows by 4 broadcast activations, so a 32-element group
-// of 16 rows costs 8 of them and one scale multiply: about a third of the row kernels' work per byte, which lets
+// AVX-512 path, part 5: Q4_K, Q5_K and IQ4_XS weights as 16-row panels, written at load in place of the rows' copy
+// (the same bytes plus 3%). One vpdpbusd multiplies 4 levels of 16 rows by 4 broadcast activations, so a 32-element
+// group of 16 rows costs 8 of them and one scale multiply: about a third of the row kernels' work per byte, which lets
 // decode run at the memory's pace and serves every token count from the same layout. Q5_K adds a plane of fifth
-// bits, merged into the levels with a shift and a vpternlogd each.
+// bits, merged into the levels with a shift and a vpternlogd each; IQ4_XS looks its nibbles up in a table of its
+// values + 128 (vpshufb) and starts each group's dot from -128 x the activations' group sum.
 #include <type_traits>
 
 #include "tensor/kernels/avx512_common.h"
@@ -13,6 +14,7 @@
 namespace tessera::kernels::avx512 {
 namespace {
 
+using quant::BlockIQ4_XS;
 using quant::BlockQ4_K;
 using quant::BlockQ5_K;
 using quant::BlockQ8_K;
@@ -21,17 +23,19 @@ using quant::BlockQ8_K;
 // of row r holds element 32g + 4c + i in its low nibble and element 32g + 16 + 4c + i in its high nibble; Q5_K
 // only, hi: per group 64 bytes, byte 4r + i holding the fifth bits as Q4KPanelRow::high; sc: the 6-bit scale of
 // group g for each row (16 bytes per group); mn: the mins of groups 2p and 2p + 1 of each row as byte pairs (32
-// bytes per pair); then the rows' d and dmin as fp16.
+// bytes per pair); then the rows' d and dmin as fp16. IQ4_XS: qs, its signed scales (ls - 32) in sc, d, and 32
+// bytes of padding (2240 bytes, the rows' plus 3%).
 template <class B>
 struct Layout {
   static constexpr bool kFive = std::is_same_v<B, BlockQ5_K>;
+  static constexpr bool kTable = std::is_same_v<B, BlockIQ4_XS>;  // signed scales, no mins
   static constexpr size_t kQsBytes = 2048;
   static constexpr size_t kHiOffset = kQsBytes;
   static constexpr size_t kScOffset = kHiOffset + (kFive ? 512 : 0);
   static constexpr size_t kMnOffset = kScOffset + 128;
-  static constexpr size_t kDOffset = kMnOffset + 128;
+  static constexpr size_t kDOffset = kMnOffset + (kTable ? 0 : 128);
   static constexpr size_t kDminOffset = kDOffset + 32;
-  static constexpr size_t kBlockBytes = kDminOffset + 32;  // 2368 = 37 * 64, 2880 = 45 * 64: 64-byte aligned
+  static constexpr size_t kBlockBytes = kDminOffset + 32;  // 2368 = 37 * 64, 2880 = 45, 2240 = 35: 64-byte aligned
   static_assert(kBlockBytes % 64 == 0);
 };
 
@@ -53,30 +57,47 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
       std::memset(blk, 0, L::kBlockBytes);
       for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
         const auto& src = reinterpret_cast<const B*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
-        const Q4KPanelRow row = q4k_panel_row(src);
-        for (int g = 0; g < 8; ++g) {
-          for (int c = 0; c < 4; ++c) std::memcpy(blk + (4 * g + c) * 64 + 4 * r, row.qs + 16 * g + 4 * c, 4);
-          if constexpr (L::kFive) std::memcpy(blk + L::kHiOffset + 64 * g + 4 * r, row.high + 4 * g, 4);
-          blk[L::kScOffset + 16 * g + r] = row.scales[g];
-          blk[L::kMnOffset + 32 * (g / 2) + 2 * r + g % 2] = row.mins[g];
+        if constexpr (L::kTable) {
+          // Its qs already hold element 32g + j in the low nibble of byte 16g + j and 32g + 16 + j in the high one.
+          for (int g = 0; g < 8; ++g) {
+            for (int c = 0; c < 4; ++c) std::memcpy(blk + (4 * g + c) * 64 + 4 * r, src.qs + 16 * g + 4 * c, 4);
+            blk[L::kScOffset + 16 * g + r] = static_cast<uint8_t>(quant::iq4xs_scale(src, g));
+          }
+          std::memcpy(blk + L::kDOffset + 2 * r, &src.d, 2);
+        } else {
+          const Q4KPanelRow row = q4k_panel_row(src);
+          for (int g = 0; g < 8; ++g) {
+            for (int c = 0; c < 4; ++c) std::memcpy(blk + (4 * g + c) * 64 + 4 * r, row.qs + 16 * g + 4 * c, 4);
+            if constexpr (L::kFive) std::memcpy(blk + L::kHiOffset + 64 * g + 4 * r, row.high + 4 * g, 4);
+            blk[L::kScOffset + 16 * g + r] = row.scales[g];
+            blk[L::kMnOffset + 32 * (g / 2) + 2 * r + g % 2] = row.mins[g];
+          }
+          std::memcpy(blk + L::kDOffset + 2 * r, &src.d, 2);
+          std::memcpy(blk + L::kDminOffset + 2 * r, &src.dmin, 2);
         }
-        std::memcpy(blk + L::kDOffset + 2 * r, &src.d, 2);
-        std::memcpy(blk + L::kDminOffset + 2 * r, &src.dmin, 2);
       }
     }
   }
 }
 
 // The activation side of one Q8_K block as the panel kernel reads it: the eight 32-element group sums as the
-// int16 pairs (g0, g1) ... (g6, g7) the mins' vpdpwssd takes, and d.
+// int16 pairs (g0, g1) ... (g6, g7) the mins' vpdpwssd takes, and d; IQ4_XS: each group sum x -128 instead.
 struct PanelAct {
   int32_t gsum_pairs[4];
+  int32_t neg_offset[8];
   float d;
 };
 
-inline PanelAct panel_act(const BlockQ8_K& x) {
+template <class B>
+PanelAct panel_act(const BlockQ8_K& x) {
   PanelAct a;
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(a.gsum_pairs), _mm_hadd_epi16(load128(x.bsums), load128(x.bsums + 8)));
+  const __m128i sums = _mm_hadd_epi16(load128(x.bsums), load128(x.bsums + 8));
+  if constexpr (Layout<B>::kTable) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(a.neg_offset),
+                        _mm256_mullo_epi32(_mm256_cvtepi16_epi32(sums), _mm256_set1_epi32(-128)));
+  } else {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(a.gsum_pairs), sums);
+  }
   a.d = x.d;
   return a;
 }
@@ -90,6 +111,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   constexpr size_t kBlockBytes = L::kBlockBytes;
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
+  const __m512i table = iq4nl_table_u8();
+  constexpr bool kWhole = L::kFive || L::kTable;  // the high nibbles' levels as they are, not 16 x
   __m512 acc[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -114,29 +137,40 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
         in_register(v);
         lo[c] = _mm512_and_si512(v, m_lo);
         // Q4_K: 16 x level, the sum shifted back once per group. Q5_K: the level, as 16 x level would overflow.
-        hi[c] = L::kFive ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo) : _mm512_and_si512(v, m_hi);
+        hi[c] = kWhole ? _mm512_and_si512(_mm512_srli_epi16(v, 4), m_lo) : _mm512_and_si512(v, m_hi);
+        if constexpr (L::kTable) {
+          lo[c] = _mm512_shuffle_epi8(table, lo[c]);
+          hi[c] = _mm512_shuffle_epi8(table, hi[c]);
+        }
       }
       if constexpr (L::kFive) {
         __m512i plane = _mm512_load_si512(blk + L::kHiOffset + 64 * g);
         in_register(plane);
         merge_fifth_bits(plane, lo, hi);
       }
-      // The scale as f32: a convert and an FMA per token instead of vpmulld's two port-0 uops and 10 cycles. The
+      // The scale as f32: a convert and an FMA per token instead of vpmulld's two port-0 uops and 10 cycles. Q4_K's
       // products stay exact (|dot * scale| < 2^22); the sum over groups rounds like any f32 accumulation.
-      const __m512 sc = _mm512_cvtepi32_ps(
-          _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(blk + L::kScOffset + 16 * g))));
+      const __m128i sc8 = _mm_load_si128(reinterpret_cast<const __m128i*>(blk + L::kScOffset + 16 * g));
+      const __m512 sc = _mm512_cvtepi32_ps(L::kTable ? _mm512_cvtepi8_epi32(sc8) : _mm512_cvtepu8_epi32(sc8));
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        __m512i s_lo = _mm512_setzero_si512(), s_hi = _mm512_setzero_si512();
+        __m512i s_lo = L::kTable ? _mm512_set1_epi32(act[t * nb + b].neg_offset[g]) : _mm512_setzero_si512();
+        __m512i s_hi = _mm512_setzero_si512();
         for (int c = 0; c < 4; ++c) {
           s_lo = dpbusd_bcast(s_lo, lo[c], xq[t] + 32 * g + 4 * c);
           s_hi = dpbusd_bcast(s_hi, hi[c], xq[t] + 32 * g + 16 + 4 * c);
         }
-        const __m512i dot = _mm512_add_epi32(s_lo, L::kFive ? s_hi : _mm512_srai_epi32(s_hi, 4));
+        const __m512i dot = _mm512_add_epi32(s_lo, kWhole ? s_hi : _mm512_srai_epi32(s_hi, 4));
         blk_sum[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), sc, blk_sum[t]);
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + L::kDOffset)));
+    if constexpr (L::kTable) {
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t)
+        acc[t] = _mm512_fmadd_ps(blk_sum[t], _mm512_mul_ps(d, _mm512_set1_ps(act[t * nb + b].d)), acc[t]);
+      continue;
+    }
     const __m512 dmin = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + L::kDminOffset)));
     __m512i mn[4];
     for (int p = 0; p < 4; ++p) {
@@ -166,7 +200,8 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
                                                           &panel_tokens<B, 3>, &panel_tokens<B, 4>};
   panel_gemm<kRows, kPanelTokenChunk, PanelAct>(
       p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / quant::kQKK, y, ldy,
-      [](const uint8_t* xt, int64_t b) { return panel_act(reinterpret_cast<const BlockQ8_K*>(xt)[b]); }, kPanelTokens);
+      [](const uint8_t* xt, int64_t b) { return panel_act<B>(reinterpret_cast<const BlockQ8_K*>(xt)[b]); },
+      kPanelTokens);
 }
 
 // Every token count: tiles packed at load (--repack) take over from 9 tokens where they exist (matmul's
@@ -176,6 +211,8 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
 constexpr int kPanelMaxTokens = 0;
 const PackedGemm kQ4KPanels{kRows, 1, &group_bytes<BlockQ4_K>, &pack<BlockQ4_K>, &gemm<BlockQ4_K>, kPanelMaxTokens};
 const PackedGemm kQ5KPanels{kRows, 1, &group_bytes<BlockQ5_K>, &pack<BlockQ5_K>, &gemm<BlockQ5_K>, kPanelMaxTokens};
+const PackedGemm kIQ4XSPanels{kRows,          1, &group_bytes<BlockIQ4_XS>, &pack<BlockIQ4_XS>, &gemm<BlockIQ4_XS>,
+                              kPanelMaxTokens};
 
 }  // namespace
 
@@ -185,6 +222,8 @@ const PackedGemm* kquant_panels(GgmlType weight) {
       return &kQ4KPanels;
     case GgmlType::Q5_K:
       return &kQ5KPanels;
+    case GgmlType::IQ4_XS:
+      return &kIQ4XSPanels;
     default:
       return nullptr;
   }
