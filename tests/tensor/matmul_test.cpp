@@ -231,7 +231,7 @@ TEST(Matmul, EachEqualsSeparateMatmuls) {
 // Weights as panels (what the weights' copy holds on the SIMD paths): every token count the panels serve and the
 // ones above it (rows again), whole and for an expert-like slice on and off a panel boundary. The AVX-512 path has
 // panels for every quantized format, the AVX2 path for all but Q8_0 (its rows already stream at the
-// memory's pace), IQ4_NL and IQ4_XS; where a path has none the copy keeps rows.
+// memory's pace); where a path has none the copy keeps rows.
 void expect_panels_match_the_reference(Isa isa) {
   const Kernels& kernels = Kernels::get(isa);
   const int64_t k = 512, rows = 200;
@@ -240,7 +240,7 @@ void expect_panels_match_the_reference(Isa isa) {
        {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q4_1,
         GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::IQ4_XS}) {
     SCOPED_TRACE(type_name(t));
-    const bool avx2_has = t != GgmlType::Q8_0 && t != GgmlType::IQ4_NL && t != GgmlType::IQ4_XS;
+    const bool avx2_has = t != GgmlType::Q8_0;
     const bool has = isa == Isa::Avx512 || (isa == Isa::Avx2 && avx2_has);
     if (!has) {
       EXPECT_EQ(kernels.panels(t), nullptr) << isa_name(isa) << " has no panels for this type";

@@ -122,6 +122,22 @@ inline __m256i group_products(const uint8_t* qs, const int8_t* xq, __m256i m4) {
   return s;
 }
 
+// The same group of IQ4 nibbles looked up in `table` (signed values up to 127 in size): vpmaddubsw takes the
+// values' magnitudes and the activations with the values' signs, so a product pair stays below 2 * 127 * 127 and
+// each is widened (times sc: the rows' scale in both words of their lane, or ones) before the next.
+inline __m256i table_group_dot(const uint8_t* qs, const int8_t* xq, __m256i table, __m256i m4, __m256i sc) {
+  __m256i s = _mm256_setzero_si256();
+  for (int c = 0; c < 4; ++c) {
+    const __m256i v = load256(qs + 32 * c);
+    const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m4));
+    const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+    const __m256i p_lo = _mm256_maddubs_epi16(_mm256_abs_epi8(lo), _mm256_sign_epi8(bcast4(xq + 4 * c), lo));
+    const __m256i p_hi = _mm256_maddubs_epi16(_mm256_abs_epi8(hi), _mm256_sign_epi8(bcast4(xq + 16 + 4 * c), hi));
+    s = _mm256_add_epi32(s, _mm256_add_epi32(_mm256_madd_epi16(p_lo, sc), _mm256_madd_epi16(p_hi, sc)));
+  }
+  return s;
+}
+
 // The same group with a fifth bit per level from the 32 bytes at high (byte 4r + i: bit c for element 4c + i, bit
 // 4 + c for 16 + 4c + i), levels 0..31, whose 8 product pairs would overflow 16 bits: the low nibbles' 4 and the
 // high ones' 4 are summed apart and each widened with sc (the rows' scale in both words of their lane, or ones).

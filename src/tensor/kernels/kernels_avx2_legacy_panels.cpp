@@ -1,4 +1,4 @@
-// AVX2 path, part 6: the 32-element formats Q4_0, Q4_1, Q5_0, Q5_1 as 8-row panels, written at load in place of
+// AVX2 path, part 6: the 32-element formats Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL as 8-row panels, written at load in place of
 // the rows' copy and exactly the rows' bytes. Their row kernels widen and scale every block of every row on its own
 // (Q5's fifth bits by a bit-spreading shuffle per block); here a block of 8 rows costs 8 vpmaddubsw and a widening
 // (two for the Q5 formats), so decode keeps up with the memory. Q8_0 keeps its rows: they already stream at the
@@ -14,6 +14,7 @@
 namespace tessera::kernels::avx2 {
 namespace {
 
+using quant::BlockIQ4_NL;
 using quant::BlockQ4_0;
 using quant::BlockQ4_1;
 using quant::BlockQ5_0;
@@ -32,7 +33,10 @@ template <class B>
 struct Layout {
   static constexpr bool kFive = std::is_same_v<B, BlockQ5_0> || std::is_same_v<B, BlockQ5_1>;
   static constexpr bool kMin = std::is_same_v<B, BlockQ4_1> || std::is_same_v<B, BlockQ5_1>;
-  static constexpr int kOffset = kMin ? 0 : kFive ? 16 : 8;  // what the stored levels exceed the signed ones by
+  static constexpr bool kTable = std::is_same_v<B, BlockIQ4_NL>;  // its nibbles index 16 signed values
+  static constexpr int kOffset = kMin || kTable ? 0
+                                 : kFive        ? 16
+                                                : 8;  // what the stored levels exceed the signed ones by
   static constexpr size_t kPlane = 128;
   static constexpr size_t kD = kPlane + (kFive ? 32 : 0);
   static constexpr size_t kM = kD + 2 * kRows;
@@ -98,6 +102,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   using L = Layout<B>;
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const __m256i ones = _mm256_set1_epi16(1);
+  const __m256i table = iq4nl_table();
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
@@ -107,8 +112,14 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     for (int t = 0; t < T; ++t) {
       const int8_t* xq = reinterpret_cast<const ActBlock<B>*>(x + t * xs)[b].qs;
       const LegacyAct& a = act[t * nb + b];
-      const __m256i dot = L::kFive ? five_bit_group_dot(blk, blk + L::kPlane, xq, m4, ones)
-                                   : _mm256_madd_epi16(group_products(blk, xq, m4), ones);
+      __m256i dot;
+      if constexpr (L::kFive) {
+        dot = five_bit_group_dot(blk, blk + L::kPlane, xq, m4, ones);
+      } else if constexpr (L::kTable) {
+        dot = table_group_dot(blk, xq, table, m4, ones);
+      } else {
+        dot = _mm256_madd_epi16(group_products(blk, xq, m4), ones);
+      }
       const __m256i s = _mm256_sub_epi32(dot, _mm256_set1_epi32(a.offset_sum));
       acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(a.d)), acc[t]);
       if constexpr (L::kMin)
@@ -137,6 +148,7 @@ const PackedGemm kQ40Panels{kRows, 1, &group_bytes<BlockQ4_0>, &pack<BlockQ4_0>,
 const PackedGemm kQ41Panels{kRows, 1, &group_bytes<BlockQ4_1>, &pack<BlockQ4_1>, &gemm<BlockQ4_1>, 48};
 const PackedGemm kQ50Panels{kRows, 1, &group_bytes<BlockQ5_0>, &pack<BlockQ5_0>, &gemm<BlockQ5_0>, 48};
 const PackedGemm kQ51Panels{kRows, 1, &group_bytes<BlockQ5_1>, &pack<BlockQ5_1>, &gemm<BlockQ5_1>, 48};
+const PackedGemm kIQ4NLPanels{kRows, 1, &group_bytes<BlockIQ4_NL>, &pack<BlockIQ4_NL>, &gemm<BlockIQ4_NL>, 48};
 
 }  // namespace
 
@@ -150,6 +162,8 @@ const PackedGemm* legacy_panels(GgmlType weight) {
       return &kQ50Panels;
     case GgmlType::Q5_1:
       return &kQ51Panels;
+    case GgmlType::IQ4_NL:
+      return &kIQ4NLPanels;
     default:
       return nullptr;
   }

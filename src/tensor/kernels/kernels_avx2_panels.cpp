@@ -1,8 +1,8 @@
-// AVX2 path, part 4: Q4_K and Q5_K weights as 8-row panels, written at load in place of the rows' copy (3% and 2%
-// more than the rows). One vpmaddubsw multiplies 4 levels of 8 rows by 4 broadcast activations and a 32-element
-// group's products sum in 16 bits, so a group of 8 rows costs 8 multiplies, 7 adds and one widening with the
-// scales, where the row kernels widen, scale and add after every multiply, and a few tokens at once share each
-// unpacked group with no per-call repacking.
+// AVX2 path, part 4: Q4_K, Q5_K and IQ4_XS weights as 8-row panels, written at load in place of the rows' copy (3%,
+// 2% and 1.5% more than the rows). One vpmaddubsw multiplies 4 levels of 8 rows by 4 broadcast activations and a
+// 32-element group's products sum in 16 bits, so a group of 8 rows costs 8 multiplies, 7 adds and one widening with
+// the scales, where the row kernels widen, scale and add after every multiply, and a few tokens at once share each
+// unpacked group with no per-call repacking. IQ4_XS's looked-up values (up to 127 in size) widen every product.
 #include <type_traits>
 
 #include "tensor/kernels/avx2_common.h"
@@ -13,6 +13,7 @@
 namespace tessera::kernels::avx2 {
 namespace {
 
+using quant::BlockIQ4_XS;
 using quant::BlockQ4_K;
 using quant::BlockQ5_K;
 using quant::BlockQ8_K;
@@ -150,15 +151,99 @@ void q4_k_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, in
   });
 }
 
+// ---- IQ4_XS ----
+
+// One panel block: 8 rows x 256 elements, 1104 bytes (the rows' plus 1.5%): group g's signed scale (ls - 32) of row
+// r at 8g + r, the rows' d as fp16, then qs as Q4_K's (its rows already keep element 32g + j in the low nibble of
+// byte 16g + j and 32g + 16 + j in the high one).
+constexpr size_t kIQ4XSSc = 0;
+constexpr size_t kIQ4XSD = kIQ4XSSc + 64;
+constexpr size_t kIQ4XSQs = kIQ4XSD + 16;
+constexpr size_t kIQ4XSBytes = kIQ4XSQs + 1024;
+
+size_t iq4_xs_group_bytes(int64_t k) { return (static_cast<size_t>(k / kQKK) * kIQ4XSBytes + 63) / 64 * 64; }
+
+void iq4_xs_pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t* out) {
+  const int64_t nb = k / kQKK;
+  const size_t panel_bytes = iq4_xs_group_bytes(k);
+  for (int64_t p = 0; p * kRows < n_rows; ++p) {
+    uint8_t* panel = out + static_cast<size_t>(p) * panel_bytes;
+    std::memset(panel, 0, panel_bytes);  // rows past n_rows: d = 0
+    for (int64_t b = 0; b < nb; ++b) {
+      uint8_t* blk = panel + static_cast<size_t>(b) * kIQ4XSBytes;
+      for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
+        const auto& src = reinterpret_cast<const BlockIQ4_XS*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
+        for (int g = 0; g < 8; ++g) {
+          for (int c = 0; c < 4; ++c)
+            std::memcpy(blk + kIQ4XSQs + (4 * g + c) * 32 + 4 * r, src.qs + 16 * g + 4 * c, 4);
+          blk[kIQ4XSSc + 8 * g + r] = static_cast<uint8_t>(quant::iq4xs_scale(src, g));
+        }
+        std::memcpy(blk + kIQ4XSD + 2 * r, &src.d, 2);
+      }
+    }
+  }
+}
+
+template <int T>
+void iq4_xs_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, float* y, int64_t ldy, int n_valid) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i table = iq4nl_table();
+  // Row r's scale byte (at r of the group's 8) into the high byte of both 16-bit words of lane r; an arithmetic
+  // shift then sign-extends it for vpmaddwd.
+  const __m256i spread = _mm256_setr_epi8(-1, 0, -1, 0, -1, 1, -1, 1, -1, 2, -1, 2, -1, 3, -1, 3, -1, 4, -1, 4, -1, 5,
+                                          -1, 5, -1, 6, -1, 6, -1, 7, -1, 7);
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = panel + static_cast<size_t>(b) * kIQ4XSBytes;
+    prefetch_stream<kIQ4XSQs>(blk);
+    __m256i isum[T];
+    for (int t = 0; t < T; ++t) isum[t] = _mm256_setzero_si256();
+    for (int g = 0; g < 8; ++g) {
+      prefetch_stream<64>(blk + kIQ4XSQs + 128 * g);
+      uint64_t sc8;
+      std::memcpy(&sc8, blk + kIQ4XSSc + 8 * g, 8);
+      const __m256i sc =
+          _mm256_srai_epi16(_mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<int64_t>(sc8)), spread), 8);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* xq = reinterpret_cast<const BlockQ8_K*>(x + t * xs)[b].qs + 32 * g;
+        isum[t] = _mm256_add_epi32(isum[t], table_group_dot(blk + kIQ4XSQs + 128 * g, xq, table, m4, sc));
+      }
+    }
+    const __m256 d = _mm256_cvtph_ps(load128(blk + kIQ4XSD));
+    for (int t = 0; t < T; ++t) {
+      const __m256 xd = _mm256_set1_ps(reinterpret_cast<const BlockQ8_K*>(x + t * xs)[b].d);
+      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_mul_ps(d, xd), acc[t]);
+    }
+  }
+  const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(n_valid), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  for (int t = 0; t < T; ++t) _mm256_maskstore_ps(y + t * ldy, mask, acc[t]);
+}
+
+void iq4_xs_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
+                 int64_t ldy) {
+  using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, float*, int64_t, int);
+  constexpr Fn kTokens[kTokenChunk + 1] = {nullptr, &iq4_xs_tokens<1>, &iq4_xs_tokens<2>, &iq4_xs_tokens<3>,
+                                           &iq4_xs_tokens<4>};
+  const int64_t nb = k / kQKK;
+  const size_t panel_bytes = iq4_xs_group_bytes(k);
+  for_each_panel_chunk<kRows, kTokenChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
+    kTokens[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, y + t0 * ldy + r, ldy, valid);
+  });
+}
+
 // Above these the plain gemm on the rows is as fast or faster (1b at -t 2, pp24..pp64 and pp512, two rounds each:
 // Q4_K panels 1.1-1.4x the plain gemm at 24-64 tokens and even at 512; Q5_K panels +13% at 16 tokens, even at 24,
-// 9-16% behind at 32-64, where its two widenings per group cost more).
+// 9-16% behind at 32-64, where its two widenings per group cost more; IQ4_XS, with one widening per vector, no
+// file to measure (gen-model does not write it): Q5_K's limit).
 constexpr int kQ4KMaxTokens = 64;
 constexpr int kQ5KMaxTokens = 24;
+constexpr int kIQ4XSMaxTokens = 24;
 const PackedGemm kQ4KPanels{kRows,        1, &q4_k_group_bytes<BlockQ4_K>, &q4_k_pack<BlockQ4_K>, &q4_k_gemm<BlockQ4_K>,
                             kQ4KMaxTokens};
 const PackedGemm kQ5KPanels{kRows,        1, &q4_k_group_bytes<BlockQ5_K>, &q4_k_pack<BlockQ5_K>, &q4_k_gemm<BlockQ5_K>,
                             kQ5KMaxTokens};
+const PackedGemm kIQ4XSPanels{kRows, 1, &iq4_xs_group_bytes, &iq4_xs_pack, &iq4_xs_gemm, kIQ4XSMaxTokens};
 
 }  // namespace
 
@@ -168,6 +253,8 @@ const PackedGemm* panels(GgmlType weight) {
       return &kQ4KPanels;
     case GgmlType::Q5_K:
       return &kQ5KPanels;
+    case GgmlType::IQ4_XS:
+      return &kIQ4XSPanels;
     default:
       if (const PackedGemm* p = k16_panels(weight)) return p;
       return legacy_panels(weight);
