@@ -11,14 +11,15 @@ namespace tessera {
 namespace {
 
 constexpr std::array kMixes = {
-    QuantMix{"f32", GgmlType::F32, 0},      QuantMix{"f16", GgmlType::F16, 1},
-    QuantMix{"bf16", GgmlType::BF16, 32},   QuantMix{"q8_0", GgmlType::Q8_0, 7},
-    QuantMix{"q4_0", GgmlType::Q4_0, 2},    QuantMix{"q4_1", GgmlType::Q4_1, 3},
-    QuantMix{"q5_0", GgmlType::Q5_0, 8},    QuantMix{"q5_1", GgmlType::Q5_1, 9},
-    QuantMix{"q2_k", GgmlType::Q2_K, 10},   QuantMix{"q3_k_s", GgmlType::Q3_K, 11},
-    QuantMix{"q3_k_m", GgmlType::Q3_K, 12}, QuantMix{"q4_k_s", GgmlType::Q4_K, 14},
-    QuantMix{"q4_k_m", GgmlType::Q4_K, 15}, QuantMix{"q5_k_s", GgmlType::Q5_K, 16},
-    QuantMix{"q5_k_m", GgmlType::Q5_K, 17}, QuantMix{"q6_k", GgmlType::Q6_K, 18},
+    QuantMix{"f32", GgmlType::F32, 0},        QuantMix{"f16", GgmlType::F16, 1},
+    QuantMix{"bf16", GgmlType::BF16, 32},     QuantMix{"q8_0", GgmlType::Q8_0, 7},
+    QuantMix{"q4_0", GgmlType::Q4_0, 2},      QuantMix{"q4_1", GgmlType::Q4_1, 3},
+    QuantMix{"q5_0", GgmlType::Q5_0, 8},      QuantMix{"q5_1", GgmlType::Q5_1, 9},
+    QuantMix{"q2_k", GgmlType::Q2_K, 10},     QuantMix{"q3_k_s", GgmlType::Q3_K, 11},
+    QuantMix{"q3_k_m", GgmlType::Q3_K, 12},   QuantMix{"q4_k_s", GgmlType::Q4_K, 14},
+    QuantMix{"q4_k_m", GgmlType::Q4_K, 15},   QuantMix{"q5_k_s", GgmlType::Q5_K, 16},
+    QuantMix{"q5_k_m", GgmlType::Q5_K, 17},   QuantMix{"q6_k", GgmlType::Q6_K, 18},
+    QuantMix{"iq4_nl", GgmlType::IQ4_NL, 25}, QuantMix{"iq4_xs", GgmlType::IQ4_XS, 30},
 };
 
 // llama-quantize's "use more bits" layers: the first and last eighth, and every third layer in between.
@@ -41,6 +42,9 @@ GgmlType fit_row(GgmlType type, int64_t n) {
         break;
       case GgmlType::Q6_K:
         type = GgmlType::Q8_0;
+        break;
+      case GgmlType::IQ4_XS:
+        type = GgmlType::IQ4_NL;
         break;
       default:
         type = GgmlType::F16;

@@ -107,6 +107,8 @@ bool can_quantize(GgmlType type) {
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
     case GgmlType::Q8_K:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
       return true;
     default:
       return false;
@@ -149,6 +151,10 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
       return quantize_q6_k(src, as<BlockQ6_K>(dst), nb);
     case GgmlType::Q8_K:
       return quantize_q8_k(src, as<BlockQ8_K>(dst), nb);
+    case GgmlType::IQ4_NL:
+      return quantize_iq4_nl(src, as<BlockIQ4_NL>(dst), nb);
+    case GgmlType::IQ4_XS:
+      return quantize_iq4_xs(src, as<BlockIQ4_XS>(dst), nb);
     default:
       unsupported(kWhat, type);
   }

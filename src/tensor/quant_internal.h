@@ -76,4 +76,8 @@ void dequantize_iq4_xs(const BlockIQ4_XS* x, float* y, int64_t nb);
 double dot_iq4_nl_q8_0(const BlockIQ4_NL* w, const BlockQ8_0* x, int64_t nb);
 double dot_iq4_xs_q8_k(const BlockIQ4_XS* w, const BlockQ8_K* x, int64_t nb);
 
+// quant_iq_quantize.cpp
+void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t nb);
+void quantize_iq4_xs(const float* x, BlockIQ4_XS* y, int64_t nb);
+
 }  // namespace tessera::quant

@@ -1,5 +1,5 @@
 // Scalar dequantizers and dot products for the non-linear 4-bit formats IQ4_NL and IQ4_XS.
-// Tessera reads these from GGUF files but does not produce them (ggml's quantizer needs a search we skip).
+// Their quantizers: quant_iq_quantize.cpp.
 #include "tensor/fp16.h"
 #include "tensor/quant_internal.h"
 

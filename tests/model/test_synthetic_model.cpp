@@ -81,13 +81,12 @@ TEST_P(SyntheticModel, ReadsBackWithExpectedLayout) {
   EXPECT_NEAR(mn.std, 0.05, 0.02);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllArchsAndTypes, SyntheticModel,
-                         ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "qwen3moe", "mixtral"),
-                                            ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0",
-                                                              "q5_1", "q2_k", "q3_k_m", "q4_k_m", "q5_k_m", "q6_k")),
-                         [](const auto& param_info) {
-                           return std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    AllArchsAndTypes, SyntheticModel,
+    ::testing::Combine(::testing::Values("llama", "qwen2", "qwen3", "qwen3moe", "mixtral"),
+                       ::testing::Values("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k_m",
+                                         "q4_k_m", "q5_k_m", "q6_k", "iq4_nl", "iq4_xs")),
+    [](const auto& param_info) { return std::get<0>(param_info.param) + "_" + std::get<1>(param_info.param); });
 
 TEST(SyntheticModel, DeterministicAcrossRunsAndThreadCounts) {
   test::TempDir dir;

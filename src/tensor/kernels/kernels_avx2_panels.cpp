@@ -234,8 +234,8 @@ void iq4_xs_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, 
 
 // Above these the plain gemm on the rows is as fast or faster (1b at -t 2, pp24..pp64 and pp512, two rounds each:
 // Q4_K panels 1.1-1.4x the plain gemm at 24-64 tokens and even at 512; Q5_K panels +13% at 16 tokens, even at 24,
-// 9-16% behind at 32-64, where its two widenings per group cost more; IQ4_XS, with one widening per vector, no
-// file to measure (gen-model does not write it): Q5_K's limit).
+// 9-16% behind at 32-64, where its two widenings per group cost more; IQ4_XS, +20-50% at 16
+// tokens, behind at 64).
 constexpr int kQ4KMaxTokens = 64;
 constexpr int kQ5KMaxTokens = 24;
 constexpr int kIQ4XSMaxTokens = 24;
