@@ -5,10 +5,10 @@
 #include "model/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <new>
 #include <vector>
 
 namespace tessera {
@@ -16,20 +16,6 @@ namespace {
 
 // Query rows (tokens x heads of a group) per work item: four tiles share each converted key block.
 constexpr int64_t kRowsPerItem = 4 * kAttnLanes;
-
-// 64-byte aligned floats for the tiles' vector loads.
-class AlignedFloats {
- public:
-  explicit AlignedFloats(size_t n)
-      : p_(static_cast<float*>(::operator new[](std::max<size_t>(n, 1) * sizeof(float), std::align_val_t{64}))) {}
-  ~AlignedFloats() { ::operator delete[](p_, std::align_val_t{64}); }
-  AlignedFloats(const AlignedFloats&) = delete;
-  AlignedFloats& operator=(const AlignedFloats&) = delete;
-  float* get() const { return p_; }
-
- private:
-  float* p_;
-};
 
 // Consecutive batch tokens of one sequence, at most `limit` of them: [first, last).
 struct TokenRun {
@@ -65,8 +51,22 @@ void load_rows(const uint8_t* rows, bool f16, int64_t row_elems, int64_t g, int6
 
 }  // namespace
 
+float* AlignedFloats::get(size_t n) {
+  if (n > n_) {
+    p_.reset(static_cast<float*>(::operator new[](n * sizeof(float), std::align_val_t{64})));
+    n_ = n;
+  }
+  return p_.get();
+}
+
 void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, const Batch& batch, const float* q,
                float* out, ThreadPool& pool, const VecOps& ops) {
+  AttentionScratch scratch;
+  attention(s, cache, layer, batch, q, out, pool, ops, scratch);
+}
+
+void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, const Batch& batch, const float* q,
+               float* out, ThreadPool& pool, const VecOps& ops, AttentionScratch& scratch) {
   const bool f16 = cache.config().type == GgmlType::F16;
   const int64_t n_embd_k = cache.config().n_embd_k;
   const int64_t n_embd_v = cache.config().n_embd_v;
@@ -78,14 +78,21 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
   const int64_t n_items = static_cast<int64_t>(runs.size()) * s.n_head_kv;
   const int64_t max_tiles = (std::max<int64_t>(kRowsPerItem, group) + kAttnLanes - 1) / kAttnLanes;
 
-  pool.parallel_for(n_items, [&](int64_t begin, int64_t end) {
-    AlignedFloats qt(static_cast<size_t>(max_tiles * d * kAttnLanes));
-    AlignedFloats ot(static_cast<size_t>(max_tiles * dv * kAttnLanes));
-    AlignedFloats ml(static_cast<size_t>(max_tiles * 2 * kAttnLanes));
-    AlignedFloats keys(static_cast<size_t>(kAttnKeys * d));
-    AlignedFloats values(static_cast<size_t>(kAttnKeys * dv));
-    std::vector<int32_t> pos(static_cast<size_t>(max_tiles * kAttnLanes));
-    for (int64_t index = begin; index < end; ++index) {
+  if (scratch.threads.size() < static_cast<size_t>(pool.size()))
+    scratch.threads.resize(static_cast<size_t>(pool.size()));
+  // Items from a shared counter, one at a time: they differ in cost (later tokens see more keys).
+  std::atomic<int64_t> next{0};
+  pool.run([&](int thread) {
+    AttentionScratch::Thread& buf = scratch.threads[static_cast<size_t>(thread)];
+    float* const qt = buf.qt.get(static_cast<size_t>(max_tiles * d * kAttnLanes));
+    float* const ot = buf.ot.get(static_cast<size_t>(max_tiles * dv * kAttnLanes));
+    float* const ml = buf.ml.get(static_cast<size_t>(max_tiles * 2 * kAttnLanes));
+    float* const keys = buf.keys.get(static_cast<size_t>(kAttnKeys * d));
+    float* const values = buf.values.get(static_cast<size_t>(kAttnKeys * dv));
+    std::vector<int32_t>& pos = buf.pos;
+    pos.resize(static_cast<size_t>(max_tiles * kAttnLanes));
+    for (int64_t index = next.fetch_add(1, std::memory_order_relaxed); index < n_items;
+         index = next.fetch_add(1, std::memory_order_relaxed)) {
       // Last runs first: they see the most keys, and the threads' last ranges should be the short ones.
       const int64_t item = n_items - 1 - index;
       const TokenRun run = runs[static_cast<size_t>(item / s.n_head_kv)];
@@ -95,12 +102,12 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
       const int64_t n_tiles = (n_rows + kAttnLanes - 1) / kAttnLanes;
 
       int32_t last_pos = 0;
-      std::fill(qt.get(), qt.get() + n_tiles * d * kAttnLanes, 0.0f);
-      std::fill(ot.get(), ot.get() + n_tiles * dv * kAttnLanes, 0.0f);
+      std::fill(qt, qt + n_tiles * d * kAttnLanes, 0.0f);
+      std::fill(ot, ot + n_tiles * dv * kAttnLanes, 0.0f);
       for (int64_t r = 0; r < n_tiles * kAttnLanes; ++r) {
         const int64_t tile = r / kAttnLanes;
         const int64_t lane = r % kAttnLanes;
-        float* m = ml.get() + tile * 2 * kAttnLanes;
+        float* m = ml + tile * 2 * kAttnLanes;
         m[lane] = -std::numeric_limits<float>::infinity();
         m[kAttnLanes + lane] = 0.0f;
         if (r >= n_rows) {
@@ -109,7 +116,7 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
         }
         const int64_t t = run.first + r / group;
         const float* qr = q + (t * s.n_head + g * group + r % group) * d;
-        float* qtile = qt.get() + tile * d * kAttnLanes;
+        float* qtile = qt + tile * d * kAttnLanes;
         for (int64_t i = 0; i < d; ++i) qtile[i * kAttnLanes + lane] = qr[i] * scale;
         pos[static_cast<size_t>(r)] = batch.pos[static_cast<size_t>(t)];
         last_pos = std::max(last_pos, batch.pos[static_cast<size_t>(t)]);
@@ -117,12 +124,12 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
 
       for (int64_t p0 = 0; p0 <= last_pos; p0 += kAttnKeys) {
         const int64_t n = std::min<int64_t>(kAttnKeys, last_pos + 1 - p0);
-        load_rows(cache.k_rows(layer, slot), f16, n_embd_k, g, d, p0, n, keys.get(), ops);
-        load_rows(cache.v_rows(layer, slot), f16, n_embd_v, g, dv, p0, n, values.get(), ops);
-        const AttnKeys block{keys.get(), values.get(), n, p0, d, dv};
+        load_rows(cache.k_rows(layer, slot), f16, n_embd_k, g, d, p0, n, keys, ops);
+        load_rows(cache.v_rows(layer, slot), f16, n_embd_v, g, dv, p0, n, values, ops);
+        const AttnKeys block{keys, values, n, p0, d, dv};
         for (int64_t tile = 0; tile < n_tiles; ++tile) {
-          float* m = ml.get() + tile * 2 * kAttnLanes;
-          ops.attend({qt.get() + tile * d * kAttnLanes, ot.get() + tile * dv * kAttnLanes, m, m + kAttnLanes,
+          float* m = ml + tile * 2 * kAttnLanes;
+          ops.attend({qt + tile * d * kAttnLanes, ot + tile * dv * kAttnLanes, m, m + kAttnLanes,
                       pos.data() + tile * kAttnLanes},
                      block);
         }
@@ -132,8 +139,8 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
         const int64_t tile = r / kAttnLanes;
         const int64_t lane = r % kAttnLanes;
         const int64_t t = run.first + r / group;
-        const float inv = 1.0f / ml.get()[tile * 2 * kAttnLanes + kAttnLanes + lane];
-        const float* otile = ot.get() + tile * dv * kAttnLanes;
+        const float inv = 1.0f / ml[tile * 2 * kAttnLanes + kAttnLanes + lane];
+        const float* otile = ot + tile * dv * kAttnLanes;
         float* o = out + (t * s.n_head + g * group + r % group) * dv;
         for (int64_t i = 0; i < dv; ++i) o[i] = otile[i * kAttnLanes + lane] * inv;
       }

@@ -2,6 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <new>
+#include <vector>
 
 #include "model/batch.h"
 #include "model/kv_cache.h"
@@ -17,8 +20,34 @@ struct AttentionShape {
   int64_t head_dim_v = 0;
 };
 
+// 64-byte aligned floats for the attention tiles' vector loads; grows, never shrinks.
+class AlignedFloats {
+ public:
+  float* get(size_t n);
+
+ private:
+  struct Free {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<float[], Free> p_;
+  size_t n_ = 0;
+};
+
+// Each thread's tiles and converted key/value blocks, kept from call to call: a decode step attends once per layer,
+// and allocating them per call cost ~15% of the attention's time at short contexts.
+struct AttentionScratch {
+  struct Thread {
+    AlignedFloats qt, ot, ml, keys, values;
+    std::vector<int32_t> pos;
+  };
+  std::vector<Thread> threads;
+};
+
 // q: [n_tokens][n_head * head_dim] (already rotated); out: [n_tokens][n_head * head_dim_v].
 // Token t attends to positions [0, batch.pos[t]] of its sequence; the cache must already hold them.
+void attention(const AttentionShape& shape, const KvCache& cache, int64_t layer, const Batch& batch, const float* q,
+               float* out, ThreadPool& pool, const VecOps& ops, AttentionScratch& scratch);
+// The same with a scratch of its own.
 void attention(const AttentionShape& shape, const KvCache& cache, int64_t layer, const Batch& batch, const float* q,
                float* out, ThreadPool& pool, const VecOps& ops);
 

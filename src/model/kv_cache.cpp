@@ -3,7 +3,6 @@
 
 #include <cstring>
 
-#include "tensor/fp16.h"
 #include "util/error.h"
 
 namespace tessera {
@@ -24,7 +23,7 @@ size_t KvCache::offset(int64_t layer, int64_t slot, int64_t pos, int64_t row_ele
   return static_cast<size_t>(cell * row_elems) * elem_size_;
 }
 
-void KvCache::store(int64_t layer, int64_t slot, int64_t pos, const float* k, const float* v) {
+void KvCache::store(int64_t layer, int64_t slot, int64_t pos, const float* k, const float* v, const VecOps& ops) {
   uint8_t* kd = k_.data() + offset(layer, slot, pos, config_.n_embd_k);
   uint8_t* vd = v_.data() + offset(layer, slot, pos, config_.n_embd_v);
   if (config_.type == GgmlType::F32) {
@@ -34,8 +33,8 @@ void KvCache::store(int64_t layer, int64_t slot, int64_t pos, const float* k, co
   }
   auto* k16 = reinterpret_cast<uint16_t*>(kd);
   auto* v16 = reinterpret_cast<uint16_t*>(vd);
-  for (int64_t i = 0; i < config_.n_embd_k; ++i) k16[i] = fp32_to_fp16(k[i]);
-  for (int64_t i = 0; i < config_.n_embd_v; ++i) v16[i] = fp32_to_fp16(v[i]);
+  ops.f32_to_f16(k, k16, config_.n_embd_k);
+  ops.f32_to_f16(v, v16, config_.n_embd_v);
 }
 
 void KvCache::set_length(int64_t slot, int64_t n) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "tensor/ggml_type.h"
+#include "tensor/vec_ops.h"
 
 namespace tessera {
 
@@ -26,7 +27,8 @@ class KvCache {
   uint64_t bytes() const { return static_cast<uint64_t>(k_.size() + v_.size()); }
 
   // Stores one token's k and v (f32) for layer `layer` (0-based within the stage) of sequence `slot` at `pos`.
-  void store(int64_t layer, int64_t slot, int64_t pos, const float* k, const float* v);
+  void store(int64_t layer, int64_t slot, int64_t pos, const float* k, const float* v,
+             const VecOps& ops = VecOps::get(Isa::Scalar));
   // Rows of one layer of one sequence: position p starts at element p * n_embd_k (or n_embd_v), in config().type.
   const uint8_t* k_rows(int64_t layer, int64_t slot) const {
     return k_.data() + offset(layer, slot, 0, config_.n_embd_k);

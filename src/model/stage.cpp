@@ -200,7 +200,15 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
   add_bias(v_.data(), w.v_bias, n_tokens);
 
   const RopeMode mode = c.rope_style() == RopeStyle::Norm ? RopeMode::Norm : RopeMode::Neox;
-  const float* factors = weights_->rope_factors().empty() ? nullptr : weights_->rope_factors().data();
+  if (local == 0) {
+    // Every layer rotates by the same angles: their sines and cosines once per step, not per layer.
+    const float* factors = weights_->rope_factors().empty() ? nullptr : weights_->rope_factors().data();
+    rope_cs_.resize(sz(n_tokens * c.n_rot));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      rope_angles(batch.pos[sz(t)], c.n_rot, c.rope_freq_base, c.rope_freq_scale, factors,
+                  rope_cs_.data() + t * c.n_rot);
+    }
+  }
   // Each token stores its own cache position: the tokens' stores do not overlap.
   for_each_token(pool_, n_tokens, [&](int64_t t) {
     float* qt = q_.data() + t * c.n_embd_q();
@@ -212,14 +220,15 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
         rms_norm(kt + h * c.head_dim, w.k_norm.data(), c.head_dim, c.rms_eps, kt + h * c.head_dim);
     }
     const int64_t pos = batch.pos[sz(t)];
-    rope(qt, c.n_head, c.head_dim, c.n_rot, pos, c.rope_freq_base, c.rope_freq_scale, factors, mode);
-    rope(kt, c.n_head_kv, c.head_dim, c.n_rot, pos, c.rope_freq_base, c.rope_freq_scale, factors, mode);
-    cache_.store(local, batch.seq[sz(t)], pos, kt, v_.data() + t * c.n_embd_v());
+    const float* cs = rope_cs_.data() + t * c.n_rot;
+    rope_rotate(qt, c.n_head, c.head_dim, c.n_rot, cs, mode);
+    rope_rotate(kt, c.n_head_kv, c.head_dim, c.n_rot, cs, mode);
+    cache_.store(local, batch.seq[sz(t)], pos, kt, v_.data() + t * c.n_embd_v(), vec_);
   });
 
   attn_.resize(sz(n_tokens * c.n_head * c.head_dim_v));
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v};
-  attention(shape, cache_, local, batch, q_.data(), attn_.data(), pool_, vec_);
+  attention(shape, cache_, local, batch, q_.data(), attn_.data(), pool_, vec_, attention_scratch_);
   proj_.resize(sz(n_tokens * n_embd));
   const TensorView* ffn_first[] = {c.is_moe() ? &w.ffn_gate_inp : &w.ffn_gate, &w.ffn_up};
   matmul(w.wo, attn_.data(), n_tokens, proj_.data(), pool_, scratch_, NextWeights{ffn_first}.first(c.is_moe() ? 1 : 2));

@@ -80,8 +80,10 @@ class Stage {
   const VecOps& vec_;
   KvCache cache_;
   FeedForward ffn_;
+  AttentionScratch attention_scratch_;
   MatmulScratch scratch_;
   std::vector<float> x_, norm_, q_, k_, v_, attn_, proj_;
+  std::vector<float> rope_cs_;  // the batch tokens' rope angles (rope_angles), set at the stage's first layer
 };
 
 }  // namespace tessera

@@ -1,5 +1,5 @@
 // matmul: activations converted once per call (split over threads by token), then output rows split over threads
-// in chunks of 64 rows, each thread running the CPU's gemm kernel on its chunks for all tokens.
+// in chunks of 16-64 rows, each thread running the CPU's gemm kernel on its chunks for all tokens.
 #include "tensor/matmul.h"
 
 #include <algorithm>
@@ -14,11 +14,13 @@ namespace tessera {
 
 namespace {
 
-// Row chunks are multiples of 64 so every kernel works on whole register panels (and packed row groups).
+// Row chunks are multiples of the packed layouts' row groups so every kernel works on whole panels and tiles.
 constexpr int64_t kChunkRows = 64;
 // A matrix of fewer than 256 rows (an MoE router has one per expert) in chunks of 16, a multiple of every panel's
 // rows: with 64 a 64-row router ran on one thread while the others waited, ~2% of an MoE's decode.
 constexpr int64_t kSmallChunkRows = 16;
+// Weight bytes per chunk at most, down to kSmallChunkRows (chunk_rows_of).
+constexpr size_t kChunkBytes = size_t{64} << 10;
 // Up to this many tokens a chunk's gemm call costs little beyond its weights (no per-call repacking of all the
 // tokens), so threads take chunks a few at a time (run_dynamic): a thread slowed by anything else on the machine
 // then does fewer chunks instead of holding everyone at the join.
@@ -58,14 +60,20 @@ size_t quantize_into(const Kernels& kernels, GgmlType act_type, const float* x, 
   return act_row;
 }
 
-// The rows of one chunk of w: kSmallChunkRows for a small matrix whose packed layouts (if any) come in groups
-// that divide it.
+// The rows of one chunk of w: 64, halved down to 16 while a chunk holds more than kChunkBytes of weights (the
+// threads' last takes are single chunks, so the wait at the join is about half of one), and 16 for a small
+// matrix. Only while every packed layout's row groups (if any) divide the result.
 int64_t chunk_rows_of(const TensorView& w) {
-  if (w.rows() >= 4 * kChunkRows) return kChunkRows;
-  for (const PackedRows* p : {&w.packed, &w.panels}) {
-    if (!p->empty() && kSmallChunkRows % p->fns->group_rows != 0) return kChunkRows;
-  }
-  return kSmallChunkRows;
+  const auto fits = [&w](int64_t rows) {
+    for (const PackedRows* p : {&w.packed, &w.panels}) {
+      if (!p->empty() && rows % p->fns->group_rows != 0) return false;
+    }
+    return true;
+  };
+  if (w.rows() < 4 * kChunkRows) return fits(kSmallChunkRows) ? kSmallChunkRows : kChunkRows;
+  int64_t rows = kChunkRows;
+  while (rows > kSmallChunkRows && static_cast<size_t>(rows) * w.row_bytes > kChunkBytes && fits(rows / 2)) rows /= 2;
+  return rows;
 }
 
 void run_chunks(const Job& job, int64_t c0, int64_t c1) {
@@ -122,8 +130,10 @@ struct alignas(64) ChunkRange {
       const auto f = static_cast<int64_t>(cur >> 32);
       const auto b = static_cast<int64_t>(cur & 0xffffffffu);
       if (f >= b) return false;
-      c0 = front ? f : std::max(f, b - grain);
-      c1 = front ? std::min(b, f + grain) : b;
+      // Shorter takes as the range runs out: the threads' last takes, and so their wait at the join, stay short.
+      const int64_t n = std::clamp<int64_t>((b - f) / 2, 1, grain);
+      c0 = front ? f : b - n;
+      c1 = front ? f + n : b;
       const uint64_t next = front ? pack(c1, b) : pack(f, c0);
       if (bounds.compare_exchange_weak(cur, next, std::memory_order_relaxed)) return true;
     }
@@ -156,6 +166,19 @@ void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, ThreadPool& po
         }
       },
       ahead);
+}
+
+// The caller goes on with the outputs alone (norms, rope, the next activations), and the other threads wrote about
+// half of them: asking for every line at once overlaps those cross-core fetches instead of paying them one miss at
+// a time as the serial code reaches each line.
+void fetch_outputs(std::span<const Job> jobs) {
+  constexpr int64_t kFloatsPerLine = 16;
+  for (const Job& job : jobs) {
+    const int64_t n = job.w->rows();
+    for (int64_t t = 0; t < job.n_tokens; ++t) {
+      for (int64_t i = 0; i < n; i += kFloatsPerLine) __builtin_prefetch(job.y + t * n + i, 1, 3);
+    }
+  }
 }
 
 // Many tokens: one contiguous range of chunks per thread, since every gemm call prepares all the tokens.
@@ -233,7 +256,8 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
   if (pool.size() == 1 || chunks == 1) return run_chunks(job, 0, chunks);
   if (n_tokens <= kDynamicMaxTokens) {
     read_ahead_regions(next, n_tokens, pool.size(), scratch.ahead);
-    return run_dynamic({&job, 1}, chunks, pool, scratch.ahead);
+    run_dynamic({&job, 1}, chunks, pool, scratch.ahead);
+    return fetch_outputs({&job, 1});
   }
   run_split(job, chunks, pool);
 }
@@ -289,6 +313,7 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   }
   read_ahead_regions(next, n_tokens, pool.size(), scratch.ahead);
   run_dynamic({jobs, outs.size()}, total, pool, scratch.ahead);
+  fetch_outputs({jobs, outs.size()});
 }
 
 void matmul_each(std::span<const MatmulJob> in, ThreadPool& pool, MatmulScratch& scratch, EachSplit split,

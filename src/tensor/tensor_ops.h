@@ -28,4 +28,9 @@ enum class RopeMode { Norm, Neox };
 void rope(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, int64_t pos, float freq_base, float freq_scale,
           const float* factors, RopeMode mode);
 
+// rope in two steps, so the angles of a position are computed once for every layer: cs[2i], cs[2i + 1] = cos, sin
+// of theta for pair i (n_rot / 2 pairs), then the rotation with them.
+void rope_angles(int64_t pos, int64_t n_rot, float freq_base, float freq_scale, const float* factors, float* cs);
+void rope_rotate(float* x, int64_t n_heads, int64_t head_dim, int64_t n_rot, const float* cs, RopeMode mode);
+
 }  // namespace tessera

@@ -80,7 +80,8 @@ struct Fixture {
   }
 
   // Runs attention for the queries at `picks` (indices into `queries`) as one batch.
-  std::vector<float> run(const std::vector<size_t>& picks, Isa isa, ThreadPool& pool) const {
+  std::vector<float> run(const std::vector<size_t>& picks, Isa isa, ThreadPool& pool,
+                         AttentionScratch* scratch = nullptr) const {
     Batch batch;
     std::vector<float> qb;
     for (size_t j : picks) {
@@ -89,7 +90,11 @@ struct Fixture {
                 q.begin() + static_cast<int64_t>(j + 1) * shape.n_head * shape.head_dim);
     }
     std::vector<float> out(picks.size() * static_cast<size_t>(shape.n_head * shape.head_dim_v), NAN);
-    attention(shape, cache, 0, batch, qb.data(), out.data(), pool, VecOps::get(isa));
+    if (scratch != nullptr) {
+      attention(shape, cache, 0, batch, qb.data(), out.data(), pool, VecOps::get(isa), *scratch);
+    } else {
+      attention(shape, cache, 0, batch, qb.data(), out.data(), pool, VecOps::get(isa));
+    }
     return out;
   }
 };
@@ -160,6 +165,22 @@ TEST(Attention, ATokensResultDoesNotDependOnItsBatch) {
         for (size_t i = 0; i < width; ++i) {
           ASSERT_EQ(part[k * width + i], together[picks[k] * width + i]) << isa_name(isa) << " query " << picks[k];
         }
+      }
+    }
+  }
+}
+
+// A scratch kept across calls (as a stage keeps one) serves shapes that need more and less room, in any order,
+// with the results of a fresh one.
+TEST(Attention, AScratchKeptAcrossCallsGivesTheSameResults) {
+  ThreadPool pool(2);
+  const Fixture small({8, 8, 16, 16}, GgmlType::F32, {20}, 1.0f);
+  const Fixture large({32, 2, 80, 64}, GgmlType::F16, {90, 40}, 2.0f);
+  for (Isa isa : paths()) {
+    AttentionScratch kept;
+    for (const Fixture* f : {&small, &large, &small, &large}) {
+      for (const std::vector<size_t>& picks : {all_queries(*f), std::vector<size_t>{0}, std::vector<size_t>{19}}) {
+        ASSERT_EQ(f->run(picks, isa, pool, &kept), f->run(picks, isa, pool)) << isa_name(isa);
       }
     }
   }

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <vector>
+
+#include "tensor/vec_ops.h"
 
 namespace tessera {
 namespace {
@@ -124,6 +127,40 @@ TEST(Fp16, RandomValuesMatchCorrectRounding) {
     const float x = std::bit_cast<float>(bits);
     const double want = round_to_format(x, 10, -14, 65504.0);
     ASSERT_EQ(static_cast<double>(fp16_to_fp32(fp32_to_fp16(x))), want) << std::hexfloat << x;
+  }
+}
+
+// The KV cache's row conversions (VecOps::f32_to_f16 / f16_to_f32) on every path the CPU has: the same bits as
+// fp16.h for every midpoint and its neighbours, overflow, subnormals and random values, at lengths that leave
+// partial vectors.
+TEST(Fp16, RowConversionsMatchTheScalarOnEveryPath) {
+  std::vector<float> x;
+  for (uint16_t h = 0; h < 0x7bff; h += 7) {
+    const auto mid = static_cast<float>((half_value(h) + half_value(static_cast<uint16_t>(h + 1))) / 2);
+    for (float v : {mid, std::nextafter(mid, 0.0f), std::nextafter(mid, INFINITY)}) {
+      x.push_back(v);
+      x.push_back(-v);
+    }
+  }
+  for (float v : {65504.0f, 65520.0f, 1e6f, INFINITY, -INFINITY, 0x1p-25f, 0x1p-24f, 3e-8f, 0.0f, -0.0f})
+    x.push_back(v);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0.0f, 100.0f);
+  for (int i = 0; i < 1001; ++i) x.push_back(n(rng));
+  std::vector<uint16_t> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = fp32_to_fp16(x[i]);
+  const CpuFeatures f = detect_cpu_features();
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (!isa_supported(isa, f)) continue;
+    const VecOps& ops = VecOps::get(isa);
+    for (size_t len : {x.size(), size_t{37}, size_t{5}}) {
+      std::vector<uint16_t> got(len, 0xffff);
+      ops.f32_to_f16(x.data(), got.data(), static_cast<int64_t>(len));
+      for (size_t i = 0; i < len; ++i) ASSERT_EQ(got[i], want[i]) << isa_name(isa) << " " << std::hexfloat << x[i];
+      std::vector<float> back(len);
+      ops.f16_to_f32(got.data(), back.data(), static_cast<int64_t>(len));
+      for (size_t i = 0; i < len; ++i) ASSERT_EQ(back[i], fp16_to_fp32(want[i])) << isa_name(isa) << " " << i;
+    }
   }
 }
 

@@ -85,9 +85,15 @@ void expect_matches_reference(const Weight& w, const std::vector<float>& x, int6
   }
 }
 
+// k = 4096: rows long enough that the chunks shrink to 32 or 16 rows (at most 64 KB of weights each).
 TEST(Matmul, OneAndTwoThreadsMatchTheReference) {
-  const int64_t k = 512;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16}) {
+  for (const auto& [t, k] : {std::pair{GgmlType::Q4_0, 512},
+                             {GgmlType::Q8_0, 512},
+                             {GgmlType::Q4_K, 512},
+                             {GgmlType::Q6_K, 512},
+                             {GgmlType::F16, 512},
+                             {GgmlType::Q8_0, 4096},
+                             {GgmlType::Q4_K, 4096}}) {
     const Weight w = make_weight(t, 300, k, 5);
     for (int64_t n_tokens : {1, 2, 5, 20}) {
       const auto x = inputs(n_tokens, k);
