@@ -11,6 +11,8 @@
 #include <limits>
 #include <vector>
 
+#include "util/error.h"
+
 namespace tessera {
 namespace {
 
@@ -35,17 +37,13 @@ std::vector<TokenRun> token_runs(const Batch& batch, int64_t limit) {
   return runs;
 }
 
-// Rows [0, n_rows) of a block of cached keys (or values) from position p0, head g, as f32 rows of `width`.
-void load_rows(const uint8_t* rows, bool f16, int64_t row_elems, int64_t g, int64_t width, int64_t p0, int64_t n,
-               float* out, const VecOps& ops) {
-  for (int64_t p = 0; p < n; ++p) {
-    const int64_t at = (p0 + p) * row_elems + g * width;
-    if (f16) {
-      ops.f16_to_f32(reinterpret_cast<const uint16_t*>(rows) + at, out + p * width, width);
-    } else {
-      std::memcpy(out + p * width, reinterpret_cast<const float*>(rows) + at,
-                  static_cast<size_t>(width) * sizeof(float));
-    }
+// Positions [p0, p0 + n) of one head's cached keys (or values), `width` elements each, as f32 rows.
+void load_rows(const uint8_t* head, bool f16, int64_t width, int64_t p0, int64_t n, float* out, const VecOps& ops) {
+  const int64_t first = p0 * width;
+  if (f16) {
+    ops.f16_to_f32(reinterpret_cast<const uint16_t*>(head) + first, out, n * width);
+  } else {
+    std::memcpy(out, reinterpret_cast<const float*>(head) + first, static_cast<size_t>(n * width) * sizeof(float));
   }
 }
 
@@ -68,8 +66,9 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
 void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, const Batch& batch, const float* q,
                float* out, ThreadPool& pool, const VecOps& ops, AttentionScratch& scratch) {
   const bool f16 = cache.config().type == GgmlType::F16;
-  const int64_t n_embd_k = cache.config().n_embd_k;
-  const int64_t n_embd_v = cache.config().n_embd_v;
+  if (cache.config().n_head_kv != s.n_head_kv) {
+    fail("attention over {} KV heads, the cache keeps {}", s.n_head_kv, cache.config().n_head_kv);
+  }
   const int64_t group = s.n_head / s.n_head_kv;
   const int64_t d = s.head_dim;
   const int64_t dv = s.head_dim_v;
@@ -124,8 +123,8 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
 
       for (int64_t p0 = 0; p0 <= last_pos; p0 += kAttnKeys) {
         const int64_t n = std::min<int64_t>(kAttnKeys, last_pos + 1 - p0);
-        load_rows(cache.k_rows(layer, slot), f16, n_embd_k, g, d, p0, n, keys, ops);
-        load_rows(cache.v_rows(layer, slot), f16, n_embd_v, g, dv, p0, n, values, ops);
+        load_rows(cache.k_head(layer, slot, g), f16, d, p0, n, keys, ops);
+        load_rows(cache.v_head(layer, slot, g), f16, dv, p0, n, values, ops);
         const AttnKeys block{keys, values, n, p0, d, dv};
         for (int64_t tile = 0; tile < n_tiles; ++tile) {
           float* m = ml + tile * 2 * kAttnLanes;

@@ -1,4 +1,5 @@
-// Layout: [layer][slot][pos][n_embd_k] so one sequence's history of one layer is contiguous for attention.
+// Layout: [layer][slot][head][pos][n_embd_k / n_head_kv] so one head's history of one layer and sequence is
+// contiguous for attention.
 #include "model/kv_cache.h"
 
 #include <cstring>
@@ -11,6 +12,10 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config) {
   if (config.type != GgmlType::F16 && config.type != GgmlType::F32) {
     fail("KV cache type must be f16 or f32, got {}", type_name(config.type));
   }
+  if (config.n_head_kv <= 0 || config.n_embd_k % config.n_head_kv != 0 || config.n_embd_v % config.n_head_kv != 0) {
+    fail("KV cache: {} heads do not divide rows of {} and {} elements", config.n_head_kv, config.n_embd_k,
+         config.n_embd_v);
+  }
   elem_size_ = type_traits(config.type).type_size;
   const auto cells = static_cast<size_t>(config.n_layers * config.n_slots * config.n_ctx);
   k_.resize(cells * static_cast<size_t>(config.n_embd_k) * elem_size_);
@@ -18,23 +23,26 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config) {
   lengths_.assign(static_cast<size_t>(config.n_slots), 0);
 }
 
-size_t KvCache::offset(int64_t layer, int64_t slot, int64_t pos, int64_t row_elems) const {
-  const int64_t cell = (layer * config_.n_slots + slot) * config_.n_ctx + pos;
-  return static_cast<size_t>(cell * row_elems) * elem_size_;
+size_t KvCache::offset(int64_t layer, int64_t slot, int64_t head, int64_t pos, int64_t row_elems) const {
+  const int64_t head_elems = row_elems / config_.n_head_kv;
+  const int64_t sequence = (layer * config_.n_slots + slot) * config_.n_ctx * row_elems;
+  return static_cast<size_t>(sequence + (head * config_.n_ctx + pos) * head_elems) * elem_size_;
 }
 
 void KvCache::store(int64_t layer, int64_t slot, int64_t pos, const float* k, const float* v, const VecOps& ops) {
-  uint8_t* kd = k_.data() + offset(layer, slot, pos, config_.n_embd_k);
-  uint8_t* vd = v_.data() + offset(layer, slot, pos, config_.n_embd_v);
-  if (config_.type == GgmlType::F32) {
-    std::memcpy(kd, k, static_cast<size_t>(config_.n_embd_k) * sizeof(float));
-    std::memcpy(vd, v, static_cast<size_t>(config_.n_embd_v) * sizeof(float));
-    return;
+  const int64_t hk = config_.n_embd_k / config_.n_head_kv;
+  const int64_t hv = config_.n_embd_v / config_.n_head_kv;
+  for (int64_t h = 0; h < config_.n_head_kv; ++h) {
+    uint8_t* kd = k_.data() + offset(layer, slot, h, pos, config_.n_embd_k);
+    uint8_t* vd = v_.data() + offset(layer, slot, h, pos, config_.n_embd_v);
+    if (config_.type == GgmlType::F32) {
+      std::memcpy(kd, k + h * hk, static_cast<size_t>(hk) * sizeof(float));
+      std::memcpy(vd, v + h * hv, static_cast<size_t>(hv) * sizeof(float));
+    } else {
+      ops.f32_to_f16(k + h * hk, reinterpret_cast<uint16_t*>(kd), hk);
+      ops.f32_to_f16(v + h * hv, reinterpret_cast<uint16_t*>(vd), hv);
+    }
   }
-  auto* k16 = reinterpret_cast<uint16_t*>(kd);
-  auto* v16 = reinterpret_cast<uint16_t*>(vd);
-  ops.f32_to_f16(k, k16, config_.n_embd_k);
-  ops.f32_to_f16(v, v16, config_.n_embd_v);
 }
 
 void KvCache::set_length(int64_t slot, int64_t n) {

@@ -17,6 +17,7 @@ struct KvCacheConfig {
   int64_t n_embd_k = 0;  // n_head_kv * head_dim
   int64_t n_embd_v = 0;
   GgmlType type = GgmlType::F16;  // F16 or F32
+  int64_t n_head_kv = 1;          // the rows are kept head by head (see KvCache::k_head); divides n_embd_k and v
 };
 
 class KvCache {
@@ -29,12 +30,14 @@ class KvCache {
   // Stores one token's k and v (f32) for layer `layer` (0-based within the stage) of sequence `slot` at `pos`.
   void store(int64_t layer, int64_t slot, int64_t pos, const float* k, const float* v,
              const VecOps& ops = VecOps::get(Isa::Scalar));
-  // Rows of one layer of one sequence: position p starts at element p * n_embd_k (or n_embd_v), in config().type.
-  const uint8_t* k_rows(int64_t layer, int64_t slot) const {
-    return k_.data() + offset(layer, slot, 0, config_.n_embd_k);
+  // One KV head's history in one layer of one sequence, in config().type: position p's n_embd_k / n_head_kv
+  // elements (or n_embd_v / n_head_kv) start at element p times that many. Head by head, so that attention reads
+  // each head's keys and values as one stream rather than a row's slice every n_embd_k elements.
+  const uint8_t* k_head(int64_t layer, int64_t slot, int64_t head) const {
+    return k_.data() + offset(layer, slot, head, 0, config_.n_embd_k);
   }
-  const uint8_t* v_rows(int64_t layer, int64_t slot) const {
-    return v_.data() + offset(layer, slot, 0, config_.n_embd_v);
+  const uint8_t* v_head(int64_t layer, int64_t slot, int64_t head) const {
+    return v_.data() + offset(layer, slot, head, 0, config_.n_embd_v);
   }
 
   // Number of positions stored for a sequence (its next position).
@@ -43,7 +46,7 @@ class KvCache {
   void clear(int64_t slot) { set_length(slot, 0); }
 
  private:
-  size_t offset(int64_t layer, int64_t slot, int64_t pos, int64_t row_elems) const;
+  size_t offset(int64_t layer, int64_t slot, int64_t head, int64_t pos, int64_t row_elems) const;
 
   KvCacheConfig config_;
   size_t elem_size_;

@@ -33,6 +33,7 @@ KvCacheConfig cache_config(const ModelWeights& w, const StageOptions& o) {
   kv.n_embd_k = c.n_embd_k();
   kv.n_embd_v = c.n_embd_v();
   kv.type = o.kv_type;
+  kv.n_head_kv = c.n_head_kv;
   return kv;
 }
 

@@ -30,7 +30,7 @@ struct Fixture {
   Fixture(const AttentionShape& s, GgmlType type, const std::vector<int>& lengths, float q_spread)
       : shape(s),
         cache(KvCacheConfig{1, static_cast<int64_t>(lengths.size()), 300, s.n_head_kv * s.head_dim,
-                            s.n_head_kv * s.head_dim_v, type}) {
+                            s.n_head_kv * s.head_dim_v, type, s.n_head_kv}) {
     std::mt19937 rng(11);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::normal_distribution<float> n(0.0f, q_spread);
@@ -48,12 +48,13 @@ struct Fixture {
     }
   }
 
+  // Element i of the key (or value) row stored at pos: head i / width, element i % width of it.
   float cached(bool key, int64_t seq, int64_t pos, int64_t i) const {
-    const int64_t row = key ? cache.config().n_embd_k : cache.config().n_embd_v;
-    const uint8_t* base = key ? cache.k_rows(0, seq) : cache.v_rows(0, seq);
-    if (cache.config().type == GgmlType::F16)
-      return fp16_to_fp32(reinterpret_cast<const uint16_t*>(base)[pos * row + i]);
-    return reinterpret_cast<const float*>(base)[pos * row + i];
+    const int64_t width = key ? shape.head_dim : shape.head_dim_v;
+    const uint8_t* head = key ? cache.k_head(0, seq, i / width) : cache.v_head(0, seq, i / width);
+    const int64_t at = pos * width + i % width;
+    if (cache.config().type == GgmlType::F16) return fp16_to_fp32(reinterpret_cast<const uint16_t*>(head)[at]);
+    return reinterpret_cast<const float*>(head)[at];
   }
 
   // Query j of `queries`, head h: softmax(q k / sqrt(d)) v over keys 0..pos in double.
