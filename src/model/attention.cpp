@@ -92,7 +92,7 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
     pos.resize(static_cast<size_t>(max_tiles * kAttnLanes));
     for (int64_t index = next.fetch_add(1, std::memory_order_relaxed); index < n_items;
          index = next.fetch_add(1, std::memory_order_relaxed)) {
-      // Last runs first: they see the most keys, and the threads' last ranges should be the short ones.
+      // Last runs first: they see the most keys, and the threads' last items should be the short ones.
       const int64_t item = n_items - 1 - index;
       const TokenRun run = runs[static_cast<size_t>(item / s.n_head_kv)];
       const int64_t g = item % s.n_head_kv;
