@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -32,12 +33,15 @@ constexpr uint64_t kHugePage = 2 * kMiB;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Two ways to stream: plain loads, and loads behind the decode kernels' prefetch. Which is faster depends on the
-// machine and its moment (on the Zen 5 VM each won by 12-40% in one state or the other), so the probe times both
-// and a roofline never sits below what the kernels themselves reach.
+// Three ways to stream: plain loads, loads behind the decode kernels' prefetch, and behind one twice as far ahead.
+// Which is fastest depends on the machine and its moment (on the Zen 5 VM plain and prefetched each won by 12-40%
+// in one state or the other; with the kernels' distance halved to 4.6 KB the read loop alone preferred 9.3 KB by
+// ~10%), so the probe times all three and a roofline sits neither below what the kernels reach nor below what the
+// memory gives a loop that only reads.
 struct ReadLoops {
   XorFn plain;
   XorFn prefetched;
+  XorFn prefetched_far;
 };
 
 struct Loops {
@@ -50,17 +54,18 @@ struct Loops {
 Loops loops_for(Isa isa, const CpuFeatures& f) {
   switch (isa) {
     case Isa::Avx512:
-      return {{probe_kernels::xor_words_avx512, probe_kernels::xor_words_nta_avx512},
-              probe_kernels::int8_dot_avx512,
-              probe_kernels::f32_fma_avx512};
+      return {
+          {probe_kernels::xor_words_avx512, probe_kernels::xor_words_nta_avx512, probe_kernels::xor_words_far_avx512},
+          probe_kernels::int8_dot_avx512,
+          probe_kernels::f32_fma_avx512};
     case Isa::Avx2:
-      return {{probe_kernels::xor_words_avx2, probe_kernels::xor_words_nta_avx2},
+      return {{probe_kernels::xor_words_avx2, probe_kernels::xor_words_nta_avx2, probe_kernels::xor_words_far_avx2},
               f.avx_vnni ? probe_kernels::int8_dot_avx_vnni : probe_kernels::int8_dot_avx2,
               probe_kernels::f32_fma_avx2};
     case Isa::Scalar:
       break;
   }
-  return {{probe_kernels::xor_words_scalar, probe_kernels::xor_words_scalar},
+  return {{probe_kernels::xor_words_scalar, probe_kernels::xor_words_scalar, probe_kernels::xor_words_scalar},
           probe_kernels::int8_dot_scalar,
           probe_kernels::f32_fma_scalar};
 }
@@ -122,14 +127,16 @@ class ReadBuffer {
   size_t n_words_ = 0;
 };
 
-// Best pass over the whole buffer, reading it with `threads` threads of the pool (1: the caller alone); passes
-// alternate between the two loops.
+// Best pass over the whole buffer, reading it with `threads` threads of the pool (1: the caller alone); passes take
+// the three loops in turn, each at least once.
 double best_read_gbps(const ReadBuffer& buf, ThreadPool& pool, int threads, ReadLoops loops, double seconds) {
   std::vector<uint64_t> sinks(static_cast<size_t>(pool.size()), 0);
   double best = 0;
   const auto start = Clock::now();
-  for (int pass = 0; pass < 64; ++pass) {
-    const XorFn read = pass % 2 == 0 ? loops.plain : loops.prefetched;
+  const XorFn ways[] = {loops.plain, loops.prefetched, loops.prefetched_far};
+  constexpr int kWays = static_cast<int>(std::size(ways));
+  for (int pass = 0; pass < 22 * kWays; ++pass) {
+    const XorFn read = ways[pass % kWays];
     const auto t0 = Clock::now();
     if (threads == 1) {
       sinks[0] ^= read(buf.data(), buf.words());
@@ -142,7 +149,7 @@ double best_read_gbps(const ReadBuffer& buf, ThreadPool& pool, int threads, Read
     }
     const double dt = seconds_since(t0);
     if (dt > 0) best = std::max(best, static_cast<double>(buf.bytes()) / dt / 1e9);
-    if (pass >= 1 && seconds_since(start) >= seconds) break;
+    if (pass >= kWays - 1 && seconds_since(start) >= seconds) break;
   }
   uint64_t all = 0;
   for (uint64_t s : sinks) all ^= s;

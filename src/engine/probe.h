@@ -93,13 +93,17 @@ MemInfo read_meminfo();
 namespace probe_kernels {
 
 // XOR of n 64-bit words, n a multiple of kReadBlockWords: every byte is loaded, and the result depends on all.
-// The _nta loops prefetch ahead as the decode kernels do (tensor/kernels/stream_prefetch.h).
+// The _nta loops prefetch ahead as the decode kernels do (tensor/kernels/stream_prefetch.h); the _far loops twice
+// as far, which a loop that only reads can use better than the kernels, who compute between their loads.
 inline constexpr size_t kReadBlockWords = 64;
+inline constexpr int kFarPrefetchBytes = 9472;
 uint64_t xor_words_scalar(const uint64_t* p, size_t n);
 uint64_t xor_words_avx2(const uint64_t* p, size_t n);
 uint64_t xor_words_nta_avx2(const uint64_t* p, size_t n);
+uint64_t xor_words_far_avx2(const uint64_t* p, size_t n);
 uint64_t xor_words_avx512(const uint64_t* p, size_t n);
 uint64_t xor_words_nta_avx512(const uint64_t* p, size_t n);
+uint64_t xor_words_far_avx512(const uint64_t* p, size_t n);
 
 // Compute loops: `iters` iterations of independent multiply-accumulate chains on all-ones inputs. They return the
 // number of multiplies the hardware performed, read back from the accumulators (exact for iters <= kMaxIters), so

@@ -20,13 +20,14 @@ uint64_t sum_epi32(__m256i v) {
   return s;
 }
 
-template <bool kPrefetch>
+// kFar: 0 for plain loads, else prefetchnta that far ahead.
+template <int kFar>
 uint64_t xor_words(const uint64_t* p, size_t n) {
   __m256i a[8];
   for (auto& v : a) v = _mm256_setzero_si256();
   for (size_t i = 0; i < n; i += kReadBlockWords) {
     const __m256i* q = reinterpret_cast<const __m256i*>(p + i);
-    if constexpr (kPrefetch) kernels::prefetch_stream<448>(q);
+    if constexpr (kFar > 0) kernels::prefetch_stream<448, kFar>(q);
     // 512 bytes per step as 16 loads into 8 independent accumulators.
     for (int j = 0; j < 8; ++j) {
       a[j] = _mm256_xor_si256(a[j], _mm256_loadu_si256(q + 2 * j));
@@ -42,8 +43,9 @@ uint64_t xor_words(const uint64_t* p, size_t n) {
 
 }  // namespace
 
-uint64_t xor_words_avx2(const uint64_t* p, size_t n) { return xor_words<false>(p, n); }
-uint64_t xor_words_nta_avx2(const uint64_t* p, size_t n) { return xor_words<true>(p, n); }
+uint64_t xor_words_avx2(const uint64_t* p, size_t n) { return xor_words<0>(p, n); }
+uint64_t xor_words_nta_avx2(const uint64_t* p, size_t n) { return xor_words<kernels::kPrefetchFarBytes>(p, n); }
+uint64_t xor_words_far_avx2(const uint64_t* p, size_t n) { return xor_words<kFarPrefetchBytes>(p, n); }
 
 uint64_t int8_dot_avx2(uint64_t iters) {
   // u8 x s8 pairs summed to s16 (vpmaddubsw), pairs of s16 summed to s32 (vpmaddwd by 1), accumulated: the

@@ -19,13 +19,14 @@ uint64_t sum_epi32(__m512i v) {
   return s;
 }
 
-template <bool kPrefetch>
+// kFar: 0 for plain loads, else prefetchnta that far ahead.
+template <int kFar>
 uint64_t xor_words(const uint64_t* p, size_t n) {
   // Eight independent accumulators: the loads, not a dependency chain, set the pace.
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   for (size_t i = 0; i < n; i += kReadBlockWords) {
     const __m512i* q = reinterpret_cast<const __m512i*>(p + i);
-    if constexpr (kPrefetch) kernels::prefetch_stream<448>(q);
+    if constexpr (kFar > 0) kernels::prefetch_stream<448, kFar>(q);
     a0 = _mm512_xor_si512(a0, _mm512_loadu_si512(q + 0));
     a1 = _mm512_xor_si512(a1, _mm512_loadu_si512(q + 1));
     a2 = _mm512_xor_si512(a2, _mm512_loadu_si512(q + 2));
@@ -46,8 +47,9 @@ uint64_t xor_words(const uint64_t* p, size_t n) {
 
 }  // namespace
 
-uint64_t xor_words_avx512(const uint64_t* p, size_t n) { return xor_words<false>(p, n); }
-uint64_t xor_words_nta_avx512(const uint64_t* p, size_t n) { return xor_words<true>(p, n); }
+uint64_t xor_words_avx512(const uint64_t* p, size_t n) { return xor_words<0>(p, n); }
+uint64_t xor_words_nta_avx512(const uint64_t* p, size_t n) { return xor_words<kernels::kPrefetchFarBytes>(p, n); }
+uint64_t xor_words_far_avx512(const uint64_t* p, size_t n) { return xor_words<kFarPrefetchBytes>(p, n); }
 
 uint64_t int8_dot_avx512(uint64_t iters) {
   // vpdpbusd has a latency of ~5 cycles and issues up to twice per cycle: 12 chains keep the units busy.

@@ -7,18 +7,19 @@
 
 namespace tessera::kernels {
 
-// For a loop that consumes kStep bytes from p per iteration: each line is asked for ~9 KB ahead with prefetchnta,
-// which keeps enough lines in flight to cover DRAM latency at the core's full bandwidth and brings them into L1
-// without displacing L2 (the next matmul's first rows, ThreadPool's read-ahead) with bytes read once. Measured on
-// an AMD EPYC Zen 5 at -t 2 (docs/benchmarks.md), 1b decode medians: no prefetch -16%; prefetcht1 18.5 KB ahead
-// plus prefetcht0 1 KB ahead (what an Intel Xeon liked) 85 t/s Q4_K_M; the prefetcht1 alone 95 (the near one held
-// load slots and L1 fill buffers); prefetchnta instead 99-101 Q4_K_M, 102-107 Q4_0 against 78 with prefetcht1.
-// Distances from 5 to 18.5 KB were within noise of each other, 28 KB slower.
-constexpr int kPrefetchFarBytes = 9472;
+// For a loop that consumes kStep bytes from p per iteration: each line is asked for ~4.6 KB ahead with prefetchnta,
+// which brings it into L1 without displacing L2 (the next matmul's first rows, ThreadPool's read-ahead) with bytes
+// read once. Measured on an AMD EPYC Zen 5 at -t 2 (docs/benchmarks.md), 1b decode: no prefetch -16%; prefetcht1
+// 18.5 KB ahead plus prefetcht0 1 KB ahead (what an Intel Xeon liked) 85 t/s Q4_K_M; the prefetcht1 alone 95 (the
+// near one held load slots and L1 fill buffers); prefetchnta 9.3 KB ahead 99-101 Q4_K_M, 102-107 Q4_0. Then, once
+// every format read panels, 4.6 KB against 9.3 KB: Q4_0 +19%, moe-small +10%, Q4_K_M +4.5%, Q8_0 +4% (alternated
+// rounds); 2.3, 3.5 and 5.9 KB were no better than 4.6, prefetcht0 and prefetcht2 at 4.6 KB 4-17% slower. Lines
+// asked for much earlier than they are used are partly gone again by then.
+constexpr int kPrefetchFarBytes = 4736;
 
-template <int kStep>
+template <int kStep, int kFar = kPrefetchFarBytes>
 [[gnu::always_inline]] inline void prefetch_stream(const void* p) {
-  const char* far = static_cast<const char*>(p) + kPrefetchFarBytes;
+  const char* far = static_cast<const char*>(p) + kFar;
   for (int o = 0; o <= kStep; o += 64) _mm_prefetch(far + o, _MM_HINT_NTA);
 }
 
