@@ -2,7 +2,7 @@
 // streamed (rows in L2, or totalling more than L2, against one activation row: the decode case) and gemm as GOPS
 // (2 * rows * tokens * k per call: prefill).
 // Filter with --benchmark_filter, e.g. 'vec_dot/avx512/q4_K' or 'gemm/.*/q8_0'; 'stream/' is decode's pattern on
-// two threads.
+// two threads, 'matmul/' the engine's decode matmul over matrices of a given size.
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
@@ -16,7 +16,9 @@
 
 #include "tensor/ggml_type.h"
 #include "tensor/kernels.h"
+#include "tensor/matmul.h"
 #include "tensor/quant.h"
+#include "util/thread_pool.h"
 
 namespace tessera {
 namespace {
@@ -296,6 +298,39 @@ void bench_stream(benchmark::State& state, Isa isa, GgmlType type, Stream mode) 
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(s.bytes) / n);
 }
 
+// The engine's decode path itself (matmul on a 2-thread pool, each call naming the next so the worker reads its
+// start ahead) over consecutive matrices of `rows` rows carved from the stream set's panels: set beside "own" and
+// across sizes, what each call costs beyond its stream (fork and join, cold starts, the threads' last takes).
+// Its in-process comparisons (--benchmark_enable_random_interleaving) found the prefetch distance of
+// stream_prefetch.h.
+void bench_matmul(benchmark::State& state, Isa isa, GgmlType type, int64_t rows) {
+  const StreamSet& s = stream_set(isa, type);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  scratch.kernels = &Kernels::get(isa);
+  const size_t group = s.fns->group_bytes(s.k);
+  const int64_t n_mat = s.rows / rows;
+  std::vector<TensorView> views(static_cast<size_t>(n_mat));
+  for (int64_t m = 0; m < n_mat; ++m) {
+    TensorView& v = views[static_cast<size_t>(m)];
+    v.type = type;
+    v.ne = {s.k, rows, 1, 1};
+    v.row_bytes = row_size(type, s.k);
+    v.data = s.rows_storage.data() + static_cast<size_t>(m * rows) * v.row_bytes;
+    v.panels = {s.panels + static_cast<size_t>(m * rows / s.fns->group_rows) * group, s.fns, group, s.fns->group_rows};
+  }
+  std::vector<float> x(static_cast<size_t>(s.k), 0.5f), y(static_cast<size_t>(rows));
+  for (auto _ : state) {
+    for (int64_t m = 0; m < n_mat; ++m) {
+      const TensorView* next = m + 1 < n_mat ? &views[static_cast<size_t>(m + 1)] : nullptr;
+      matmul(views[static_cast<size_t>(m)], x.data(), 1, y.data(), pool, scratch,
+             next != nullptr ? NextWeights{&next, 1} : NextWeights{});
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * n_mat * rows / s.fns->group_rows * static_cast<int64_t>(group));
+}
+
 int register_all() {
   for (int64_t mb : {1, 64, 512}) {
     benchmark::RegisterBenchmark(("read/" + std::to_string(mb) + "MB").c_str(), bench_read, mb)
@@ -316,6 +351,15 @@ int register_all() {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.5);
+      }
+      // 2048 rows: 1b's attention output in Q4_0 (2.3 MB); 262144: one long stream per thread.
+      for (int64_t rows : {int64_t{512}, int64_t{2048}, int64_t{8192}, int64_t{262144}}) {
+        const std::string label = std::string("matmul/") + std::string(isa_name(isa)) + "/" +
+                                  std::string(type_name(t)) + "/" + std::to_string(rows) + "rows";
+        benchmark::RegisterBenchmark(label.c_str(), bench_matmul, isa, t, rows)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.2);
       }
     }
   }
