@@ -36,7 +36,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // Three ways to stream: plain loads, loads behind the decode kernels' prefetch, and behind one twice as far ahead.
 // Which is fastest depends on the machine and its moment (on the Zen 5 VM plain and prefetched each won by 12-40%
 // in one state or the other; with the kernels' distance halved to 4.6 KB the read loop alone preferred 9.3 KB by
-// ~10%), so the probe times all three and a roofline sits neither below what the kernels reach nor below what the
+// 5-10%), so the probe times all three and a roofline sits neither below what the kernels reach nor below what the
 // memory gives a loop that only reads.
 struct ReadLoops {
   XorFn plain;

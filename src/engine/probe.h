@@ -96,7 +96,6 @@ namespace probe_kernels {
 // The _nta loops prefetch ahead as the decode kernels do (tensor/kernels/stream_prefetch.h); the _far loops twice
 // as far, which a loop that only reads can use better than the kernels, who compute between their loads.
 inline constexpr size_t kReadBlockWords = 64;
-inline constexpr int kFarPrefetchBytes = 9472;
 uint64_t xor_words_scalar(const uint64_t* p, size_t n);
 uint64_t xor_words_avx2(const uint64_t* p, size_t n);
 uint64_t xor_words_nta_avx2(const uint64_t* p, size_t n);

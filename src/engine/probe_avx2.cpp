@@ -45,7 +45,7 @@ uint64_t xor_words(const uint64_t* p, size_t n) {
 
 uint64_t xor_words_avx2(const uint64_t* p, size_t n) { return xor_words<0>(p, n); }
 uint64_t xor_words_nta_avx2(const uint64_t* p, size_t n) { return xor_words<kernels::kPrefetchFarBytes>(p, n); }
-uint64_t xor_words_far_avx2(const uint64_t* p, size_t n) { return xor_words<kFarPrefetchBytes>(p, n); }
+uint64_t xor_words_far_avx2(const uint64_t* p, size_t n) { return xor_words<2 * kernels::kPrefetchFarBytes>(p, n); }
 
 uint64_t int8_dot_avx2(uint64_t iters) {
   // u8 x s8 pairs summed to s16 (vpmaddubsw), pairs of s16 summed to s32 (vpmaddwd by 1), accumulated: the

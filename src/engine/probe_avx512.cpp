@@ -49,7 +49,7 @@ uint64_t xor_words(const uint64_t* p, size_t n) {
 
 uint64_t xor_words_avx512(const uint64_t* p, size_t n) { return xor_words<0>(p, n); }
 uint64_t xor_words_nta_avx512(const uint64_t* p, size_t n) { return xor_words<kernels::kPrefetchFarBytes>(p, n); }
-uint64_t xor_words_far_avx512(const uint64_t* p, size_t n) { return xor_words<kFarPrefetchBytes>(p, n); }
+uint64_t xor_words_far_avx512(const uint64_t* p, size_t n) { return xor_words<2 * kernels::kPrefetchFarBytes>(p, n); }
 
 uint64_t int8_dot_avx512(uint64_t iters) {
   // vpdpbusd has a latency of ~5 cycles and issues up to twice per cycle: 12 chains keep the units busy.

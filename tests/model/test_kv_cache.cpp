@@ -2,6 +2,7 @@
 // every layer, sequence and element type; configurations the layout cannot hold are refused with a clear message.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "model/kv_cache.h"
