@@ -11,6 +11,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -225,14 +226,15 @@ struct StreamSet {
   std::vector<uint8_t> x;
 };
 
-const StreamSet& stream_set(Isa isa, GgmlType t) {
-  static std::vector<std::pair<std::pair<Isa, GgmlType>, std::unique_ptr<StreamSet>>> sets;
+const StreamSet& stream_set(Isa isa, GgmlType t, int64_t k = 2048) {
+  static std::vector<std::pair<std::tuple<Isa, GgmlType, int64_t>, std::unique_ptr<StreamSet>>> sets;
   for (const auto& [key, set] : sets) {
-    if (key == std::pair{isa, t}) return *set;
+    if (key == std::tuple{isa, t, k}) return *set;
   }
   auto s = std::make_unique<StreamSet>();
   const Kernels& kern = Kernels::get(isa);
   s->type = t;
+  s->k = k;
   s->fns = kern.panels(t);
   s->gemm = kern.gemm(t);
   s->rows = (int64_t{600} << 20) / static_cast<int64_t>(row_size(t, s->k)) / 512 * 512;
@@ -250,7 +252,7 @@ const StreamSet& stream_set(Isa isa, GgmlType t) {
     std::copy(rows.begin(), rows.end(), s->rows_storage.data() + r * static_cast<int64_t>(row_size(t, s->k)));
   }
   s->x = activations(t, s->k, 1, kern);
-  sets.emplace_back(std::pair{isa, t}, std::move(s));
+  sets.emplace_back(std::tuple{isa, t, k}, std::move(s));
   return *sets.back().second;
 }
 
@@ -303,8 +305,8 @@ void bench_stream(benchmark::State& state, Isa isa, GgmlType type, Stream mode) 
 // across sizes, what each call costs beyond its stream (fork and join, cold starts, the threads' last takes).
 // Its in-process comparisons (--benchmark_enable_random_interleaving) found the prefetch distance of
 // stream_prefetch.h.
-void bench_matmul(benchmark::State& state, Isa isa, GgmlType type, int64_t rows) {
-  const StreamSet& s = stream_set(isa, type);
+void bench_matmul(benchmark::State& state, Isa isa, GgmlType type, int64_t k, int64_t rows) {
+  const StreamSet& s = stream_set(isa, type, k);
   ThreadPool pool(2);
   MatmulScratch scratch;
   scratch.kernels = &Kernels::get(isa);
@@ -352,11 +354,14 @@ int register_all() {
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.5);
       }
-      // 2048 rows: 1b's attention output in Q4_0 (2.3 MB); 262144: one long stream per thread.
-      for (int64_t rows : {int64_t{512}, int64_t{2048}, int64_t{8192}, int64_t{262144}}) {
+      // 2048 rows: 1b's attention output in Q4_0 (2.3 MB); 262144: one long stream per thread. k = 5632: 1b's FFN
+      // down, 2048 rows.
+      for (auto [k, rows] : {std::pair<int64_t, int64_t>{2048, 512}, {2048, 2048}, {2048, 8192}, {2048, 262144},
+                             {5632, 2048}}) {
         const std::string label = std::string("matmul/") + std::string(isa_name(isa)) + "/" +
-                                  std::string(type_name(t)) + "/" + std::to_string(rows) + "rows";
-        benchmark::RegisterBenchmark(label.c_str(), bench_matmul, isa, t, rows)
+                                  std::string(type_name(t)) + "/k" + std::to_string(k) + "/" + std::to_string(rows) +
+                                  "rows";
+        benchmark::RegisterBenchmark(label.c_str(), bench_matmul, isa, t, k, rows)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.2);

@@ -83,6 +83,7 @@ Json result_json(const BenchResult& r, const std::string& cpu) {
           {"roofline_ts", optional_number(r.roofline_ts)},
           {"roofline_fraction", optional_number(r.roofline_fraction)},
           {"mem_read_gbps", optional_number(r.mem_read_gbps)},
+          {"mem_read_on", r.mem_read_on},
           {"samples_gbps", t.samples_gbps},
           {"isa", r.isa},
           {"n_workers", r.n_workers},

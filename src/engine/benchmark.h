@@ -115,6 +115,9 @@ struct BenchResult {
   // their mean, roofline_ts its roofline, and roofline_fraction the mean of each repeat's tokens/s over the roofline
   // of the bandwidth measured just before it, so that a drift of the machine's speed during the run cancels out.
   std::optional<double> mem_read_gbps;
+  // What the bandwidth was read from: "weights" (the executor's own weight pages, when it has them in one buffer
+  // larger than the caches) or "buffer" (a fresh one of the probe's); empty when not probed.
+  std::string mem_read_on;
   std::optional<double> roofline_ts;  // tg tests of one sequence
   std::optional<double> roofline_fraction;
   int n_workers = 0;  // 0: a local run

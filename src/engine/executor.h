@@ -95,6 +95,11 @@ class Executor {
   virtual void truncate_sequence(int64_t seq, int64_t n) = 0;
   virtual int64_t sequence_length(int64_t seq) const = 0;
 
+  // The memory in this process that a decode step streams its weights from, so that a roofline can be measured on
+  // those very pages (a virtual machine's pages differ in read bandwidth); empty when the weights live elsewhere
+  // (other nodes) or in no one buffer.
+  virtual std::span<const uint8_t> weight_memory() const { return {}; }
+
  private:
   std::vector<float> sample_logits_;  // decode_sampled's buffer, reused between calls
   uint64_t last_ticket_ = 0;

@@ -20,6 +20,7 @@ class LocalExecutor : public Executor {
   void clear_sequence(int64_t seq) override { stage_.clear_sequence(seq); }
   void truncate_sequence(int64_t seq, int64_t n) override { stage_.truncate_sequence(seq, n); }
   int64_t sequence_length(int64_t seq) const override { return stage_.sequence_length(seq); }
+  std::span<const uint8_t> weight_memory() const override { return stage_.copied_memory(); }
 
   const Stage& stage() const { return stage_; }
   int threads() const { return pool_.size(); }

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,15 +59,26 @@ double measure_read_gbps(int threads, double seconds, uint64_t buffer_bytes = 0)
 class ReadProbe {
  public:
   explicit ReadProbe(int threads, uint64_t buffer_bytes = 0);  // threads 0: all cores
+  // Reads `memory` (kept alive by the caller) instead of a buffer of its own: a model's weights, whose pages may
+  // read faster or slower than a fresh buffer's on a virtual machine (docs/benchmarks.md). Throws Error when it
+  // holds less than one read block.
+  ReadProbe(int threads, std::span<const uint8_t> memory);
   ~ReadProbe();
   ReadProbe(const ReadProbe&) = delete;
   ReadProbe& operator=(const ReadProbe&) = delete;
   double measure(double seconds);  // best pass within about `seconds`, 1e9 bytes/s
+  uint64_t bytes() const;          // read per pass
+  uint64_t last_xor() const;       // XOR of every word the last pass read: a test that passes read all of it
 
  private:
   struct State;
   std::unique_ptr<State> state_;
 };
+
+// Whether one read of `bytes` per pass measures the memory rather than a cache: at least 256 MiB, more than the
+// last-level cache one core can use on today's CPUs (96-128 MiB with AMD's stacked cache). Not the reported one: a
+// virtual machine may report its host's whole L3 (512 MiB on the Zen 5 VM, of which one CCD's 32 MiB is in reach).
+bool reads_past_caches(uint64_t bytes);
 
 // Logical CPUs in this process's affinity mask (all cores by default for -t).
 int available_cores();

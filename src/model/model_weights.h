@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "gguf/gguf_file.h"
@@ -55,6 +56,9 @@ class ModelWeights {
   static std::shared_ptr<const ModelWeights> copied(const std::shared_ptr<const ModelWeights>& weights,
                                                     const Kernels& kernels, ThreadPool& pool);
   uint64_t copied_bytes() const { return copy_ ? copy_->size() : 0; }
+  std::span<const uint8_t> copied_memory() const {
+    return copy_ ? std::span<const uint8_t>(copy_->data(), copy_->size()) : std::span<const uint8_t>();
+  }
   // What copied() with these kernels would hold (panels are up to 10% larger than the rows they replace).
   uint64_t copied_bytes_for(const Kernels& kernels) const;
   uint64_t packed_bytes() const { return packed_ ? packed_->bytes() : 0; }

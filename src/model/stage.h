@@ -47,6 +47,7 @@ class Stage {
   static uint64_t packed_bytes_for(const ModelWeights& weights, const StageOptions& options);
   // Private memory of the weights copied at load (StageOptions::copy_weights); 0 when they stay mapped.
   uint64_t copied_bytes() const { return weights_->copied_bytes(); }
+  std::span<const uint8_t> copied_memory() const { return weights_->copied_memory(); }
   LayerRange layers() const { return weights_->layers(); }
   bool is_first() const { return weights_->has_embedding(); }
   bool is_last() const { return weights_->has_head(); }

@@ -51,6 +51,10 @@ struct PackedGemm {
                int64_t ldy) = nullptr;
   // Above this many tokens (0: no limit) the next choice is faster (--repack's tiles or the plain gemm).
   int max_tokens = 0;
+  // As gemm, without software prefetch for a token at a time, where whether it helps depends on the machine's
+  // moment; nullptr where gemm is the only kernel. matmul times both and runs the faster (PrefetchChoice).
+  void (*gemm_unprefetched)(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t x_stride, int64_t n_tok,
+                            int64_t k, float* y, int64_t ldy) = nullptr;
 };
 
 class Kernels {

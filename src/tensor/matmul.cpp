@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <numeric>
 
@@ -35,6 +36,7 @@ struct Job {
   size_t act_row;
   int64_t first_chunk;  // chunks of all jobs are numbered consecutively
   int64_t n_tokens;
+  bool unprefetched = false;  // packed->fns->gemm_unprefetched instead of gemm (run_decode)
 };
 
 const Kernels& kernels_of(MatmulScratch& scratch) {
@@ -85,8 +87,8 @@ void run_chunks(const Job& job, int64_t c0, int64_t c1) {
   if (job.packed != nullptr) {
     const PackedRows& p = *job.packed;
     const auto group = static_cast<size_t>(r0 / p.group_rows);
-    return p.fns->gemm(p.data + group * p.group_bytes, r1 - r0, job.act, job.act_row, n_tokens, job.w->cols(),
-                       job.y + r0, n);
+    const auto gemm = job.unprefetched ? p.fns->gemm_unprefetched : p.fns->gemm;
+    return gemm(p.data + group * p.group_bytes, r1 - r0, job.act, job.act_row, n_tokens, job.w->cols(), job.y + r0, n);
   }
   job.gemm(job.w->row(r0), job.w->row_bytes, r1 - r0, job.act, job.act_row, n_tokens, job.w->cols(), job.y + r0, n);
 }
@@ -181,6 +183,40 @@ void fetch_outputs(std::span<const Job> jobs) {
   }
 }
 
+// The weight bytes a job reads.
+uint64_t job_bytes(const Job& job) {
+  const int64_t rows = job.w->rows();
+  if (job.packed == nullptr) return static_cast<uint64_t>(rows) * job.w->row_bytes;
+  return static_cast<uint64_t>((rows + job.packed->group_rows - 1) / job.packed->group_rows) * job.packed->group_bytes;
+}
+
+// A call of a token or a few: run_dynamic on the pool (the caller alone for one thread or chunk). When a job's layout
+// has two kernels, scratch.prefetch picks one for every job of that layout in this call and is told the call's time.
+void run_decode(std::span<Job> jobs, int64_t total_chunks, ThreadPool& pool, MatmulScratch& scratch) {
+  const PackedGemm* choice = nullptr;
+  bool prefetch = true;
+  for (Job& job : jobs) {
+    if (job.packed == nullptr || job.packed->fns->gemm_unprefetched == nullptr) continue;
+    if (choice == nullptr) {
+      choice = job.packed->fns;
+      prefetch = scratch.prefetch.pick(choice);
+    }
+    job.unprefetched = job.packed->fns == choice && !prefetch;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  if (pool.size() == 1 || total_chunks == 1) {
+    run_chunk_range(jobs, 0, total_chunks);
+  } else {
+    run_dynamic(jobs, total_chunks, pool, scratch.ahead);
+    fetch_outputs(jobs);
+  }
+  if (choice == nullptr) return;
+  uint64_t bytes = 0;
+  for (const Job& job : jobs) bytes += job_bytes(job);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+  scratch.prefetch.record(choice, prefetch, bytes, static_cast<uint64_t>(ns));
+}
+
 // Many tokens: one contiguous range of chunks per thread, since every gemm call prepares all the tokens.
 void run_split(const Job& job, int64_t chunks, ThreadPool& pool) {
   const int64_t threads = std::min<int64_t>(pool.size(), chunks);
@@ -251,14 +287,13 @@ void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, Thr
   const GgmlType act_type = Kernels::act_type(w.type);
   const GemmFn gemm = gemm_for(kernels, w);
   const size_t act_row = quantize_into(kernels, act_type, x, n_tokens, w.cols(), scratch.act, pool);
-  const Job job{&w, y, gemm, packed_for(w, n_tokens), scratch.act.data(), act_row, 0, n_tokens};
+  Job job{&w, y, gemm, packed_for(w, n_tokens), scratch.act.data(), act_row, 0, n_tokens};
   const int64_t chunks = chunks_of(w);
-  if (pool.size() == 1 || chunks == 1) return run_chunks(job, 0, chunks);
   if (n_tokens <= kDynamicMaxTokens) {
     read_ahead_regions(next, n_tokens, pool.size(), scratch.ahead);
-    run_dynamic({&job, 1}, chunks, pool, scratch.ahead);
-    return fetch_outputs({&job, 1});
+    return run_decode({&job, 1}, chunks, pool, scratch);
   }
+  if (pool.size() == 1 || chunks == 1) return run_chunks(job, 0, chunks);
   run_split(job, chunks, pool);
 }
 
@@ -312,8 +347,7 @@ void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
     total += chunks_of(w);
   }
   read_ahead_regions(next, n_tokens, pool.size(), scratch.ahead);
-  run_dynamic({jobs, outs.size()}, total, pool, scratch.ahead);
-  fetch_outputs({jobs, outs.size()});
+  run_decode({jobs, outs.size()}, total, pool, scratch);
 }
 
 void matmul_each(std::span<const MatmulJob> in, ThreadPool& pool, MatmulScratch& scratch, EachSplit split,
@@ -387,6 +421,7 @@ void matmul_each(std::span<const MatmulJob> in, ThreadPool& pool, MatmulScratch&
     int64_t most = 0;
     for (const MatmulJob& m : in) most = std::max(most, m.n_tokens);
     read_ahead_regions(next, most, pool.size(), scratch.ahead);
+    if (most <= kDynamicMaxTokens) return run_decode(jobs, total, pool, scratch);
     return run_dynamic(jobs, total, pool, scratch.ahead);
   }
   if (pool.size() == 1) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <numeric>
+#include <span>
 
 #include "engine/benchmark.h"
 #include "engine/local_executor.h"
@@ -244,6 +245,49 @@ TEST(Benchmark, RooflineFractionPairsEachRepeatWithItsBandwidth) {
                                                  // would say 125 / 150
   r.timing.samples_gbps = {1.0};
   EXPECT_THROW(paired_roofline(r, 10'000'000), Error);
+}
+
+// An executor that says its weights live in `memory`.
+class WeightsHere : public RecordingExecutor {
+ public:
+  WeightsHere(std::unique_ptr<Executor> inner, std::span<const uint8_t> memory)
+      : RecordingExecutor(std::move(inner)), memory_(memory) {}
+  std::span<const uint8_t> weight_memory() const override { return memory_; }
+
+ private:
+  std::span<const uint8_t> memory_;
+};
+
+// The roofline's bandwidth comes from the executor's weight pages when it has them and they are larger than the
+// caches, else from a buffer of the probe's (always, when its size is given).
+TEST(Benchmark, TheRooflineReadsTheWeightsPagesWhenTheExecutorHasThem) {
+  const std::vector<uint8_t> big(size_t{256} << 20, 1), small(size_t{1} << 20, 1);
+  const auto run = [&](const std::vector<uint8_t>& memory, uint64_t buffer_bytes) {
+    BenchConfig config;
+    config.n_prompt = {0};
+    config.n_gen = {2};
+    config.threads = {2};
+    config.run = run_options(1);
+    config.probe_seconds = 0.05;
+    config.probe_buffer_bytes = buffer_bytes;
+    const auto results = run_benchmarks(config, describe_bench_model("stories", *stories()), [&](int threads) {
+      return std::make_unique<WeightsHere>(executor(threads), std::span<const uint8_t>(memory));
+    });
+    EXPECT_EQ(results.size(), 1u);
+    EXPECT_TRUE(results.at(0).roofline_fraction.has_value());
+    return results.at(0).mem_read_on;
+  };
+  EXPECT_EQ(run(big, 0), "weights");
+  EXPECT_EQ(run(big, 8u << 20), "buffer") << "a buffer size asked for wins";
+  EXPECT_EQ(run(small, 8u << 20), "buffer");
+}
+
+// A local executor's weights are the copy it streams from.
+TEST(Benchmark, ALocalExecutorsWeightsAreItsCopy) {
+  const auto e = executor();
+  const auto& local = dynamic_cast<const LocalExecutor&>(*e);
+  EXPECT_EQ(e->weight_memory().size(), local.stage().copied_bytes());
+  EXPECT_GT(local.stage().copied_bytes(), 0u) << "copied by default";
 }
 
 TEST(Benchmark, WithoutTheProbeThereIsNoRoofline) {

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "engine/probe.h"
@@ -61,6 +63,41 @@ TEST(Probe, MoreThreadsThanCoresStillMeasures) {
 TEST(Probe, BandwidthAloneIsPositive) {
   expect_positive_finite(measure_read_gbps(1, 0.05, 8u << 20), "1 thread");
   expect_positive_finite(measure_read_gbps(2, 0.05, 8u << 20), "2 threads");
+}
+
+// Over memory the caller holds (a model's weights): the lines inside it from its first line boundary, every word of
+// them read by each pass with one thread or several claiming 2 MiB at a time, the last claim short.
+TEST(Probe, ReadsTheMemoryItIsGiven) {
+  std::mt19937_64 rng(11);
+  std::vector<uint64_t> words((size_t{5} << 20) / 8 + 3 * pk::kReadBlockWords + 5);
+  for (auto& w : words) w = rng();
+  const auto* bytes = reinterpret_cast<const uint8_t*>(words.data()) + 3;  // off every boundary
+  const size_t size = words.size() * 8 - 3;
+  const size_t skip = (64 - reinterpret_cast<uintptr_t>(bytes) % 64) % 64;
+  const size_t read_words = (size - skip) / 8 / pk::kReadBlockWords * pk::kReadBlockWords;
+  uint64_t expected = 0;
+  for (size_t i = 0; i < read_words; ++i) {
+    uint64_t w;
+    std::memcpy(&w, bytes + skip + 8 * i, 8);
+    expected ^= w;
+  }
+  for (int threads : {1, 2, 3}) {
+    ReadProbe probe(threads, std::span<const uint8_t>(bytes, size));
+    EXPECT_EQ(probe.bytes(), read_words * 8) << threads;
+    expect_positive_finite(probe.measure(0.02), "gbps");
+    EXPECT_EQ(probe.last_xor(), expected) << threads << " thread(s)";
+  }
+  EXPECT_THROW(ReadProbe(1, std::span<const uint8_t>(bytes, 100)), Error);
+  // A buffer of its own is read whole the same way.
+  ReadProbe own(2, 8u << 20);
+  EXPECT_EQ(own.bytes(), 8u << 20);
+  own.measure(0.02);
+  EXPECT_NE(own.last_xor(), 0u);
+}
+
+TEST(Probe, OnlyReadsOfAQuarterGigabyteOrMoreMeasureTheMemory) {
+  EXPECT_FALSE(reads_past_caches(255u << 20));
+  EXPECT_TRUE(reads_past_caches(256u << 20));
 }
 
 TEST(Probe, BadOptionsAreErrors) {

@@ -287,5 +287,46 @@ TEST(Matmul, PanelsMatchTheReference) {
   }
 }
 
+// A layout with two decode kernels (the AVX-512 Q8_0 panels: with software prefetch and without): matmul runs each
+// in turn as PrefetchChoice picks, and every call's outputs are the same bits and match the reference.
+void expect_both_decode_kernels_run_and_agree(const Kernels& kernels, const PackedGemm* fns) {
+  const int64_t k = 512, rows = 200;
+  ThreadPool pool(2);
+  Weight w = make_weight(GgmlType::Q8_0, rows, k, 11);
+  std::vector<uint8_t> storage(PackedWeights::panel_bytes(w.view, *fns) + 64);
+  uint8_t* p = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+  PackedWeights::write_panels(w.view, *fns, p, pool);
+  w.view.panels = PackedWeights::rows_at(w.view, *fns, p);
+  const auto x = inputs(1, k);
+  MatmulScratch scratch;
+  scratch.kernels = &kernels;
+  std::vector<float> first;
+  for (int64_t call = 0; call < 2 * PrefetchChoice::kPeriod; ++call) {
+    std::vector<float> y(static_cast<size_t>(rows), std::nanf(""));
+    matmul(w.view, x.data(), 1, y.data(), pool, scratch);
+    if (call == 0) {
+      expect_matches_reference(w, x, 1, y);
+      first = y;
+    } else {
+      ASSERT_EQ(y, first) << "call " << call;
+    }
+  }
+  EXPECT_GT(scratch.prefetch.ns_per_byte(fns, true), 0) << "the prefetching kernel ran";
+  EXPECT_GT(scratch.prefetch.ns_per_byte(fns, false), 0) << "the other one ran";
+}
+
+TEST(Matmul, BothDecodeKernelsOfALayoutRunAndAgree) {
+  const CpuFeatures cpu = detect_cpu_features();
+  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!isa_supported(isa, cpu)) continue;
+    SCOPED_TRACE(isa_name(isa));
+    const Kernels& kernels = Kernels::get(isa);
+    const PackedGemm* fns = kernels.panels(GgmlType::Q8_0);
+    // The AVX2 path has no Q8_0 panels; the AVX-512 one has both kernels.
+    ASSERT_EQ(fns != nullptr && fns->gemm_unprefetched != nullptr, isa == Isa::Avx512);
+    if (isa == Isa::Avx512) expect_both_decode_kernels_run_and_agree(kernels, fns);
+  }
+}
+
 }  // namespace
 }  // namespace tessera

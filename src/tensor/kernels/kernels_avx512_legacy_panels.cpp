@@ -27,13 +27,16 @@ constexpr int kRows = kPanelRowCount;
 // of row r); the nibble formats have 4 chunks whose low nibbles are elements 4c + i and high nibbles 16 + 4c + i
 // (the rows' own byte order), Q8_0 8 chunks of elements 4c + i. The Q5 formats add a plane of fifth bits (byte
 // 4r + i: bit c for element 4c + i, bit 4 + c for element 16 + 4c + i). Then the 16 rows' d, and for Q4_1/Q5_1 m,
-// as fp16.
+// as fp16. Q8_0 keeps its blocks in pairs, both blocks' levels first and their d after (1088 bytes, 17 lines), so
+// that every load is one whole cache line: measured with Q8_0's decode without software prefetch, pairs ran 10%
+// faster than single blocks; Q4_0's decode ran 3-5% slower in pairs (docs/benchmarks.md).
 template <class B>
 struct Layout;
 
 // The nibble formats: qs in the rows' order, and the fifth bits (none for Q4).
 struct NibbleLayout {
   static constexpr int kChunks = 4;
+  static constexpr bool kPair = false;
   static constexpr bool kTable = false;  // IQ4_NL: the nibbles index its 16 values
   template <class B>
   static uint8_t byte(const B& b, int c, int i) {
@@ -80,26 +83,37 @@ struct Layout<BlockIQ4_NL> : NibbleLayout {
 template <>
 struct Layout<BlockQ8_0> {
   static constexpr int kChunks = 8;
+  static constexpr bool kPair = true;
   static constexpr bool kTable = false;
   static constexpr int kOffset = 128;
   static constexpr bool kFive = false, kMin = false;
   static uint8_t byte(const BlockQ8_0& b, int c, int i) { return static_cast<uint8_t>(b.qs[4 * c + i] + 128); }
 };
 
+// A group is one block, or two for Q8_0: block h's levels at h * kLevelBytes (a Q5 format's fifth-bit plane after
+// its chunks), then the group's d (block h's at kDOffset + 32h), then its m (Q4_1, Q5_1).
+template <class B>
+constexpr int kGroup = Layout<B>::kPair ? 2 : 1;
 template <class B>
 constexpr size_t kPlaneOffset = Layout<B>::kChunks * 64;
 template <class B>
-constexpr size_t kDOffset = kPlaneOffset<B> + (Layout<B>::kFive ? 64 : 0);
+constexpr size_t kLevelBytes = kPlaneOffset<B> + (Layout<B>::kFive ? 64 : 0);
 template <class B>
-constexpr size_t kMOffset = kDOffset<B> + 2 * kRows;
-// 288 (Q4_0), 320 (Q4_1), 352 (Q5_0), 384 (Q5_1), 544 (Q8_0): the 16 rows' bytes, the Q5 formats' plus 9-10%
+constexpr size_t kDOffset = kGroup<B>* kLevelBytes<B>;
 template <class B>
-constexpr size_t kBlockBytes = kMOffset<B> + (Layout<B>::kMin ? 2 * kRows : 0);
+constexpr size_t kMOffset = kDOffset<B> + kGroup<B> * 2 * kRows;
+// 288 (Q4_0), 320 (Q4_1), 352 (Q5_0), 384 (Q5_1), 1088 (two Q8_0 blocks): the 16 rows' bytes, the Q5 formats' plus
+// 9-10%
+template <class B>
+constexpr size_t kGroupBytes = kMOffset<B> + (Layout<B>::kMin ? kGroup<B> * 2 * kRows : 0);
+static_assert(kGroupBytes<BlockQ8_0> % 64 == 0);
 
 template <class B>
 size_t group_bytes(int64_t k) {
-  // Whole panels stay 64-byte aligned; the blocks inside are read with unaligned loads.
-  return (static_cast<size_t>(k / kQK) * kBlockBytes<B> + 63) / 64 * 64;
+  // Whole panels stay 64-byte aligned; the single blocks inside are read with unaligned loads. An odd count of Q8_0
+  // blocks leaves the last pair's second half zero, never read.
+  const int64_t groups = (k / kQK + kGroup<B> - 1) / kGroup<B>;
+  return (static_cast<size_t>(groups) * kGroupBytes<B> + 63) / 64 * 64;
 }
 
 template <class B>
@@ -110,17 +124,19 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
     uint8_t* panel = out + static_cast<size_t>(p) * panel_bytes;
     std::memset(panel, 0, panel_bytes);
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes<B>;
+      uint8_t* group = panel + static_cast<size_t>(b / kGroup<B>) * kGroupBytes<B>;
+      const size_t h = static_cast<size_t>(b % kGroup<B>);
+      uint8_t* levels = group + h * kLevelBytes<B>;
       for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
         const B& src = reinterpret_cast<const B*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
         for (int c = 0; c < Layout<B>::kChunks; ++c) {
-          for (int i = 0; i < 4; ++i) blk[c * 64 + 4 * r + i] = Layout<B>::byte(src, c, i);
+          for (int i = 0; i < 4; ++i) levels[c * 64 + 4 * r + i] = Layout<B>::byte(src, c, i);
         }
         if constexpr (Layout<B>::kFive) {
-          for (int i = 0; i < 4; ++i) blk[kPlaneOffset<B> + 4 * r + i] = Layout<B>::fifth_bits(src, i);
+          for (int i = 0; i < 4; ++i) levels[kPlaneOffset<B> + 4 * r + i] = Layout<B>::fifth_bits(src, i);
         }
-        std::memcpy(blk + kDOffset<B> + 2 * r, &src.d, 2);
-        if constexpr (Layout<B>::kMin) std::memcpy(blk + kMOffset<B> + 2 * r, &src.m, 2);
+        std::memcpy(group + kDOffset<B> + h * 2 * kRows + 2 * r, &src.d, 2);
+        if constexpr (Layout<B>::kMin) std::memcpy(group + kMOffset<B> + h * 2 * kRows + 2 * r, &src.m, 2);
       }
     }
   }
@@ -150,7 +166,7 @@ LegacyAct legacy_act(const ActBlock<B>& x) {
   return a;
 }
 
-template <class B, int T>
+template <class B, int T, bool kPrefetch>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const LegacyAct* act, float* y,
                   int64_t ldy, int n_valid) {
   using Act = ActBlock<B>;
@@ -164,9 +180,9 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   __m512 acc[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes<B>;
-    prefetch_stream<kBlockBytes<B>>(blk);  // blocks are not line-aligned: it covers one line more
+  // Block b, half h of its group.
+  const auto block = [&](const uint8_t* group, size_t h, int64_t b) [[gnu::always_inline]] {
+    const uint8_t* blk = group + h * kLevelBytes<B>;
     __m512i lv[8];
     if constexpr (kNibbles) {
       for (int c = 0; c < 4; ++c) {
@@ -189,7 +205,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     } else {
       for (int c = 0; c < 8; ++c) lv[c] = load512(blk + 64 * c);
     }
-    const __m512 d = _mm512_cvtph_ps(load256(blk + kDOffset<B>));
+    const __m512 d = _mm512_cvtph_ps(load256(group + kDOffset<B> + h * 2 * kRows));
 #pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const auto& xb = reinterpret_cast<const Act*>(x + t * xs)[b];
@@ -204,8 +220,18 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       const __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(a.offset_sum));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, _mm512_set1_ps(a.d)), acc[t]);
       if constexpr (Layout<B>::kMin) {
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtph_ps(load256(blk + kMOffset<B>)), _mm512_set1_ps(a.s), acc[t]);
+        acc[t] =
+            _mm512_fmadd_ps(_mm512_cvtph_ps(load256(group + kMOffset<B> + h * 2 * kRows)), _mm512_set1_ps(a.s), acc[t]);
       }
+    }
+  };
+  for (int64_t b = 0; b < nb; b += kGroup<B>) {
+    const uint8_t* group = panel + static_cast<size_t>(b / kGroup<B>) * kGroupBytes<B>;
+    // Single blocks are not line-aligned: it covers one line more.
+    if constexpr (kPrefetch) prefetch_stream<kGroupBytes<B>>(group);
+    block(group, 0, b);
+    if constexpr (kGroup<B> == 2) {
+      if (b + 1 < nb) block(group, 1, b + 1);
     }
   }
   const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
@@ -213,15 +239,25 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
-template <class B>
+// kPrefetchOne: whether a lone token's kernel asks for lines ahead (stream_prefetch.h). Q8_0 has a kernel without
+// as its gemm_unprefetched: measured with the 1b models' matmuls alternating step by step between two builds on the
+// Zen 5 VM, Q8_0's decode without it ran 6-21% faster in one state of the machine and 2-5% slower in the other,
+// which came and went within minutes; matmul times both (PrefetchChoice). Q4_0's ran 9-12% slower without it in
+// pairs, 0-4% in single blocks, Q4_K_M's 34%. Several tokens per pass keep it: Q8_0's batched decode of 4
+// sequences ran at half speed without.
+template <class B, bool kPrefetchOne = true>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const LegacyAct*, float*, int64_t, int);
-  constexpr Fn kTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1>, &panel_tokens<B, 2>, &panel_tokens<B, 3>,
-                                                &panel_tokens<B, 4>};
+  constexpr Fn kTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1, kPrefetchOne>, &panel_tokens<B, 2, true>,
+                                                &panel_tokens<B, 3, true>, &panel_tokens<B, 4, true>};
+  // Q8_0's re-reads from L2 without the prefetch: pp64 7% faster. The other formats' pp64 ran 2% slower without it.
+  constexpr Fn kAgain[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1, false>, &panel_tokens<B, 2, false>,
+                                               &panel_tokens<B, 3, false>, &panel_tokens<B, 4, false>};
   panel_gemm<kRows, kPanelTokenChunk, LegacyAct>(
       p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / kQK, y, ldy,
-      [](const uint8_t* xt, int64_t b) { return legacy_act<B>(reinterpret_cast<const ActBlock<B>*>(xt)[b]); }, kTokens);
+      [](const uint8_t* xt, int64_t b) { return legacy_act<B>(reinterpret_cast<const ActBlock<B>*>(xt)[b]); }, kTokens,
+      Layout<B>::kPair ? kAgain : nullptr);
 }
 
 // Above these the plain gemm's tiles (built per call) win without --repack: measured on the Zen 5 VM at -t 2, 1b
@@ -232,7 +268,8 @@ const PackedGemm kQ4_0Panels{kRows, 1, &group_bytes<BlockQ4_0>, &pack<BlockQ4_0>
 const PackedGemm kQ4_1Panels{kRows, 1, &group_bytes<BlockQ4_1>, &pack<BlockQ4_1>, &gemm<BlockQ4_1>, 256};
 const PackedGemm kQ5_0Panels{kRows, 1, &group_bytes<BlockQ5_0>, &pack<BlockQ5_0>, &gemm<BlockQ5_0>, 128};
 const PackedGemm kQ5_1Panels{kRows, 1, &group_bytes<BlockQ5_1>, &pack<BlockQ5_1>, &gemm<BlockQ5_1>, 128};
-const PackedGemm kQ8_0Panels{kRows, 1, &group_bytes<BlockQ8_0>, &pack<BlockQ8_0>, &gemm<BlockQ8_0>, 96};
+const PackedGemm kQ8_0Panels{
+    kRows, 1, &group_bytes<BlockQ8_0>, &pack<BlockQ8_0>, &gemm<BlockQ8_0>, 96, &gemm<BlockQ8_0, false>};
 const PackedGemm kIQ4NLPanels{kRows, 1, &group_bytes<BlockIQ4_NL>, &pack<BlockIQ4_NL>, &gemm<BlockIQ4_NL>, 256};
 
 }  // namespace

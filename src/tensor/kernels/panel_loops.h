@@ -30,18 +30,21 @@ inline void for_each_panel_chunk(int64_t n_rows, int64_t n_tok, Fn&& fn) {
 // A panel gemm's frame: the activation side of every token and block prepared once (prep(token_row, block) -> Act,
 // kept [token][block]), then kernels[n] on each panel with each chunk of n tokens, in the order above. kernels[n]
 // takes (panel, blocks, x of its first token, x stride, its Acts, y of its first token and row, ldy, valid rows).
+// A block's later token chunks read its panels from L2, not memory: `again`, when given, serves those (kernels
+// that ask for no lines ahead; prefetching what is already in L2 only pulls in the next block early).
 template <int kRows, int kChunk, class Act, class Prep, class Kernel>
 [[gnu::always_inline]] inline void panel_gemm(const uint8_t* p, size_t panel_bytes, int64_t n_rows, const uint8_t* x,
                                               size_t xs, int64_t n_tok, int64_t nb, float* y, int64_t ldy, Prep&& prep,
-                                              const Kernel* kernels) {
+                                              const Kernel* kernels, const Kernel* again = nullptr) {
   Scratch scratch(sizeof(Act) * static_cast<size_t>(nb * n_tok) + 64);
   auto* act = reinterpret_cast<Act*>(scratch.get());
   for (int64_t t = 0; t < n_tok; ++t) {
     for (int64_t b = 0; b < nb; ++b) act[t * nb + b] = prep(x + t * xs, b);
   }
   for_each_panel_chunk<kRows, kChunk>(n_rows, n_tok, [&](int64_t r, int64_t t0, int n, int valid) {
-    kernels[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb, y + t0 * ldy + r,
-               ldy, valid);
+    const Kernel* fns = t0 > 0 && again != nullptr ? again : kernels;
+    fns[n](p + static_cast<size_t>(r / kRows) * panel_bytes, nb, x + t0 * xs, xs, act + t0 * nb, y + t0 * ldy + r, ldy,
+           valid);
   });
 }
 
