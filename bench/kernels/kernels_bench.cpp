@@ -356,8 +356,8 @@ int register_all() {
       }
       // 2048 rows: 1b's attention output in Q4_0 (2.3 MB); 262144: one long stream per thread. k = 5632: 1b's FFN
       // down, 2048 rows.
-      for (auto [k, rows] : {std::pair<int64_t, int64_t>{2048, 512}, {2048, 2048}, {2048, 8192}, {2048, 262144},
-                             {5632, 2048}}) {
+      for (auto [k, rows] :
+           {std::pair<int64_t, int64_t>{2048, 512}, {2048, 2048}, {2048, 8192}, {2048, 262144}, {5632, 2048}}) {
         const std::string label = std::string("matmul/") + std::string(isa_name(isa)) + "/" +
                                   std::string(type_name(t)) + "/k" + std::to_string(k) + "/" + std::to_string(rows) +
                                   "rows";

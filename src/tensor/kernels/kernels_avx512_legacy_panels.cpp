@@ -181,7 +181,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   // Block b, half h of its group.
-  const auto block = [&](const uint8_t* group, size_t h, int64_t b) [[gnu::always_inline]] {
+  const auto block = [&](const uint8_t* group, size_t h, int64_t b) __attribute__((always_inline)) {
     const uint8_t* blk = group + h * kLevelBytes<B>;
     __m512i lv[8];
     if constexpr (kNibbles) {
