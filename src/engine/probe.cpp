@@ -163,7 +163,7 @@ class ReadBuffer {
 // Words per claim of a multi-threaded pass (2 MiB). Threads claim from a shared counter until everything is read,
 // so a pass measures what the memory gives all of them together, as decode's matmuls (whose threads take from each
 // other's ranges) get it. With fixed shares the slower thread set the pass time: on the Zen 5 VM its two vCPUs
-// streamed at 30 and 37 GB/s, and fixed halves read 4-14% below the claims (docs/benchmarks.md). A claim's cold
+// streamed at 30 and 37 GB/s, and fixed halves read 2-12% below the claims (docs/benchmarks.md). A claim's cold
 // start is under 1% of its time.
 constexpr size_t kClaimWords = (size_t{2} << 20) / sizeof(uint64_t);
 
