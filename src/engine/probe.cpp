@@ -15,6 +15,7 @@
 #include <iterator>
 #include <memory>
 #include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -96,34 +97,10 @@ std::pair<size_t, size_t> share(size_t n_words, int t, int n_threads) {
   return {b0 * probe_kernels::kReadBlockWords, b1 * probe_kernels::kReadBlockWords};
 }
 
-// What a pass reads: runs of words, each a whole number of read blocks, taken as one sequence.
-class ReadRegions {
- public:
-  void add(const uint64_t* p, size_t words) {
-    words = words / probe_kernels::kReadBlockWords * probe_kernels::kReadBlockWords;
-    if (words == 0) return;
-    runs_.push_back({p, words});
-    words_ += words;
-  }
-  size_t words() const { return words_; }
-  uint64_t bytes() const { return words_ * sizeof(uint64_t); }
-  // XOR of words [w0, w1) of the sequence (both multiples of kReadBlockWords), read with `loop`.
-  uint64_t read(size_t w0, size_t w1, XorFn loop) const {
-    uint64_t x = 0;
-    size_t base = 0;
-    for (const auto& [p, n] : runs_) {
-      const size_t a = std::max(w0, base), b = std::min(w1, base + n);
-      if (a < b) x ^= loop(p + (a - base), b - a);
-      base += n;
-      if (base >= w1) break;
-    }
-    return x;
-  }
-
- private:
-  std::vector<std::pair<const uint64_t*, size_t>> runs_;
-  size_t words_ = 0;
-};
+// What a pass reads: words in whole read blocks (the tail short of one is left out).
+std::span<const uint64_t> read_blocks(const uint64_t* p, size_t words) {
+  return {p, words / probe_kernels::kReadBlockWords * probe_kernels::kReadBlockWords};
+}
 
 // A page-aligned buffer filled by the threads that will read it (first touch places pages near them).
 class ReadBuffer {
@@ -146,11 +123,7 @@ class ReadBuffer {
       }
     });
   }
-  ReadRegions regions() const {
-    ReadRegions r;
-    r.add(data_.get(), n_words_);
-    return r;
-  }
+  std::span<const uint64_t> words() const { return read_blocks(data_.get(), n_words_); }
 
  private:
   struct Free {
@@ -167,22 +140,22 @@ class ReadBuffer {
 // start is under 1% of its time.
 constexpr size_t kClaimWords = (size_t{2} << 20) / sizeof(uint64_t);
 
-// Best pass over all of `regions`, read by `threads` threads of the pool (1: the caller alone); passes take the three
+// Best pass over all of `words`, read by `threads` threads of the pool (1: the caller alone); passes take the three
 // loops in turn, each at least once. `last_xor` (when given) gets the XOR of every word the last pass read.
-double best_read_gbps(const ReadRegions& regions, ThreadPool& pool, int threads, ReadLoops loops, double seconds,
+double best_read_gbps(std::span<const uint64_t> words, ThreadPool& pool, int threads, ReadLoops loops, double seconds,
                       uint64_t* last_xor = nullptr) {
   std::vector<uint64_t> sinks(static_cast<size_t>(pool.size()), 0);
   double best = 0;
   const auto start = Clock::now();
   const XorFn ways[] = {loops.plain, loops.prefetched, loops.prefetched_far};
   constexpr int kWays = static_cast<int>(std::size(ways));
-  const size_t total = regions.words();
+  const size_t total = words.size();
   for (int pass = 0; pass < 22 * kWays; ++pass) {
     const XorFn read = ways[pass % kWays];
     const auto t0 = Clock::now();
     std::fill(sinks.begin(), sinks.end(), 0);
     if (threads == 1) {
-      sinks[0] = regions.read(0, total, read);
+      sinks[0] = read(words.data(), total);
     } else {
       std::atomic<size_t> next{0};
       pool.run([&](int t) {
@@ -190,13 +163,13 @@ double best_read_gbps(const ReadRegions& regions, ThreadPool& pool, int threads,
         uint64_t x = 0;
         for (size_t w = next.fetch_add(kClaimWords, std::memory_order_relaxed); w < total;
              w = next.fetch_add(kClaimWords, std::memory_order_relaxed)) {
-          x ^= regions.read(w, std::min(total, w + kClaimWords), read);
+          x ^= read(words.data() + w, std::min(total - w, kClaimWords));
         }
         sinks[static_cast<size_t>(t)] = x;
       });
     }
     const double dt = seconds_since(t0);
-    if (dt > 0) best = std::max(best, static_cast<double>(regions.bytes()) / dt / 1e9);
+    if (dt > 0) best = std::max(best, static_cast<double>(total * sizeof(uint64_t)) / dt / 1e9);
     if (pass >= kWays - 1 && seconds_since(start) >= seconds) break;
   }
   uint64_t all = 0;
@@ -341,7 +314,7 @@ struct ReadProbe::State {
   ReadLoops read;
   ThreadPool pool;
   std::optional<ReadBuffer> buf;
-  ReadRegions regions;
+  std::span<const uint64_t> words;
   uint64_t last_xor = 0;
 };
 
@@ -349,7 +322,7 @@ ReadProbe::ReadProbe(int threads, uint64_t buffer_bytes) {
   check_options(threads, 1.0);
   state_ = std::make_unique<State>(threads > 0 ? threads : available_cores());
   state_->buf.emplace(buffer_bytes > 0 ? buffer_bytes : default_buffer_bytes(), state_->pool);
-  state_->regions = state_->buf->regions();
+  state_->words = state_->buf->words();
 }
 
 ReadProbe::ReadProbe(int threads, std::span<const uint8_t> memory) {
@@ -360,10 +333,10 @@ ReadProbe::ReadProbe(int threads, std::span<const uint8_t> memory) {
   const size_t words = (memory.size() - skip) / sizeof(uint64_t);
   if (words < probe_kernels::kReadBlockWords) fail("the memory to read is too small: {} bytes", memory.size());
   state_ = std::make_unique<State>(threads > 0 ? threads : available_cores());
-  state_->regions.add(reinterpret_cast<const uint64_t*>(memory.data() + skip), words);
+  state_->words = read_blocks(reinterpret_cast<const uint64_t*>(memory.data() + skip), words);
 }
 
-uint64_t ReadProbe::bytes() const { return state_->regions.bytes(); }
+uint64_t ReadProbe::bytes() const { return state_->words.size() * sizeof(uint64_t); }
 
 uint64_t ReadProbe::last_xor() const { return state_->last_xor; }
 
@@ -371,7 +344,7 @@ ReadProbe::~ReadProbe() = default;
 
 double ReadProbe::measure(double seconds) {
   check_options(state_->threads, seconds);
-  return best_read_gbps(state_->regions, state_->pool, state_->threads, state_->read, seconds, &state_->last_xor);
+  return best_read_gbps(state_->words, state_->pool, state_->threads, state_->read, seconds, &state_->last_xor);
 }
 
 double measure_read_gbps(int threads, double seconds, uint64_t buffer_bytes) {
@@ -396,12 +369,11 @@ ProbeResult probe_node(const ProbeOptions& options) {
   ThreadPool pool(r.threads);
   {
     const ReadBuffer buf(options.buffer_bytes > 0 ? options.buffer_bytes : default_buffer_bytes(), pool);
-    const ReadRegions regions = buf.regions();
     if (r.threads == 1) {
-      r.mem_read_gbps = r.mem_read_gbps_1t = best_read_gbps(regions, pool, 1, loops.read, 0.6 * s);
+      r.mem_read_gbps = r.mem_read_gbps_1t = best_read_gbps(buf.words(), pool, 1, loops.read, 0.6 * s);
     } else {
-      r.mem_read_gbps = best_read_gbps(regions, pool, r.threads, loops.read, 0.35 * s);
-      r.mem_read_gbps_1t = best_read_gbps(regions, pool, 1, loops.read, 0.25 * s);
+      r.mem_read_gbps = best_read_gbps(buf.words(), pool, r.threads, loops.read, 0.35 * s);
+      r.mem_read_gbps_1t = best_read_gbps(buf.words(), pool, 1, loops.read, 0.25 * s);
     }
   }
   r.int8_gops = best_loop_rate(pool, loops.int8, 0.2 * s) / 1e9;

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "tensor/kernels.h"
+#include "tensor/packed_weights.h"
 #include "util/error.h"
 
 namespace tessera {
@@ -183,13 +184,6 @@ void fetch_outputs(std::span<const Job> jobs) {
   }
 }
 
-// The weight bytes a job reads.
-uint64_t job_bytes(const Job& job) {
-  const int64_t rows = job.w->rows();
-  if (job.packed == nullptr) return static_cast<uint64_t>(rows) * job.w->row_bytes;
-  return static_cast<uint64_t>((rows + job.packed->group_rows - 1) / job.packed->group_rows) * job.packed->group_bytes;
-}
-
 // A call of a token or a few: run_dynamic on the pool (the caller alone for one thread or chunk). When a job's layout
 // has two kernels, scratch.prefetch picks one for every job of that layout in this call and is told the call's time.
 void run_decode(std::span<Job> jobs, int64_t total_chunks, ThreadPool& pool, MatmulScratch& scratch) {
@@ -212,7 +206,10 @@ void run_decode(std::span<Job> jobs, int64_t total_chunks, ThreadPool& pool, Mat
   }
   if (choice == nullptr) return;
   uint64_t bytes = 0;
-  for (const Job& job : jobs) bytes += job_bytes(job);
+  for (const Job& job : jobs) {
+    bytes += job.packed != nullptr ? PackedWeights::panel_bytes(*job.w, *job.packed->fns)
+                                   : static_cast<uint64_t>(job.w->rows()) * job.w->row_bytes;
+  }
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
   scratch.prefetch.record(choice, prefetch, bytes, static_cast<uint64_t>(ns));
 }
