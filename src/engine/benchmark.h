@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/executor.h"
+#include "engine/probe.h"
 #include "model/model_weights.h"
 
 namespace tessera {
@@ -34,8 +35,8 @@ struct BenchRunOptions {
   uint64_t seed = 1234;  // the random tokens
   // Bytes on the wire so far (a distributed executor's links, both ways); unset for a local one.
   std::function<uint64_t()> wire_bytes;
-  // When set: the memory bandwidth (GB/s), measured untimed right before each timed repeat.
-  std::function<double()> bandwidth;
+  // When set: the memory bandwidth, measured untimed right before each timed repeat.
+  std::function<ReadRate()> bandwidth;
 };
 
 struct BenchTiming {
@@ -45,7 +46,8 @@ struct BenchTiming {
   uint64_t avg_ns = 0, stddev_ns = 0;
   double avg_ts = 0, stddev_ts = 0;            // over samples_ts
   std::optional<double> wire_bytes_per_token;  // over the timed runs, when options.wire_bytes is set
-  std::vector<double> samples_gbps;            // options.bandwidth before each repeat, when set
+  std::vector<double> samples_gbps;            // options.bandwidth's sustained rate before each repeat, when set
+  std::vector<double> samples_best_gbps;       // and its best pass
 };
 
 // Warm-up, then `repetitions` timed runs of the test on sequences 0..n_seq-1 (cleared before each and after the
@@ -114,12 +116,16 @@ struct BenchResult {
   // When probed. One-sequence tg tests measure the bandwidth before each repeat (timing.samples_gbps): then this is
   // their mean, roofline_ts its roofline, and roofline_fraction the mean of each repeat's tokens/s over the roofline
   // of the bandwidth measured just before it, so that a drift of the machine's speed during the run cancels out.
+  // The bandwidth is the sustained one (ReadRate): a repeat's tokens/s is an average over its time too. The `_best`
+  // fields repeat the figures against the best pass, which on a quiet machine are the same.
   std::optional<double> mem_read_gbps;
+  std::optional<double> mem_read_best_gbps;
   // What the bandwidth was read from: "weights" (the executor's own weight pages, when it has them in one buffer
   // larger than the caches) or "buffer" (a fresh one of the probe's); empty when not probed.
   std::string mem_read_on;
   std::optional<double> roofline_ts;  // tg tests of one sequence
   std::optional<double> roofline_fraction;
+  std::optional<double> roofline_fraction_best;
   int n_workers = 0;  // 0: a local run
   std::string split;  // "0-10@a,11-21@b" for a distributed run
 };

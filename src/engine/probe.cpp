@@ -1,5 +1,6 @@
-// The node probe: streaming reads of a buffer far larger than the last-level cache (best of several passes, all
-// threads and one), int8 and f32 multiply-accumulate loops on the ISA the kernels use, and the machine's facts.
+// The node probe: streaming reads of a buffer far larger than the last-level cache (the fastest loop's rate over
+// several passes, all threads and one), int8 and f32 multiply-accumulate loops on the ISA the kernels use, and the
+// machine's facts.
 #include "engine/probe.h"
 
 #include <sched.h>
@@ -140,16 +141,17 @@ class ReadBuffer {
 // start is under 1% of its time.
 constexpr size_t kClaimWords = (size_t{2} << 20) / sizeof(uint64_t);
 
-// Best pass over all of `words`, read by `threads` threads of the pool (1: the caller alone); passes take the three
-// loops in turn, each at least once. `last_xor` (when given) gets the XOR of every word the last pass read.
-double best_read_gbps(std::span<const uint64_t> words, ThreadPool& pool, int threads, ReadLoops loops, double seconds,
-                      uint64_t* last_xor = nullptr) {
+// Passes over all of `words` by `threads` threads of the pool (1: the caller alone), taking the three loops in turn
+// until `seconds` have passed and each ran at least once. `last_xor` (when given) gets the XOR of every word the
+// last pass read.
+ReadRate read_rate(std::span<const uint64_t> words, ThreadPool& pool, int threads, ReadLoops loops, double seconds,
+                   uint64_t* last_xor = nullptr) {
   std::vector<uint64_t> sinks(static_cast<size_t>(pool.size()), 0);
-  double best = 0;
   const auto start = Clock::now();
   const XorFn ways[] = {loops.plain, loops.prefetched, loops.prefetched_far};
   constexpr int kWays = static_cast<int>(std::size(ways));
   const size_t total = words.size();
+  std::vector<double> pass_seconds;
   for (int pass = 0; pass < 22 * kWays; ++pass) {
     const XorFn read = ways[pass % kWays];
     const auto t0 = Clock::now();
@@ -168,15 +170,14 @@ double best_read_gbps(std::span<const uint64_t> words, ThreadPool& pool, int thr
         sinks[static_cast<size_t>(t)] = x;
       });
     }
-    const double dt = seconds_since(t0);
-    if (dt > 0) best = std::max(best, static_cast<double>(total * sizeof(uint64_t)) / dt / 1e9);
+    pass_seconds.push_back(seconds_since(t0));
     if (pass >= kWays - 1 && seconds_since(start) >= seconds) break;
   }
   uint64_t all = 0;
   for (uint64_t s : sinks) all ^= s;
   probe_kernels::keep(all);
   if (last_xor != nullptr) *last_xor = all;
-  return best;
+  return rate_of_passes(pass_seconds, kWays, static_cast<double>(total * sizeof(uint64_t)));
 }
 
 // Operations per second of a compute loop run by every thread of the pool until the deadline.
@@ -216,6 +217,25 @@ void check_options(int threads, double seconds) {
 }  // namespace
 
 bool reads_past_caches(uint64_t bytes) { return bytes >= 256 * kMiB; }
+
+ReadRate rate_of_passes(std::span<const double> pass_seconds, int ways, double pass_bytes) {
+  if (ways < 1) fail("passes taken by {} ways", ways);
+  std::vector<double> way_seconds(static_cast<size_t>(ways), 0.0);
+  std::vector<int> way_passes(static_cast<size_t>(ways), 0);
+  ReadRate r;
+  for (size_t i = 0; i < pass_seconds.size(); ++i) {
+    const double dt = pass_seconds[i];
+    if (!(dt > 0)) continue;  // a clock too coarse for the pass says nothing about its rate
+    way_seconds[i % way_seconds.size()] += dt;
+    ++way_passes[i % way_passes.size()];
+    r.best_pass = std::max(r.best_pass, pass_bytes / dt / 1e9);
+  }
+  // The ways' passes alternate, so each way's average covers the same stretch of time.
+  for (size_t w = 0; w < way_seconds.size(); ++w) {
+    if (way_passes[w] > 0) r.sustained = std::max(r.sustained, way_passes[w] * pass_bytes / way_seconds[w] / 1e9);
+  }
+  return r;
+}
 
 int available_cores() {
   const size_t n = affinity_cpus().size();
@@ -342,12 +362,12 @@ uint64_t ReadProbe::last_xor() const { return state_->last_xor; }
 
 ReadProbe::~ReadProbe() = default;
 
-double ReadProbe::measure(double seconds) {
+ReadRate ReadProbe::measure(double seconds) {
   check_options(state_->threads, seconds);
-  return best_read_gbps(state_->words, state_->pool, state_->threads, state_->read, seconds, &state_->last_xor);
+  return read_rate(state_->words, state_->pool, state_->threads, state_->read, seconds, &state_->last_xor);
 }
 
-double measure_read_gbps(int threads, double seconds, uint64_t buffer_bytes) {
+ReadRate measure_read(int threads, double seconds, uint64_t buffer_bytes) {
   check_options(threads, seconds);
   return ReadProbe(threads, buffer_bytes).measure(seconds);
 }
@@ -369,12 +389,11 @@ ProbeResult probe_node(const ProbeOptions& options) {
   ThreadPool pool(r.threads);
   {
     const ReadBuffer buf(options.buffer_bytes > 0 ? options.buffer_bytes : default_buffer_bytes(), pool);
-    if (r.threads == 1) {
-      r.mem_read_gbps = r.mem_read_gbps_1t = best_read_gbps(buf.words(), pool, 1, loops.read, 0.6 * s);
-    } else {
-      r.mem_read_gbps = best_read_gbps(buf.words(), pool, r.threads, loops.read, 0.35 * s);
-      r.mem_read_gbps_1t = best_read_gbps(buf.words(), pool, 1, loops.read, 0.25 * s);
-    }
+    const ReadRate all = read_rate(buf.words(), pool, r.threads, loops.read, r.threads == 1 ? 0.6 * s : 0.35 * s);
+    r.mem_read_gbps = all.sustained;
+    r.mem_read_best_gbps = all.best_pass;
+    r.mem_read_gbps_1t =
+        r.threads == 1 ? all.sustained : read_rate(buf.words(), pool, 1, loops.read, 0.25 * s).sustained;
   }
   r.int8_gops = best_loop_rate(pool, loops.int8, 0.2 * s) / 1e9;
   r.f32_gflops = best_loop_rate(pool, loops.f32, 0.2 * s) / 1e9;

@@ -47,11 +47,29 @@ TEST(CliBench, JsonHasLlamaBenchFieldsForEveryTestAndThreadCount) {
   const std::vector<std::pair<int, int>> tests = {{8, 0}, {16, 0}, {0, 4}};
   for (size_t i = 0; i < j.size(); ++i) {
     const json& row = j[i];
-    for (const char* key :
-         {"model_filename", "model_type", "model_size", "model_n_params", "n_batch",     "n_threads",
-          "type_k",         "n_prompt",   "n_gen",      "test_time",      "avg_ns",      "stddev_ns",
-          "avg_ts",         "stddev_ts",  "samples_ns", "samples_ts",     "roofline_ts", "roofline_fraction",
-          "mem_read_gbps",  "isa"}) {
+    for (const char* key : {"model_filename",
+                            "model_type",
+                            "model_size",
+                            "model_n_params",
+                            "n_batch",
+                            "n_threads",
+                            "type_k",
+                            "n_prompt",
+                            "n_gen",
+                            "test_time",
+                            "avg_ns",
+                            "stddev_ns",
+                            "avg_ts",
+                            "stddev_ts",
+                            "samples_ns",
+                            "samples_ts",
+                            "roofline_ts",
+                            "roofline_fraction",
+                            "mem_read_gbps",
+                            "mem_read_best_gbps",
+                            "roofline_fraction_best",
+                            "samples_best_gbps",
+                            "isa"}) {
       EXPECT_TRUE(row.contains(key)) << key;
     }
     EXPECT_EQ(row["model_filename"], stories());
@@ -83,6 +101,12 @@ TEST(CliBench, JsonHasLlamaBenchFieldsForEveryTestAndThreadCount) {
       const double roofline_per_gbps = row["roofline_ts"].get<double>() / row["mem_read_gbps"].get<double>();
       EXPECT_NEAR(row["roofline_fraction"].get<double>(),
                   (ts[0] / (gbps[0] * roofline_per_gbps) + ts[1] / (gbps[1] * roofline_per_gbps)) / 2, 1e-9);
+      // The same against each measurement's best pass.
+      const auto best = row["samples_best_gbps"].get<std::vector<double>>();
+      ASSERT_EQ(best.size(), 2u);
+      EXPECT_NEAR(row["mem_read_best_gbps"].get<double>(), (best[0] + best[1]) / 2, 1e-9 * best[0]);
+      EXPECT_NEAR(row["roofline_fraction_best"].get<double>(),
+                  (ts[0] / (best[0] * roofline_per_gbps) + ts[1] / (best[1] * roofline_per_gbps)) / 2, 1e-9);
     }
   }
   EXPECT_NE(r.err.find("memory read"), std::string::npos) << r.err;
@@ -287,8 +311,8 @@ TEST(CliProbe, JsonHasEveryKey) {
   auto r = tessera({"probe", "--json", "--seconds", "0.2", "--buffer-mib", "16", "-t", "1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
-  for (const char* key : {"threads", "mem_read_gbps", "mem_read_gbps_1t", "int8_gops", "f32_gflops", "cores",
-                          "mem_total_bytes", "mem_available_bytes", "cpu", "isa"}) {
+  for (const char* key : {"threads", "mem_read_gbps", "mem_read_best_gbps", "mem_read_gbps_1t", "int8_gops",
+                          "f32_gflops", "cores", "mem_total_bytes", "mem_available_bytes", "cpu", "isa"}) {
     ASSERT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["threads"], 1);
@@ -296,6 +320,7 @@ TEST(CliProbe, JsonHasEveryKey) {
     EXPECT_TRUE(std::isfinite(j[key].get<double>())) << key;
     EXPECT_GT(j[key].get<double>(), 0) << key;
   }
+  EXPECT_GE(j["mem_read_best_gbps"].get<double>(), j["mem_read_gbps"].get<double>());
   EXPECT_GE(j["cores"].get<int>(), 1);
   EXPECT_GT(j["mem_total_bytes"].get<uint64_t>(), 0u);
   EXPECT_FALSE(j["cpu"].get<std::string>().empty());

@@ -214,8 +214,15 @@ TEST(Benchmark, RunsEveryTestAtEveryThreadCountInLlamaBenchOrder) {
     if (r.timing.test.n_gen > 0) {
       // Measured before each repeat, and the figures follow from those pairs.
       ASSERT_EQ(r.timing.samples_gbps.size(), 2u);
-      for (double g : r.timing.samples_gbps) EXPECT_GT(g, 0);
+      ASSERT_EQ(r.timing.samples_best_gbps.size(), 2u);
+      for (size_t j = 0; j < 2; ++j) {
+        EXPECT_GT(r.timing.samples_gbps[j], 0);
+        EXPECT_GE(r.timing.samples_best_gbps[j], r.timing.samples_gbps[j]);
+      }
       EXPECT_DOUBLE_EQ(*r.mem_read_gbps, (r.timing.samples_gbps[0] + r.timing.samples_gbps[1]) / 2);
+      EXPECT_DOUBLE_EQ(*r.mem_read_best_gbps, (r.timing.samples_best_gbps[0] + r.timing.samples_best_gbps[1]) / 2);
+      ASSERT_TRUE(r.roofline_fraction_best.has_value());
+      EXPECT_LE(*r.roofline_fraction_best, *r.roofline_fraction);
       ASSERT_TRUE(r.roofline_ts && r.roofline_fraction);
       EXPECT_DOUBLE_EQ(*r.roofline_ts, *r.mem_read_gbps * 1e9 / static_cast<double>(model.decode_bytes_per_token));
       double fraction = 0;
@@ -238,11 +245,17 @@ TEST(Benchmark, RooflineFractionPairsEachRepeatWithItsBandwidth) {
   BenchResult r;
   r.timing.samples_ts = {50, 200};
   r.timing.samples_gbps = {1.0, 2.0};  // 1e7 bytes per token: rooflines of 100 and 200 tokens/s
+  r.timing.samples_best_gbps = {1.25, 2.5};
   paired_roofline(r, 10'000'000);
   EXPECT_DOUBLE_EQ(*r.mem_read_gbps, 1.5);
   EXPECT_DOUBLE_EQ(*r.roofline_ts, 150);
   EXPECT_DOUBLE_EQ(*r.roofline_fraction, 0.75);  // (0.5 + 1) / 2, where the mean tokens/s over the mean roofline
                                                  // would say 125 / 150
+  EXPECT_DOUBLE_EQ(*r.mem_read_best_gbps, 1.875);
+  EXPECT_DOUBLE_EQ(*r.roofline_fraction_best, 0.6);  // (0.4 + 0.8) / 2
+  r.timing.samples_best_gbps = {1.25};
+  EXPECT_THROW(paired_roofline(r, 10'000'000), Error);
+  r.timing.samples_best_gbps = {1.25, 2.5};
   r.timing.samples_gbps = {1.0};
   EXPECT_THROW(paired_roofline(r, 10'000'000), Error);
 }
