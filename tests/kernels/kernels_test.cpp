@@ -507,8 +507,12 @@ TEST_P(KernelTest, PanelsMatchReference) {
     ++tested;
     EXPECT_EQ(fns->min_tokens, 1) << "panels replace the rows, so they serve every call";
     expect_packed_matches_reference(t, fns);
-    // An odd count of 32-element blocks: Q8_0's panels keep blocks in pairs, the last one half empty.
-    if (type_traits(t).block_size == 32) expect_packed_matches_reference(t, fns, 288);
+    // The 32-element formats' AVX-512 panels keep blocks in groups of 8-16: 9 blocks fill none, 37 blocks two to
+    // four whole groups and part of another, for every group size.
+    if (type_traits(t).block_size == 32) {
+      expect_packed_matches_reference(t, fns, 288);
+      expect_packed_matches_reference(t, fns, 37 * 32);
+    }
   }
   EXPECT_EQ(tested, GetParam() == Isa::Avx512 ? 12 : GetParam() == Isa::Avx2 ? 11 : 0);
 }

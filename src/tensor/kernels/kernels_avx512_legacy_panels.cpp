@@ -26,17 +26,18 @@ constexpr int kRows = kPanelRowCount;
 // One panel block: 16 rows x 32 elements. Chunk c of 64 bytes holds 4 consecutive levels of each row (byte 4r + i
 // of row r); the nibble formats have 4 chunks whose low nibbles are elements 4c + i and high nibbles 16 + 4c + i
 // (the rows' own byte order), Q8_0 8 chunks of elements 4c + i. The Q5 formats add a plane of fifth bits (byte
-// 4r + i: bit c for element 4c + i, bit 4 + c for element 16 + 4c + i). Then the 16 rows' d, and for Q4_1/Q5_1 m,
-// as fp16. Q8_0 keeps its blocks in pairs, both blocks' levels first and their d after (1088 bytes, 17 lines), so
-// that every load is one whole cache line: measured with Q8_0's decode without software prefetch, pairs ran 10%
-// faster than single blocks; Q4_0's decode ran 3-5% slower in pairs (docs/benchmarks.md).
+// 4r + i: bit c for element 4c + i, bit 4 + c for element 16 + 4c + i). Blocks come in groups of about 4.6 KB
+// (kGroup): every block's levels, then every block's 16 d, then (Q4_1, Q5_1) every block's 16 m, all as fp16, so
+// that every load is one whole cache line and a lone token's kernel asks for a group's lines in one burst
+// (stream_prefetch.h). Measured with the 1b decode's matmuls alternating step by step between two builds on the
+// Zen 5 VM, Q4_0 in groups of 16 ran 12-19% faster than single 288-byte blocks with the same bursts, groups of 8
+// 8-10%, of 4 2%, of 32 (9.2 KB bursts) 2% slower, of 64 19% slower.
 template <class B>
 struct Layout;
 
 // The nibble formats: qs in the rows' order, and the fifth bits (none for Q4).
 struct NibbleLayout {
   static constexpr int kChunks = 4;
-  static constexpr bool kPair = false;
   static constexpr bool kTable = false;  // IQ4_NL: the nibbles index its 16 values
   template <class B>
   static uint8_t byte(const B& b, int c, int i) {
@@ -83,35 +84,36 @@ struct Layout<BlockIQ4_NL> : NibbleLayout {
 template <>
 struct Layout<BlockQ8_0> {
   static constexpr int kChunks = 8;
-  static constexpr bool kPair = true;
   static constexpr bool kTable = false;
   static constexpr int kOffset = 128;
   static constexpr bool kFive = false, kMin = false;
   static uint8_t byte(const BlockQ8_0& b, int c, int i) { return static_cast<uint8_t>(b.qs[4 * c + i] + 128); }
 };
 
-// A group is one block, or two for Q8_0: block h's levels at h * kLevelBytes (a Q5 format's fifth-bit plane after
-// its chunks), then the group's d (block h's at kDOffset + 32h), then its m (Q4_1, Q5_1).
-template <class B>
-constexpr int kGroup = Layout<B>::kPair ? 2 : 1;
+// Block h of a group: its levels at h * kLevelBytes (a Q5 format's fifth-bit plane after its chunks), its d at
+// kDOffset + 32h, its m (Q4_1, Q5_1) at kMOffset + 32h.
 template <class B>
 constexpr size_t kPlaneOffset = Layout<B>::kChunks * 64;
 template <class B>
 constexpr size_t kLevelBytes = kPlaneOffset<B> + (Layout<B>::kFive ? 64 : 0);
 template <class B>
+constexpr size_t kBlockBytes = kLevelBytes<B> + (Layout<B>::kMin ? 4 : 2) * kRows;
+// Blocks per group: as many as fit one prefetch burst, an even number so that the group's d (and m) fill whole
+// lines: 16 (Q4_0, IQ4_NL: 4,608 bytes), 14 (Q4_1), 12 (Q5_0, Q5_1), 8 (Q8_0: 4,352).
+template <class B>
+constexpr int kGroup = static_cast<int>(kPrefetchBurstBytes / kBlockBytes<B>) / 2 * 2;
+template <class B>
 constexpr size_t kDOffset = kGroup<B>* kLevelBytes<B>;
 template <class B>
 constexpr size_t kMOffset = kDOffset<B> + kGroup<B> * 2 * kRows;
-// 288 (Q4_0), 320 (Q4_1), 352 (Q5_0), 384 (Q5_1), 1088 (two Q8_0 blocks): the 16 rows' bytes, the Q5 formats' plus
-// 9-10%
 template <class B>
-constexpr size_t kGroupBytes = kMOffset<B> + (Layout<B>::kMin ? kGroup<B> * 2 * kRows : 0);
-static_assert(kGroupBytes<BlockQ8_0> % 64 == 0);
+constexpr size_t kGroupBytes = kGroup<B>* kBlockBytes<B>;
+static_assert(kGroupBytes<BlockQ4_0> == 4608 && kGroupBytes<BlockQ4_1> % 64 == 0 && kGroupBytes<BlockQ5_0> % 64 == 0 &&
+              kGroupBytes<BlockQ5_1> % 64 == 0 && kGroupBytes<BlockQ8_0> == 4352);
 
 template <class B>
 size_t group_bytes(int64_t k) {
-  // Whole panels stay 64-byte aligned; the single blocks inside are read with unaligned loads. An odd count of Q8_0
-  // blocks leaves the last pair's second half zero, never read.
+  // A block count that does not fill the last group leaves the rest of it zero, never read.
   const int64_t groups = (k / kQK + kGroup<B> - 1) / kGroup<B>;
   return (static_cast<size_t>(groups) * kGroupBytes<B> + 63) / 64 * 64;
 }
@@ -180,7 +182,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   __m512 acc[T];
 #pragma GCC unroll 4
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
-  // Block b, half h of its group.
+  // Block b, the h-th of its group.
   const auto block = [&](const uint8_t* group, size_t h, int64_t b) __attribute__((always_inline)) {
     const uint8_t* blk = group + h * kLevelBytes<B>;
     __m512i lv[8];
@@ -225,16 +227,25 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       }
     }
   };
-  for (int64_t b = 0; b < nb; b += kGroup<B>) {
-    const uint8_t* group = panel + static_cast<size_t>(b / kGroup<B>) * kGroupBytes<B>;
-    // One token's lines in bursts (stream_prefetch.h); several tokens' passes ran 7% slower so (pp64 Q4_0), their
-    // single blocks are not line-aligned: it covers one line more.
-    if constexpr (kPrefetch && T == 1) prefetch_burst<kGroupBytes<B>>(group, b / kGroup<B>);
-    if constexpr (kPrefetch && T > 1) prefetch_stream<kGroupBytes<B>>(group);
-    block(group, 0, b);
-    if constexpr (kGroup<B> == 2) {
-      if (b + 1 < nb) block(group, 1, b + 1);
+  // A lone token's whole groups: the group's lines asked for at once, its blocks unrolled. Q4_0's decode ran 27%
+  // faster so than with the same blocks in a loop over the group, as fast as with the loop's first block peeled
+  // off (why the loop is slower was not found; its code per block was the same).
+  int64_t b = 0;
+  if constexpr (T == 1) {
+    for (; nb - b >= kGroup<B>; b += kGroup<B>) {
+      const uint8_t* group = panel + static_cast<size_t>(b / kGroup<B>) * kGroupBytes<B>;
+      if constexpr (kPrefetch) prefetch_stream<kGroupBytes<B>>(group);
+#pragma GCC unroll 16
+      for (int h = 0; h < kGroup<B>; ++h) block(group, static_cast<size_t>(h), b + h);
     }
+  }
+  // Several tokens, and a lone token's last part of a group: one block at a time, asking for a block's share of
+  // lines (in bursts, pp64 Q4_0 ran 7% slower; in the loop above, 3x slower at 4 tokens).
+  for (; b < nb; ++b) {
+    const uint8_t* group = panel + static_cast<size_t>(b / kGroup<B>) * kGroupBytes<B>;
+    const auto h = static_cast<size_t>(b % kGroup<B>);
+    if constexpr (kPrefetch) prefetch_stream<kBlockBytes<B>>(group + h * kBlockBytes<B>);
+    block(group, h, b);
   }
   const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
 #pragma GCC unroll 4
@@ -259,7 +270,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
   panel_gemm<kRows, kPanelTokenChunk, LegacyAct>(
       p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / kQK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return legacy_act<B>(reinterpret_cast<const ActBlock<B>*>(xt)[b]); }, kTokens,
-      Layout<B>::kPair ? kAgain : nullptr);
+      std::is_same_v<B, BlockQ8_0> ? kAgain : nullptr);
 }
 
 // Above these the plain gemm's tiles (built per call) win without --repack: measured on the Zen 5 VM at -t 2, 1b

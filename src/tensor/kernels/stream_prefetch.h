@@ -23,21 +23,13 @@ template <int kStep, int kFar = kPrefetchFarBytes>
   for (int o = 0; o <= kStep; o += 64) _mm_prefetch(far + o, _MM_HINT_NTA);
 }
 
-// For loops over small steps (the 32-element formats' panel blocks of 144-1088 bytes): every kBurstSteps-th step
-// asks for the lines of that many steps, ~4.6 KB, at once, the same distance ahead. Measured with the 1b decode's
-// matmuls alternating step by step between two builds on the Zen 5 VM: Q4_0 5-10% faster than each step asking for
-// its own 5 lines (also when each line was asked for exactly once, so not the repeats), Q4_1 9%, Q5_0 5%, Q5_1 and
-// IQ4_NL 4%; 9.2 KB bursts 10% slower. The K-quants' 2.2-2.9 KB blocks ran 2-4% slower in bursts of two, and the
-// AVX2 path's 8-row Q4_0 blocks 4-10% slower in bursts of 32: they keep asking for each step's lines.
+// The lines a lone token's kernel over small blocks (the 32-element formats' AVX-512 panels, 288-544 bytes a block)
+// asks for at once: those formats keep their blocks in groups of this size and ask for a group's lines together,
+// the same distance ahead. Measured with the 1b decode's matmuls alternating step by step between two builds on the
+// Zen 5 VM, with the blocks as they were: Q4_0 5-13% faster than each block asking for its own 5 lines (also when
+// each line was asked for exactly once, so not the repeats), Q4_1 9%, Q5_0 5%, Q5_1 and IQ4_NL 4%; 9.2 KB bursts
+// 10% slower. The K-quants' 2.2-2.9 KB blocks ran 2-4% slower in bursts of two, and the AVX2 path's 8-row Q4_0
+// blocks 4-10% slower in bursts of 32: they keep asking for each step's lines.
 constexpr int kPrefetchBurstBytes = 4608;
-
-template <int kStep>
-constexpr int64_t kBurstSteps = kPrefetchBurstBytes / kStep > 1 ? kPrefetchBurstBytes / kStep : 1;
-
-// At step `step` of such a loop, whose step starts at p.
-template <int kStep>
-[[gnu::always_inline]] inline void prefetch_burst(const void* p, int64_t step) {
-  if (step % kBurstSteps<kStep> == 0) prefetch_stream<kBurstSteps<kStep> * kStep>(p);
-}
 
 }  // namespace tessera::kernels
