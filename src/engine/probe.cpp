@@ -37,15 +37,17 @@ constexpr uint64_t kHugePage = 2 * kMiB;
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// Three ways to stream: plain loads, loads behind the decode kernels' prefetch, and behind one twice as far ahead.
-// Which is fastest depends on the machine and its moment (on the Zen 5 VM plain and prefetched each won by 12-40%
-// in one state or the other; with the kernels' distance halved to 4.6 KB the read loop alone preferred 9.3 KB by
-// 5-10%), so the probe times all three and a roofline sits neither below what the kernels reach nor below what the
-// memory gives a loop that only reads.
+// Four ways to stream: plain loads, loads behind the decode kernels' prefetch (each step's lines, or 4.6 KB bursts
+// as the 32-element formats' panels ask), and behind one twice as far ahead. Which is fastest depends on the
+// machine and its moment (on the Zen 5 VM plain and prefetched each won by 12-40% in one state or the other; with
+// the kernels' distance halved to 4.6 KB the read loop alone preferred 9.3 KB by 5-10%; once Q4_0's panels asked
+// in bursts its decode read up to 3% faster than the other three), so the probe times all of them and a roofline
+// sits neither below what the kernels reach nor below what the memory gives a loop that only reads.
 struct ReadLoops {
   XorFn plain;
   XorFn prefetched;
   XorFn prefetched_far;
+  XorFn prefetched_burst;
 };
 
 struct Loops {
@@ -58,18 +60,20 @@ struct Loops {
 Loops loops_for(Isa isa, const CpuFeatures& f) {
   switch (isa) {
     case Isa::Avx512:
-      return {
-          {probe_kernels::xor_words_avx512, probe_kernels::xor_words_nta_avx512, probe_kernels::xor_words_far_avx512},
-          probe_kernels::int8_dot_avx512,
-          probe_kernels::f32_fma_avx512};
+      return {{probe_kernels::xor_words_avx512, probe_kernels::xor_words_nta_avx512,
+               probe_kernels::xor_words_far_avx512, probe_kernels::xor_words_burst_avx512},
+              probe_kernels::int8_dot_avx512,
+              probe_kernels::f32_fma_avx512};
     case Isa::Avx2:
-      return {{probe_kernels::xor_words_avx2, probe_kernels::xor_words_nta_avx2, probe_kernels::xor_words_far_avx2},
+      return {{probe_kernels::xor_words_avx2, probe_kernels::xor_words_nta_avx2, probe_kernels::xor_words_far_avx2,
+               probe_kernels::xor_words_burst_avx2},
               f.avx_vnni ? probe_kernels::int8_dot_avx_vnni : probe_kernels::int8_dot_avx2,
               probe_kernels::f32_fma_avx2};
     case Isa::Scalar:
       break;
   }
-  return {{probe_kernels::xor_words_scalar, probe_kernels::xor_words_scalar, probe_kernels::xor_words_scalar},
+  return {{probe_kernels::xor_words_scalar, probe_kernels::xor_words_scalar, probe_kernels::xor_words_scalar,
+           probe_kernels::xor_words_scalar},
           probe_kernels::int8_dot_scalar,
           probe_kernels::f32_fma_scalar};
 }
@@ -141,14 +145,14 @@ class ReadBuffer {
 // start is under 1% of its time.
 constexpr size_t kClaimWords = (size_t{2} << 20) / sizeof(uint64_t);
 
-// Passes over all of `words` by `threads` threads of the pool (1: the caller alone), taking the three loops in turn
+// Passes over all of `words` by `threads` threads of the pool (1: the caller alone), taking the four loops in turn
 // until `seconds` have passed and each ran at least once. `last_xor` (when given) gets the XOR of every word the
 // last pass read.
 ReadRate read_rate(std::span<const uint64_t> words, ThreadPool& pool, int threads, ReadLoops loops, double seconds,
                    uint64_t* last_xor = nullptr) {
   std::vector<uint64_t> sinks(static_cast<size_t>(pool.size()), 0);
   const auto start = Clock::now();
-  const XorFn ways[] = {loops.plain, loops.prefetched, loops.prefetched_far};
+  const XorFn ways[] = {loops.plain, loops.prefetched, loops.prefetched_far, loops.prefetched_burst};
   constexpr int kWays = static_cast<int>(std::size(ways));
   const size_t total = words.size();
   std::vector<double> pass_seconds;

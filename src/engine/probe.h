@@ -128,9 +128,11 @@ uint64_t xor_words_scalar(const uint64_t* p, size_t n);
 uint64_t xor_words_avx2(const uint64_t* p, size_t n);
 uint64_t xor_words_nta_avx2(const uint64_t* p, size_t n);
 uint64_t xor_words_far_avx2(const uint64_t* p, size_t n);
+uint64_t xor_words_burst_avx2(const uint64_t* p, size_t n);
 uint64_t xor_words_avx512(const uint64_t* p, size_t n);
 uint64_t xor_words_nta_avx512(const uint64_t* p, size_t n);
 uint64_t xor_words_far_avx512(const uint64_t* p, size_t n);
+uint64_t xor_words_burst_avx512(const uint64_t* p, size_t n);
 
 // Compute loops: `iters` iterations of independent multiply-accumulate chains on all-ones inputs. They return the
 // number of multiplies the hardware performed, read back from the accumulators (exact for iters <= kMaxIters), so

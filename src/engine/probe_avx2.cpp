@@ -8,6 +8,9 @@
 namespace tessera::probe_kernels {
 namespace {
 
+constexpr size_t kBurstWords = kernels::kPrefetchBurstBytes / sizeof(uint64_t);
+static_assert(kBurstWords % kReadBlockWords == 0);
+
 // Hides a register's value from the optimiser at no run-time cost, so loop bodies cannot be folded or hoisted.
 inline void opaque(__m256i& v) { asm volatile("" : "+x"(v)); }
 inline void opaque(__m256& v) { asm volatile("" : "+x"(v)); }
@@ -20,14 +23,19 @@ uint64_t sum_epi32(__m256i v) {
   return s;
 }
 
-// kFar: 0 for plain loads, else prefetchnta that far ahead.
-template <int kFar>
+// kFar: 0 for plain loads, else prefetchnta that far ahead: a read block's lines each step, or with kBurst a
+// burst's lines every kPrefetchBurstBytes (as the AVX-512 panels of the 32-element formats ask for them).
+template <int kFar, bool kBurst = false>
 uint64_t xor_words(const uint64_t* p, size_t n) {
   __m256i a[8];
   for (auto& v : a) v = _mm256_setzero_si256();
   for (size_t i = 0; i < n; i += kReadBlockWords) {
     const __m256i* q = reinterpret_cast<const __m256i*>(p + i);
-    if constexpr (kFar > 0) kernels::prefetch_stream<448, kFar>(q);
+    if constexpr (kBurst) {
+      if (i % kBurstWords == 0) kernels::prefetch_stream<kernels::kPrefetchBurstBytes, kFar>(q);
+    } else if constexpr (kFar > 0) {
+      kernels::prefetch_stream<448, kFar>(q);
+    }
     // 512 bytes per step as 16 loads into 8 independent accumulators.
     for (int j = 0; j < 8; ++j) {
       a[j] = _mm256_xor_si256(a[j], _mm256_loadu_si256(q + 2 * j));
@@ -46,6 +54,7 @@ uint64_t xor_words(const uint64_t* p, size_t n) {
 uint64_t xor_words_avx2(const uint64_t* p, size_t n) { return xor_words<0>(p, n); }
 uint64_t xor_words_nta_avx2(const uint64_t* p, size_t n) { return xor_words<kernels::kPrefetchFarBytes>(p, n); }
 uint64_t xor_words_far_avx2(const uint64_t* p, size_t n) { return xor_words<2 * kernels::kPrefetchFarBytes>(p, n); }
+uint64_t xor_words_burst_avx2(const uint64_t* p, size_t n) { return xor_words<kernels::kPrefetchFarBytes, true>(p, n); }
 
 uint64_t int8_dot_avx2(uint64_t iters) {
   // u8 x s8 pairs summed to s16 (vpmaddubsw), pairs of s16 summed to s32 (vpmaddwd by 1), accumulated: the

@@ -7,6 +7,9 @@
 namespace tessera::probe_kernels {
 namespace {
 
+constexpr size_t kBurstWords = kernels::kPrefetchBurstBytes / sizeof(uint64_t);
+static_assert(kBurstWords % kReadBlockWords == 0);
+
 // Hides a register's value from the optimiser at no run-time cost, so loop bodies cannot be folded or hoisted.
 inline void opaque(__m512i& v) { asm volatile("" : "+v"(v)); }
 inline void opaque(__m512& v) { asm volatile("" : "+v"(v)); }
@@ -19,14 +22,19 @@ uint64_t sum_epi32(__m512i v) {
   return s;
 }
 
-// kFar: 0 for plain loads, else prefetchnta that far ahead.
-template <int kFar>
+// kFar: 0 for plain loads, else prefetchnta that far ahead: a read block's lines each step, or with kBurst a
+// burst's lines every kPrefetchBurstBytes (as the AVX-512 panels of the 32-element formats ask for them).
+template <int kFar, bool kBurst = false>
 uint64_t xor_words(const uint64_t* p, size_t n) {
   // Eight independent accumulators: the loads, not a dependency chain, set the pace.
   __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
   for (size_t i = 0; i < n; i += kReadBlockWords) {
     const __m512i* q = reinterpret_cast<const __m512i*>(p + i);
-    if constexpr (kFar > 0) kernels::prefetch_stream<448, kFar>(q);
+    if constexpr (kBurst) {
+      if (i % kBurstWords == 0) kernels::prefetch_stream<kernels::kPrefetchBurstBytes, kFar>(q);
+    } else if constexpr (kFar > 0) {
+      kernels::prefetch_stream<448, kFar>(q);
+    }
     a0 = _mm512_xor_si512(a0, _mm512_loadu_si512(q + 0));
     a1 = _mm512_xor_si512(a1, _mm512_loadu_si512(q + 1));
     a2 = _mm512_xor_si512(a2, _mm512_loadu_si512(q + 2));
@@ -50,6 +58,9 @@ uint64_t xor_words(const uint64_t* p, size_t n) {
 uint64_t xor_words_avx512(const uint64_t* p, size_t n) { return xor_words<0>(p, n); }
 uint64_t xor_words_nta_avx512(const uint64_t* p, size_t n) { return xor_words<kernels::kPrefetchFarBytes>(p, n); }
 uint64_t xor_words_far_avx512(const uint64_t* p, size_t n) { return xor_words<2 * kernels::kPrefetchFarBytes>(p, n); }
+uint64_t xor_words_burst_avx512(const uint64_t* p, size_t n) {
+  return xor_words<kernels::kPrefetchFarBytes, true>(p, n);
+}
 
 uint64_t int8_dot_avx512(uint64_t iters) {
   // vpdpbusd has a latency of ~5 cycles and issues up to twice per cycle: 12 chains keep the units busy.

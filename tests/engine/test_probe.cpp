@@ -174,11 +174,13 @@ std::vector<std::pair<const char*, uint64_t (*)(const uint64_t*, size_t)>> read_
     loops.push_back({"avx2", pk::xor_words_avx2});
     loops.push_back({"avx2 prefetched", pk::xor_words_nta_avx2});
     loops.push_back({"avx2 prefetched far", pk::xor_words_far_avx2});
+    loops.push_back({"avx2 prefetched in bursts", pk::xor_words_burst_avx2});
   }
   if (isa_supported(Isa::Avx512, f)) {
     loops.push_back({"avx512", pk::xor_words_avx512});
     loops.push_back({"avx512 prefetched", pk::xor_words_nta_avx512});
     loops.push_back({"avx512 prefetched far", pk::xor_words_far_avx512});
+    loops.push_back({"avx512 prefetched in bursts", pk::xor_words_burst_avx512});
   }
   return loops;
 }
