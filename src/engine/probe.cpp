@@ -40,9 +40,10 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // Four ways to stream: plain loads, loads behind the decode kernels' prefetch (each step's lines, or 4.6 KB bursts
 // as the 32-element formats' panels ask), and behind one twice as far ahead. Which is fastest depends on the
 // machine and its moment (on the Zen 5 VM plain and prefetched each won by 12-40% in one state or the other; with
-// the kernels' distance halved to 4.6 KB the read loop alone preferred 9.3 KB by 5-10%; once Q4_0's panels asked
-// in bursts its decode read up to 3% faster than the other three), so the probe times all of them and a roofline
-// sits neither below what the kernels reach nor below what the memory gives a loop that only reads.
+// the kernels' distance halved to 4.6 KB the read loop alone preferred 9.3 KB by 5-10%; reading in the panels'
+// bursts went 1-3% faster than plain loads and 7% faster than the per-step prefetch), so the probe times all of
+// them and a roofline sits neither below what the kernels reach nor below what the memory gives a loop that only
+// reads.
 struct ReadLoops {
   XorFn plain;
   XorFn prefetched;
