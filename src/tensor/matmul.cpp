@@ -278,70 +278,81 @@ void read_ahead_regions(NextWeights next, int64_t n_tokens, int threads, std::ve
   }
 }
 
-void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch,
-            NextWeights next) {
-  const Kernels& kernels = kernels_of(scratch);
-  const GgmlType act_type = Kernels::act_type(w.type);
-  const GemmFn gemm = gemm_for(kernels, w);
-  const size_t act_row = quantize_into(kernels, act_type, x, n_tokens, w.cols(), scratch.act, pool);
-  Job job{&w, y, gemm, packed_for(w, n_tokens), scratch.act.data(), act_row, 0, n_tokens};
-  const int64_t chunks = chunks_of(w);
-  if (n_tokens <= kDynamicMaxTokens) {
-    read_ahead_regions(next, n_tokens, pool.size(), scratch.ahead);
+namespace {
+
+// One weight's product on activations already converted: a token or a few shared out dynamically (run_decode),
+// many split in one contiguous range per thread.
+void run_job(Job job, ThreadPool& pool, MatmulScratch& scratch, NextWeights next) {
+  job.first_chunk = 0;
+  const int64_t chunks = chunks_of(*job.w);
+  if (job.n_tokens <= kDynamicMaxTokens) {
+    read_ahead_regions(next, job.n_tokens, pool.size(), scratch.ahead);
     return run_decode({&job, 1}, chunks, pool, scratch);
   }
   if (pool.size() == 1 || chunks == 1) return run_chunks(job, 0, chunks);
   run_split(job, chunks, pool);
 }
 
+}  // namespace
+
+void matmul(const TensorView& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, MatmulScratch& scratch,
+            NextWeights next) {
+  const Kernels& kernels = kernels_of(scratch);
+  const size_t act_row = quantize_into(kernels, Kernels::act_type(w.type), x, n_tokens, w.cols(), scratch.act, pool);
+  run_job(Job{&w, y, gemm_for(kernels, w), packed_for(w, n_tokens), scratch.act.data(), act_row, 0, n_tokens}, pool,
+          scratch, next);
+}
+
 void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool,
                   MatmulScratch& scratch, NextWeights next) {
   if (outs.empty()) return;
-  // Prefill spends its time inside the gemm, not in fork/join: plain matmuls, each with all threads. So do
-  // mixes of more than two activation formats (a file may give q, k and v three unrelated types).
-  GgmlType seen[3] = {};
-  size_t n_seen = 0;
+  const Kernels& kernels = kernels_of(scratch);
+  const int64_t k = outs[0].w->cols();
+  // Each activation format converted once for all the weights that take it (a prefill's q, k and v: one conversion
+  // of 512 tokens instead of three). A file may give q, k and v three unrelated formats: a third is converted for
+  // its weights alone.
+  GgmlType formats[2] = {Kernels::act_type(outs[0].w->type), GgmlType::F32};
+  int n_formats = 1;
+  bool third = false;
   for (const MatmulOut& o : outs) {
+    if (o.w->cols() != k) fail("matmul_multi: weights of {} and {} columns share an input", k, o.w->cols());
     const GgmlType at = Kernels::act_type(o.w->type);
-    if (std::find(seen, seen + n_seen, at) == seen + n_seen && n_seen < std::size(seen)) seen[n_seen++] = at;
+    if (at == formats[0] || (n_formats == 2 && at == formats[1])) continue;
+    if (n_formats == 1) {
+      formats[n_formats++] = at;
+    } else {
+      third = true;
+    }
   }
-  if (n_tokens > kDynamicMaxTokens || pool.size() == 1 || n_seen > 2 || outs.size() > 8) {
+  const bool one_by_one = n_tokens > kDynamicMaxTokens || pool.size() == 1 || third || outs.size() > 8;
+  // A third format's weights are run by matmul, which converts into scratch.act: the other two keep clear of it.
+  size_t rows[2] = {0, 0};
+  std::vector<uint8_t>* bufs[2] = {third ? &scratch.act2 : &scratch.act, third ? &scratch.act_each : &scratch.act2};
+  for (int f = 0; f < n_formats; ++f) rows[f] = quantize_into(kernels, formats[f], x, n_tokens, k, *bufs[f], pool);
+  const auto job_of = [&](const MatmulOut& o, int64_t first_chunk) {
+    const int f = Kernels::act_type(o.w->type) == formats[0] ? 0 : 1;
+    return Job{o.w,         o.y,     gemm_for(kernels, *o.w), packed_for(*o.w, n_tokens), bufs[f]->data(), rows[f],
+               first_chunk, n_tokens};
+  };
+  if (one_by_one) {
+    // Prefill spends its time inside the gemm, not in fork/join: one weight at a time, each with all threads.
     for (size_t i = 0; i < outs.size(); ++i) {
       const TensorView* following = i + 1 < outs.size() ? outs[i + 1].w : nullptr;
-      matmul(*outs[i].w, x, n_tokens, outs[i].y, pool, scratch,
-             following != nullptr ? NextWeights{&following, 1} : next);
+      const NextWeights after = following != nullptr ? NextWeights{&following, 1} : next;
+      const GgmlType at = Kernels::act_type(outs[i].w->type);
+      if (at != formats[0] && (n_formats == 1 || at != formats[1])) {
+        matmul(*outs[i].w, x, n_tokens, outs[i].y, pool, scratch, after);
+      } else {
+        run_job(job_of(outs[i], 0), pool, scratch, after);
+      }
     }
     return;
   }
-  const Kernels& kernels = kernels_of(scratch);
-  const int64_t k = outs[0].w->cols();
-  GgmlType formats[2] = {Kernels::act_type(outs[0].w->type), GgmlType::F32};
-  size_t rows[2] = {quantize_into(kernels, formats[0], x, n_tokens, k, scratch.act, pool), 0};
-  int n_formats = 1;
   Job jobs[8];
-  if (outs.size() > std::size(jobs)) fail("matmul_multi: at most {} outputs", std::size(jobs));
   int64_t total = 0;
   for (size_t i = 0; i < outs.size(); ++i) {
-    const TensorView& w = *outs[i].w;
-    if (w.cols() != k) fail("matmul_multi: weights of {} and {} columns share an input", k, w.cols());
-    const GgmlType at = Kernels::act_type(w.type);
-    int f = at == formats[0] ? 0 : 1;
-    if (f == 1 && n_formats == 1) {
-      formats[1] = at;
-      rows[1] = quantize_into(kernels, at, x, n_tokens, k, scratch.act2, pool);
-      n_formats = 2;
-    } else if (f == 1 && at != formats[1]) {
-      fail("matmul_multi: more than two activation formats");
-    }
-    jobs[i] = Job{&w,
-                  outs[i].y,
-                  gemm_for(kernels, w),
-                  packed_for(w, n_tokens),
-                  f == 0 ? scratch.act.data() : scratch.act2.data(),
-                  rows[f],
-                  total,
-                  n_tokens};
-    total += chunks_of(w);
+    jobs[i] = job_of(outs[i], total);
+    total += chunks_of(*outs[i].w);
   }
   read_ahead_regions(next, n_tokens, pool.size(), scratch.ahead);
   run_decode({jobs, outs.size()}, total, pool, scratch);

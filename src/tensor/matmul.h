@@ -43,9 +43,10 @@ struct MatmulOut {
   float* y;  // y[t * w->rows() + r], as matmul
 };
 
-// Several weights with the same input (q/k/v, gate/up): each output exactly as matmul would compute it, but for a
-// token or a few the activations are converted once per format and all the row chunks share one pass of the
-// thread pool, so a decode step pays one fork/join instead of one per weight. At most two activation formats.
+// Several weights with the same input (q/k/v, gate/up): each output exactly as matmul would compute it, with the
+// activations converted once per format (a third format of a mixed file once per weight that takes it). For a
+// token or a few, all the row chunks share one pass of the thread pool, so a decode step pays one fork/join instead
+// of one per weight; for many, the weights run one after the other, each with every thread.
 void matmul_multi(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool,
                   MatmulScratch& scratch, NextWeights next = {});
 

@@ -110,27 +110,37 @@ TEST(Matmul, OneAndTwoThreadsMatchTheReference) {
 
 TEST(Matmul, MultiEqualsSeparateMatmuls) {
   const int64_t k = 768;
-  // q/k/v of a Q4_K_M file: two K-quant types (one activation format) plus a Q8_0 (a second format).
+  // q/k/v of a Q4_K_M file: two K-quant types (one activation format) plus a Q8_0 (a second format); then the
+  // formats alternating, and a third format (Q4_1's Q8_1) that is converted on its own.
   const Weight wq = make_weight(GgmlType::Q4_K, 1100, k, 1);
   const Weight wk = make_weight(GgmlType::Q6_K, 70, k, 2);
   const Weight wv = make_weight(GgmlType::Q8_0, 650, k, 3);
-  for (int threads : {1, 2}) {
-    for (int64_t n_tokens : {1, 3, 9}) {
-      const auto x = inputs(n_tokens, k);
-      ThreadPool pool(threads);
-      MatmulScratch scratch;
-      std::vector<float> want[3], got[3];
-      const Weight* ws[3] = {&wq, &wk, &wv};
-      MatmulOut outs[3];
-      for (int i = 0; i < 3; ++i) {
-        const auto size = static_cast<size_t>(ws[i]->view.rows() * n_tokens);
-        want[i].resize(size);
-        got[i].assign(size, std::nanf(""));
-        matmul(ws[i]->view, x.data(), n_tokens, want[i].data(), pool, scratch);
-        outs[i] = {&ws[i]->view, got[i].data()};
+  const Weight w1 = make_weight(GgmlType::Q4_1, 130, k, 4);
+  const Weight w0 = make_weight(GgmlType::Q8_0, 90, k, 5);
+  const std::vector<std::vector<const Weight*>> sets = {
+      {&wq, &wk, &wv}, {&wv, &wq, &w0}, {&w0, &w1, &wq, &wv, &wk}, {&w1, &wq, &w1}};
+  for (const auto& set : sets) {
+    for (int threads : {1, 2}) {
+      for (int64_t n_tokens : {1, 3, 9}) {
+        const auto x = inputs(n_tokens, k);
+        ThreadPool pool(threads);
+        MatmulScratch scratch;
+        const size_t n = set.size();
+        std::vector<std::vector<float>> want(n), got(n);
+        std::vector<MatmulOut> outs(n);
+        for (size_t i = 0; i < n; ++i) {
+          const auto size = static_cast<size_t>(set[i]->view.rows() * n_tokens);
+          want[i].resize(size);
+          got[i].assign(size, std::nanf(""));
+          matmul(set[i]->view, x.data(), n_tokens, want[i].data(), pool, scratch);
+          outs[i] = {&set[i]->view, got[i].data()};
+        }
+        matmul_multi(outs, x.data(), n_tokens, pool, scratch);
+        for (size_t i = 0; i < n; ++i) {
+          EXPECT_EQ(got[i], want[i]) << "set of " << n << ", output " << i << ", " << threads << " threads, "
+                                     << n_tokens << " tokens";
+        }
       }
-      matmul_multi(outs, x.data(), n_tokens, pool, scratch);
-      for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "output " << i << " tokens " << n_tokens;
     }
   }
 }
