@@ -35,6 +35,7 @@ struct BenchArgs {
   std::vector<std::string> prompts = {"512"};
   std::vector<std::string> gens = {"128"};
   std::vector<std::string> concurrency = {"1"};
+  std::vector<std::string> depths = {"0"};
   std::vector<std::string> threads;
   ClusterOptions cluster;
   bool check_plan = false;
@@ -73,6 +74,7 @@ Json result_json(const BenchResult& r, const std::string& cpu) {
           {"type_v", r.type_k},  // one cache type for keys and values
           {"n_prompt", t.test.n_prompt},
           {"n_gen", t.test.n_gen},
+          {"n_depth", t.test.n_depth},
           {"test_time", r.test_time},
           {"avg_ns", t.avg_ns},
           {"stddev_ns", t.stddev_ns},
@@ -153,13 +155,13 @@ class JsonPrinter : public Printer {
 // llama-bench's markdown table with the roofline columns (when probed).
 class MarkdownPrinter : public Printer {
  public:
-  MarkdownPrinter(const BenchModel& model, bool roofline, bool distributed, const std::string& split)
+  MarkdownPrinter(const BenchModel& model, bool roofline, bool distributed, const std::string& split, size_t test_width)
       : roofline_(roofline), distributed_(distributed) {
     cols_ = {{"model", -static_cast<int>(std::max<size_t>(30, model.type.size()))},
              {"size", 10},
              {"params", 10},
              {"threads", 7},
-             {"test", 13},
+             {"test", static_cast<int>(std::max<size_t>(13, test_width))},
              {"t/s", 20}};
     if (distributed) {
       cols_.insert(cols_.begin() + 3, {"nodes", -std::max(16, static_cast<int>(split.size()))});
@@ -253,7 +255,11 @@ std::unique_ptr<Printer> make_printer(const BenchArgs& a, const BenchConfig& con
   const std::string cpu = cpu_model_name();
   if (a.output == "csv") return std::make_unique<CsvPrinter>(cpu);
   if (a.output == "json") return std::make_unique<JsonPrinter>(cpu);
-  return std::make_unique<MarkdownPrinter>(model, config.probe, a.cluster.enabled(), a.cluster.split);
+  size_t test_width = 0;
+  for (const BenchTest& t : bench_tests(config.n_prompt, config.n_gen, config.concurrency, config.n_depth)) {
+    test_width = std::max(test_width, t.name().size());
+  }
+  return std::make_unique<MarkdownPrinter>(model, config.probe, a.cluster.enabled(), a.cluster.split, test_width);
 }
 
 // The planner's request for a bench test: one prompt of n_prompt tokens, or n_gen steps of n_seq sequences after a
@@ -374,6 +380,7 @@ int run_bench(const BenchArgs& a) {
   config.n_prompt = parse_lists(a.prompts, "-p", 0);
   config.n_gen = parse_lists(a.gens, "-n", 0);
   config.concurrency = parse_lists(a.concurrency, "--concurrency", 1);
+  config.n_depth = parse_lists(a.depths, "-d", 0);
   for (int64_t c : config.concurrency) {
     if (c > 4096) fail("--concurrency: {} sequences is more than 4096", c);
   }
@@ -389,7 +396,7 @@ int run_bench(const BenchArgs& a) {
   config.probe = !a.no_probe;
   config.probe_seconds = a.probe_seconds;
   config.probe_buffer_bytes = a.probe_buffer_mib << 20;
-  if (bench_tests(config.n_prompt, config.n_gen, config.concurrency).empty()) {
+  if (bench_tests(config.n_prompt, config.n_gen, config.concurrency, config.n_depth).empty()) {
     fail("nothing to run: every prompt (-p) and generation (-n) length is 0");
   }
   const bool distributed = a.cluster.enabled();
@@ -405,7 +412,7 @@ int run_bench(const BenchArgs& a) {
   log_info("bench: {} ({}, {:.2f} MB read per decoded token), context {}, {} sequence slot(s)", mo.model, model.type,
            static_cast<double>(model.decode_bytes_per_token) / 1e6, mo.n_ctx, n_slots);
   if (!a.no_plan && !a.check_plan) {
-    const std::vector<BenchTest> tests = bench_tests(config.n_prompt, config.n_gen, config.concurrency);
+    const std::vector<BenchTest> tests = bench_tests(config.n_prompt, config.n_gen, config.concurrency, config.n_depth);
     BenchTest t = tests.front();
     for (const auto& x : tests) {
       t.n_prompt = std::max(t.n_prompt, x.n_prompt);
@@ -475,7 +482,7 @@ int run_bench(const BenchArgs& a) {
     r.isa = std::string(isa_name(select_isa()));
     r.n_workers = dist_config.n_workers;
     r.split = label;
-    r.timing = run_bench_copies(ptrs, s.nodes, s.sequences, t.n_gen, config.run);
+    r.timing = run_bench_copies(ptrs, s.nodes, s.sequences, t.n_gen, t.n_depth, config.run);
     return r;
   };
   ClusterCache clusters;
@@ -483,7 +490,7 @@ int run_bench(const BenchArgs& a) {
     // The planner's own choice for a test, when it is not what ran above, runs too: the check then says whether
     // the choice was the fastest.
     std::vector<std::string> ran = {"local", dist_config.split};
-    for (const BenchTest& t : bench_tests(config.n_prompt, config.n_gen, config.concurrency)) {
+    for (const BenchTest& t : bench_tests(config.n_prompt, config.n_gen, config.concurrency, config.n_depth)) {
       for (int threads : config.threads) {
         const plan::CliPlan p = cached_plan(plan_request(a, mo, t, threads, true), threads, true, clusters);
         if (!p.plan.best) continue;
@@ -503,6 +510,7 @@ int run_bench(const BenchArgs& a) {
         one.n_prompt = t.n_prompt > 0 ? std::vector<int64_t>{t.n_prompt} : std::vector<int64_t>{};
         one.n_gen = t.n_gen > 0 ? std::vector<int64_t>{t.n_gen} : std::vector<int64_t>{};
         one.concurrency = {t.n_seq};
+        one.n_depth = {t.n_depth};
         one.threads = {threads};
         const ExecutorFactory make_choice = [&](int n_threads) -> std::unique_ptr<Executor> {
           ModelOptions o = mo;
@@ -538,6 +546,12 @@ Command add_bench_command(CLI::App& root) {
   app->add_option("--concurrency,--np", a->concurrency,
                   "Sequences decoding together in generation tests, one batch of one token each per step; the "
                   "total tokens/s is reported as tgNxC" +
+                      list_help)
+      ->capture_default_str();
+  app->add_option("-d,--n-depth", a->depths,
+                  "Context depths: tokens already in each sequence's cache when a test starts, evaluated untimed "
+                  "before every repeat, so a test measures at that context (tg128 @ d4096); the planner's "
+                  "predictions (--check-plan) are for an empty cache" +
                       list_help)
       ->capture_default_str();
   add_cluster_options(*app, a->cluster);

@@ -110,8 +110,9 @@ void summarize(BenchTiming& r) {
 }  // namespace
 
 std::string BenchTest::name() const {
-  if (n_prompt > 0) return fmt::format("pp{}", n_prompt);
-  return n_seq > 1 ? fmt::format("tg{}x{}", n_gen, n_seq) : fmt::format("tg{}", n_gen);
+  const std::string depth = n_depth > 0 ? fmt::format(" @ d{}", n_depth) : std::string();
+  if (n_prompt > 0) return fmt::format("pp{}{}", n_prompt, depth);
+  return n_seq > 1 ? fmt::format("tg{}x{}{}", n_gen, n_seq, depth) : fmt::format("tg{}{}", n_gen, depth);
 }
 
 MeanSd mean_sd(std::span<const double> values) {
@@ -130,6 +131,20 @@ MeanSd mean_sd(std::span<const double> values) {
 double decode_roofline_ts(double mem_read_gbps, uint64_t decode_bytes_per_token) {
   if (decode_bytes_per_token == 0 || !(mem_read_gbps > 0)) return 0;
   return mem_read_gbps * 1e9 / static_cast<double>(decode_bytes_per_token);
+}
+
+uint64_t test_bytes_per_token(const BenchTest& test, uint64_t decode_bytes_per_token, uint64_t kv_bytes_per_position) {
+  // Step i (1 .. n_gen) writes position depth + i and attends to positions 0 .. depth + i: depth + i + 1 of them,
+  // depth + (n_gen + 1) / 2 + 1 on average; rounded to whole bytes.
+  const double positions = static_cast<double>(test.n_depth) + static_cast<double>(test.n_gen + 1) / 2 + 1;
+  return decode_bytes_per_token +
+         static_cast<uint64_t>(std::llround(positions * static_cast<double>(kv_bytes_per_position)));
+}
+
+uint64_t kv_type_bytes(const std::string& type_k) {
+  if (type_k == "f16") return 2;
+  if (type_k == "f32") return 4;
+  fail("unknown KV cache type '{}' (expected f16 or f32)", type_k);
 }
 
 std::vector<int64_t> parse_int_list(std::string_view text, std::string_view flag, int64_t min_value) {
@@ -182,16 +197,20 @@ std::vector<int64_t> parse_int_list(std::string_view text, std::string_view flag
 }
 
 std::vector<BenchTest> bench_tests(std::span<const int64_t> prompts, std::span<const int64_t> gens,
-                                   std::span<const int64_t> concurrency) {
+                                   std::span<const int64_t> concurrency, std::span<const int64_t> depths) {
   std::vector<BenchTest> tests;
+  const std::vector<int64_t> one = {1}, zero = {0};
+  const std::span<const int64_t> ds = depths.empty() ? std::span<const int64_t>(zero) : depths;
   for (int64_t p : prompts) {
-    if (p > 0) tests.push_back({p, 0});
+    if (p <= 0) continue;
+    for (int64_t d : ds) tests.push_back({p, 0, 1, std::max<int64_t>(d, 0)});
   }
-  const std::vector<int64_t> one = {1};
   const std::span<const int64_t> cs = concurrency.empty() ? std::span<const int64_t>(one) : concurrency;
   for (int64_t n : gens) {
     if (n <= 0) continue;
-    for (int64_t c : cs) tests.push_back({0, n, std::max<int64_t>(c, 1)});
+    for (int64_t c : cs) {
+      for (int64_t d : ds) tests.push_back({0, n, std::max<int64_t>(c, 1), std::max<int64_t>(d, 0)});
+    }
   }
   return tests;
 }
@@ -208,10 +227,12 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
   }
   if (options.repetitions < 1) fail("the number of repetitions must be positive, got {}", options.repetitions);
   if (options.n_batch < 1) fail("the batch size must be positive, got {}", options.n_batch);
-  const int64_t needed = test.n_prompt > 0 ? test.n_prompt : test.n_gen + 1;
+  if (test.n_depth < 0) fail("{}: the depth must not be negative, got {}", test.name(), test.n_depth);
+  const int64_t needed = test.n_context();
   if (needed > executor.n_ctx()) {
     fail("{} needs a context of {} tokens, the executor has {}", test.name(), needed, executor.n_ctx());
   }
+  const int64_t depth = test.n_depth;
   const int64_t n_seq = test.n_seq;
   const int64_t n_vocab = executor.config().n_vocab;
   std::mt19937_64 rng(options.seed);
@@ -258,7 +279,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
       batch.clear();
       requests.clear();
       for (int64_t s = g; s < n_seq; s += groups) {
-        batch.add(token(s, i), static_cast<int32_t>(s), static_cast<int32_t>(i), true);
+        batch.add(token(s, depth + i), static_cast<int32_t>(s), static_cast<int32_t>(depth + i), true);
         requests.push_back({&samplers[static_cast<size_t>(s)], -1});
       }
       group_of[executor.submit_step(batch, requests)] = g;
@@ -279,10 +300,11 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
 
   if (options.warmup) {
     clear();
+    prefill(0, depth, false);
     if (test.n_prompt > 0) {
-      prefill(0, std::min(test.n_prompt, options.n_batch), true);
+      prefill(depth, depth + std::min(test.n_prompt, options.n_batch), true);
     } else {
-      prefill(0, 1, true);
+      prefill(depth, depth + 1, true);
       generate(std::min<int64_t>(test.n_gen, 8));
     }
   }
@@ -292,7 +314,8 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
   uint64_t wire_bytes = 0;
   for (int rep = 0; rep < options.repetitions; ++rep) {
     clear();
-    if (test.n_gen > 0) prefill(0, 1, true);  // the short context a generation test starts from
+    prefill(0, depth, false);
+    if (test.n_gen > 0) prefill(depth, depth + 1, true);  // the token a generation test starts from
     if (options.bandwidth) {
       const ReadRate rate = options.bandwidth();
       r.samples_gbps.push_back(rate.sustained);
@@ -301,7 +324,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
     const uint64_t wire0 = options.wire_bytes ? options.wire_bytes() : 0;
     const auto t0 = Clock::now();
     if (test.n_prompt > 0) {
-      prefill(0, test.n_prompt, true);
+      prefill(depth, depth + test.n_prompt, true);
     } else {
       generate(test.n_gen);
     }
@@ -322,7 +345,8 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
 }
 
 BenchTiming run_bench_copies(std::span<Executor* const> copies, std::span<const std::string> labels,
-                             std::span<const int64_t> sequences, int64_t n_gen, const BenchRunOptions& options) {
+                             std::span<const int64_t> sequences, int64_t n_gen, int64_t n_depth,
+                             const BenchRunOptions& options) {
   if (copies.empty() || copies.size() != sequences.size() || copies.size() != labels.size()) {
     fail("{} copies with {} sequence counts and {} names", copies.size(), sequences.size(), labels.size());
   }
@@ -333,7 +357,7 @@ BenchTiming run_bench_copies(std::span<Executor* const> copies, std::span<const 
     for (size_t i = 0; i < copies.size(); ++i) {
       runs.emplace_back([&, i] {
         try {
-          timings[i] = run_bench_test(*copies[i], BenchTest{0, n_gen, sequences[i]}, options);
+          timings[i] = run_bench_test(*copies[i], BenchTest{0, n_gen, sequences[i], n_depth}, options);
         } catch (const std::exception& e) {
           errors[i] = e.what();
         }
@@ -346,7 +370,7 @@ BenchTiming run_bench_copies(std::span<Executor* const> copies, std::span<const 
   BenchTiming r;
   int64_t n_seq = 0;
   for (int64_t s : sequences) n_seq += s;
-  r.test = BenchTest{0, n_gen, n_seq};
+  r.test = BenchTest{0, n_gen, n_seq, n_depth};
   for (size_t j = 0; j < timings[0].samples_ts.size(); ++j) {
     double ts = 0;
     uint64_t ns = 0;
@@ -361,20 +385,19 @@ BenchTiming run_bench_copies(std::span<Executor* const> copies, std::span<const 
   return r;
 }
 
-void paired_roofline(BenchResult& r, uint64_t decode_bytes_per_token) {
+void paired_roofline(BenchResult& r, uint64_t bytes_per_token) {
   const std::vector<double>& ts = r.timing.samples_ts;
   const auto fraction = [&](const std::vector<double>& gbps, const char* what) {
     if (gbps.empty() || gbps.size() != ts.size()) fail("{} {} samples for {} repeats", gbps.size(), what, ts.size());
     std::vector<double> fractions;
-    for (size_t i = 0; i < ts.size(); ++i)
-      fractions.push_back(ts[i] / decode_roofline_ts(gbps[i], decode_bytes_per_token));
+    for (size_t i = 0; i < ts.size(); ++i) fractions.push_back(ts[i] / decode_roofline_ts(gbps[i], bytes_per_token));
     return mean_sd(fractions).mean;
   };
   r.roofline_fraction = fraction(r.timing.samples_gbps, "bandwidth");
   r.roofline_fraction_best = fraction(r.timing.samples_best_gbps, "best-pass bandwidth");
   r.mem_read_gbps = mean_sd(r.timing.samples_gbps).mean;
   r.mem_read_best_gbps = mean_sd(r.timing.samples_best_gbps).mean;
-  r.roofline_ts = decode_roofline_ts(*r.mem_read_gbps, decode_bytes_per_token);
+  r.roofline_ts = decode_roofline_ts(*r.mem_read_gbps, bytes_per_token);
 }
 
 BenchModel describe_bench_model(const std::string& filename, const ModelWeights& weights) {
@@ -384,6 +407,8 @@ BenchModel describe_bench_model(const std::string& filename, const ModelWeights&
   m.size = profile.weight_bytes;
   m.n_params = profile.n_params;
   m.decode_bytes_per_token = profile.decode_bytes_per_token;
+  const ModelConfig& c = weights.config();
+  m.kv_values_per_position = static_cast<uint64_t>(c.n_layer * (c.n_embd_k() + c.n_embd_v()));
   m.type = fmt::format("{} {} {}", weights.config().arch_name, params_label(profile.n_params),
                        file_type_label(weights.file()));
   return m;
@@ -397,8 +422,9 @@ int64_t bench_slots(const BenchConfig& config) {
 
 int64_t bench_context(const BenchConfig& config) {
   int64_t n = 1;
-  for (int64_t p : config.n_prompt) n = std::max(n, p);
-  for (int64_t g : config.n_gen) n = std::max(n, g + 1);
+  for (const BenchTest& t : bench_tests(config.n_prompt, config.n_gen, config.concurrency, config.n_depth)) {
+    n = std::max(n, t.n_context());
+  }
   return n;
 }
 
@@ -409,7 +435,7 @@ std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchMo
   for (int64_t c : config.concurrency) {
     if (c < 1) fail("the concurrency must be positive, got {}", c);
   }
-  const std::vector<BenchTest> tests = bench_tests(config.n_prompt, config.n_gen, config.concurrency);
+  const std::vector<BenchTest> tests = bench_tests(config.n_prompt, config.n_gen, config.concurrency, config.n_depth);
   if (tests.empty()) fail("nothing to run: every prompt (-p) and generation (-n) length is 0");
   std::vector<int> threads = config.threads;
   if (threads.empty()) threads.push_back(available_cores());
@@ -470,7 +496,10 @@ std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchMo
         r.mem_read_best_gbps = rate->best_pass;
       }
       r.mem_read_on = read_on;
-      if (roofline) paired_roofline(r, model.decode_bytes_per_token);
+      if (roofline) {
+        paired_roofline(r, test_bytes_per_token(test, model.decode_bytes_per_token,
+                                                model.kv_values_per_position * kv_type_bytes(config.type_k)));
+      }
       if (on_result) on_result(r);
       results.push_back(std::move(r));
     }

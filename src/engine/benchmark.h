@@ -19,13 +19,18 @@ namespace tessera {
 
 // One test: exactly one of n_prompt and n_gen is positive, as in llama-bench.
 struct BenchTest {
-  int64_t n_prompt = 0;  // evaluate this many random tokens from an empty cache, in batches of n_batch
-  int64_t n_gen = 0;     // then this many single-token steps after a context of one token, each sampled greedily
+  int64_t n_prompt = 0;  // evaluate this many random tokens after the depth's, in batches of n_batch
+  int64_t n_gen = 0;     // then this many single-token steps after the depth and one more token, each greedy
   // Sequences decoding together (generation tests): each step is one batch of one token from each of them, as
   // llama-batched-bench's -npl; the figure is their total tokens per second.
   int64_t n_seq = 1;
-  std::string name() const;  // "pp512", "tg128", "tg64x4" (4 sequences)
+  // Tokens already in each sequence's cache when the timed part starts (llama-bench's -d): evaluated untimed
+  // before every repeat, so the test measures prompt processing or generation at that context.
+  int64_t n_depth = 0;
+  std::string name() const;  // "pp512", "tg128", "tg64x4" (4 sequences), "tg128 @ d4096"
   int64_t n_tokens() const { return n_prompt + n_gen * n_seq; }
+  // The context the test fills: the depth, then the prompt, or the one-token start and the generated tokens.
+  int64_t n_context() const { return n_depth + (n_prompt > 0 ? n_prompt : n_gen + 1); }
 };
 
 struct BenchRunOptions {
@@ -58,7 +63,8 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
 // of their own. Each repeat's tokens/s is the sum over the copies, its time the longest; the first error thrown
 // by a copy is rethrown naming it (labels[i]).
 BenchTiming run_bench_copies(std::span<Executor* const> copies, std::span<const std::string> labels,
-                             std::span<const int64_t> sequences, int64_t n_gen, const BenchRunOptions& options);
+                             std::span<const int64_t> sequences, int64_t n_gen, int64_t n_depth,
+                             const BenchRunOptions& options);
 
 // Mean and standard deviation with Bessel's correction, as llama-bench reports them (sd 0 below two samples).
 struct MeanSd {
@@ -70,14 +76,21 @@ MeanSd mean_sd(std::span<const double> values);
 // Tokens per second a decode step would reach if it only had to stream decode_bytes_per_token at the bandwidth.
 double decode_roofline_ts(double mem_read_gbps, uint64_t decode_bytes_per_token);
 
+// Bytes a step of a one-sequence generation test reads on average: the weights (model.decode_bytes_per_token) and
+// the cached keys and values of every position it attends to (the depth, the start token, the steps before it and
+// its own), kv_bytes_per_position each.
+uint64_t test_bytes_per_token(const BenchTest& test, uint64_t decode_bytes_per_token, uint64_t kv_bytes_per_position);
+
 // A llama-bench style list of integers: "128,512", a range "first-last", "first-last+step" or "first-last*mult".
 // Throws Error naming the flag and what is wrong ("-p: bad list '12,,x': empty item ...").
 std::vector<int64_t> parse_int_list(std::string_view text, std::string_view flag, int64_t min_value = 0);
 
 // The tests of one thread count in llama-bench's order: each prompt length, then each generation length at each
-// concurrency (1 first); zero lengths are skipped (-n 0 runs no generation test).
+// concurrency (1 first), each at every depth (none given: 0); zero lengths are skipped (-n 0 runs no generation
+// test).
 std::vector<BenchTest> bench_tests(std::span<const int64_t> prompts, std::span<const int64_t> gens,
-                                   std::span<const int64_t> concurrency = std::span<const int64_t>{});
+                                   std::span<const int64_t> concurrency = std::span<const int64_t>{},
+                                   std::span<const int64_t> depths = std::span<const int64_t>{});
 
 // What a report says about the model.
 struct BenchModel {
@@ -86,6 +99,7 @@ struct BenchModel {
   uint64_t size = 0;  // bytes of all tensors
   uint64_t n_params = 0;
   uint64_t decode_bytes_per_token = 0;  // see model_profile.h (k of n experts for MoE)
+  uint64_t kv_values_per_position = 0;  // keys and values cached per token position, all layers together
 };
 BenchModel describe_bench_model(const std::string& filename, const ModelWeights& weights);
 
@@ -93,6 +107,7 @@ struct BenchConfig {
   std::vector<int64_t> n_prompt = {512};
   std::vector<int64_t> n_gen = {128};
   std::vector<int64_t> concurrency = {1};  // sequences decoding together in generation tests
+  std::vector<int64_t> n_depth = {0};      // context before each test (llama-bench's -d)
   std::vector<int> threads;                // empty: all cores
   BenchRunOptions run;
   std::string type_k = "f16";
@@ -130,9 +145,12 @@ struct BenchResult {
   std::string split;  // "0-10@a,11-21@b" for a distributed run
 };
 
-// Sets r's bandwidth, roofline and fraction from the bandwidth measured before each repeat (see BenchResult);
-// throws Error unless there is one sample per repeat.
-void paired_roofline(BenchResult& r, uint64_t decode_bytes_per_token);
+// Sets r's bandwidth, roofline and fraction from the bandwidth measured before each repeat (see BenchResult) for a
+// step that reads bytes_per_token; throws Error unless there is one sample per repeat.
+void paired_roofline(BenchResult& r, uint64_t bytes_per_token);
+
+// Bytes per cached value of a KV cache type ("f16", "f32").
+uint64_t kv_type_bytes(const std::string& type_k);
 
 // Makes an executor with a pool of the given size; its context must hold the longest test, its slots the highest
 // concurrency.
@@ -140,7 +158,8 @@ using ExecutorFactory = std::function<std::unique_ptr<Executor>(int threads)>;
 // Reads the wire byte counter of an executor the factory made (unset, or nullopt: no wire, a local run).
 using WireCounter = std::function<std::optional<uint64_t>(const Executor&)>;
 
-// Context the tests need: the longest prompt, or the longest generation plus its one-token start.
+// Context the tests need: the deepest depth plus the longest prompt, or the longest generation and its one-token
+// start.
 int64_t bench_context(const BenchConfig& config);
 // Sequence slots the tests need: the highest concurrency.
 int64_t bench_slots(const BenchConfig& config);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -119,7 +120,7 @@ TEST(CliBench, CsvHasAHeaderAndOneQuotedRowPerTest) {
   ASSERT_EQ(rows.size(), 4u) << r.out;
   EXPECT_EQ(rows[0].find("model_filename,model_type,model_size,model_n_params,n_batch,n_threads,type_k"),
             rows[0].find("model_filename"));
-  EXPECT_NE(rows[0].find("n_prompt,n_gen,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts"), std::string::npos);
+  EXPECT_NE(rows[0].find("n_prompt,n_gen,n_depth,test_time,avg_ns,stddev_ns,avg_ts,stddev_ts"), std::string::npos);
   const std::string model_cells = fmt::format("\"{}\",\"llama 293K F32\"", stories());
   EXPECT_NE(rows[1].find(model_cells), std::string::npos) << rows[1];
   EXPECT_NE(rows[1].find(",\"8\",\"0\","), std::string::npos) << rows[1];
@@ -204,6 +205,30 @@ void check_rate(const json& row) {
     EXPECT_NEAR(ts[k], 1e9 * tokens / static_cast<double>(ns[k]), 1e-9 * ts[k]);
     EXPECT_TRUE(std::isfinite(ts[k]) && ts[k] > 0);
   }
+}
+
+// llama-bench's -d: each test at each depth, named "tg3 @ d8", with n_depth in JSON.
+TEST(CliBench, DepthRunsEveryTestAfterThatManyTokens) {
+  auto r = bench({"-m", stories(), "-p", "4", "-n", "3", "-d", "0,8", "-t", "1", "-r", "1", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j.size(), 4u) << r.out;
+  const std::vector<std::array<int, 3>> want = {{4, 0, 0}, {4, 0, 8}, {0, 3, 0}, {0, 3, 8}};
+  for (size_t i = 0; i < j.size(); ++i) {
+    EXPECT_EQ(j[i]["n_prompt"], want[i][0]) << i;
+    EXPECT_EQ(j[i]["n_gen"], want[i][1]) << i;
+    EXPECT_EQ(j[i]["n_depth"], want[i][2]) << i;
+    check_rate(j[i]);
+  }
+  EXPECT_FALSE(j[3]["roofline_ts"].is_null());
+
+  auto md = bench({"-m", stories(), "-p", "0", "-n", "3", "-d", "16", "-t", "1", "-r", "1", "--no-probe"});
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_NE(md.out.find(" tg3 @ d16 |"), std::string::npos) << md.out;
+
+  auto bad = tessera({"bench", "-m", stories(), "-d", "8,x"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("-d: bad list '8,x'"), std::string::npos) << bad.err;
 }
 
 TEST(CliBench, ConcurrentDecodeLocally) {

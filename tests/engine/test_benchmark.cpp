@@ -148,6 +148,70 @@ TEST(Benchmark, ConcurrentGenerationStepsEverySequenceInOneBatch) {
   EXPECT_FALSE(local.wire_bytes_per_token.has_value());
 }
 
+// llama-bench's -d: the depth's tokens are evaluated untimed before every repeat (and the warm-up), in batches of
+// n_batch without logits, and the test then runs at the positions after them.
+TEST(Benchmark, DepthFillsEachRepeatsCacheBeforeTheTimedPart) {
+  RecordingExecutor gen(executor());
+  const BenchTiming g = run_bench_test(gen, {0, 3, 1, 10}, run_options(2, 4, false));
+  EXPECT_EQ(g.test.name(), "tg3 @ d10");
+  EXPECT_EQ(g.test.n_tokens(), 3) << "the depth is not timed";
+  expect_consistent_statistics(g, 2);
+  // Per repeat: depth batches of 4, 4, 2 at 0, 4, 8 (no logits), the start token at 10, then steps at 11, 12, 13.
+  const std::vector<int64_t> gen_sizes = {4, 4, 2, 1, 1, 1, 1, 4, 4, 2, 1, 1, 1, 1};
+  const std::vector<int64_t> gen_pos = {0, 4, 8, 10, 11, 12, 13, 0, 4, 8, 10, 11, 12, 13};
+  const std::vector<int64_t> gen_out = {0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 1, 1, 1, 1};
+  EXPECT_EQ(gen.batch_sizes, gen_sizes);
+  EXPECT_EQ(gen.first_pos, gen_pos);
+  EXPECT_EQ(gen.length_before, gen_pos);
+  EXPECT_EQ(gen.outputs, gen_out);
+  EXPECT_EQ(gen.sequence_length(0), 0);
+
+  RecordingExecutor prompt(executor());
+  const BenchTiming p = run_bench_test(prompt, {6, 0, 1, 10}, run_options(1, 4));
+  EXPECT_EQ(p.test.name(), "pp6 @ d10");
+  // Warm-up: the depth, then the prompt's first batch; the repeat: the depth, then 4 + 2 prompt tokens from 10.
+  const std::vector<int64_t> prompt_sizes = {4, 4, 2, 4, 4, 4, 2, 4, 2};
+  const std::vector<int64_t> prompt_pos = {0, 4, 8, 10, 0, 4, 8, 10, 14};
+  const std::vector<int64_t> prompt_out = {0, 0, 0, 1, 0, 0, 0, 0, 1};
+  EXPECT_EQ(prompt.batch_sizes, prompt_sizes);
+  EXPECT_EQ(prompt.first_pos, prompt_pos);
+  EXPECT_EQ(prompt.outputs, prompt_out);
+
+  auto small = executor(1, 16);
+  EXPECT_THROW(run_bench_test(*small, {0, 5, 1, 11}, run_options(1)), Error);  // 11 + 1 + 5 > 16
+  EXPECT_NO_THROW(run_bench_test(*small, {0, 5, 1, 10}, run_options(1)));
+  EXPECT_THROW(run_bench_test(*small, {6, 0, 1, 11}, run_options(1)), Error);
+  EXPECT_THROW(run_bench_test(*small, {6, 0, 1, -1}, run_options(1)), Error);
+}
+
+TEST(Benchmark, DepthListsRunEveryTestAtEveryDepth) {
+  const std::vector<int64_t> p = {16}, n = {8}, c = {1, 2}, d = {0, 100};
+  const auto tests = bench_tests(p, n, c, d);
+  std::vector<std::string> names;
+  for (const BenchTest& t : tests) names.push_back(t.name());
+  const std::vector<std::string> want = {"pp16", "pp16 @ d100", "tg8", "tg8 @ d100", "tg8x2", "tg8x2 @ d100"};
+  EXPECT_EQ(names, want);
+  BenchConfig config;
+  config.n_prompt = {16};
+  config.n_gen = {8};
+  config.n_depth = {0, 100};
+  EXPECT_EQ(bench_context(config), 116);
+  config.n_gen = {30};
+  EXPECT_EQ(bench_context(config), 131);
+}
+
+// The roofline of a generation test counts the cached keys and values each step reads besides the weights.
+TEST(Benchmark, BytesPerTokenCountTheCacheAtTheTestsAverageContext) {
+  // Steps at positions 101 .. 104 read 102 .. 105 positions: 103.5 on average, x 10 bytes.
+  EXPECT_EQ(test_bytes_per_token({0, 4, 1, 100}, 1000, 10), 1000u + 1035u);
+  // No depth: steps at 1 .. 4 read 2 .. 5 positions.
+  EXPECT_EQ(test_bytes_per_token({0, 4}, 1000, 10), 1000u + 35u);
+  EXPECT_EQ(test_bytes_per_token({0, 4, 1, 100}, 1000, 0), 1000u);
+  EXPECT_EQ(kv_type_bytes("f16"), 2u);
+  EXPECT_EQ(kv_type_bytes("f32"), 4u);
+  EXPECT_THROW(kv_type_bytes("q8_0"), Error);
+}
+
 TEST(Benchmark, ConcurrencyListsAddGenerationTests) {
   const std::vector<int64_t> p = {16}, n = {8}, c = {1, 4};
   const auto tests = bench_tests(p, n, c);
@@ -224,10 +288,14 @@ TEST(Benchmark, RunsEveryTestAtEveryThreadCountInLlamaBenchOrder) {
       ASSERT_TRUE(r.roofline_fraction_best.has_value());
       EXPECT_LE(*r.roofline_fraction_best, *r.roofline_fraction);
       ASSERT_TRUE(r.roofline_ts && r.roofline_fraction);
-      EXPECT_DOUBLE_EQ(*r.roofline_ts, *r.mem_read_gbps * 1e9 / static_cast<double>(model.decode_bytes_per_token));
+      // The weights and the cache at the test's average context (f16: 2 bytes a value).
+      const auto bytes = static_cast<double>(
+          test_bytes_per_token(r.timing.test, model.decode_bytes_per_token, model.kv_values_per_position * 2));
+      EXPECT_GT(bytes, static_cast<double>(model.decode_bytes_per_token));
+      EXPECT_DOUBLE_EQ(*r.roofline_ts, *r.mem_read_gbps * 1e9 / bytes);
       double fraction = 0;
       for (size_t j = 0; j < 2; ++j) {
-        fraction += r.timing.samples_ts[j] / (r.timing.samples_gbps[j] * 1e9 / model.decode_bytes_per_token) / 2;
+        fraction += r.timing.samples_ts[j] / (r.timing.samples_gbps[j] * 1e9 / bytes) / 2;
       }
       EXPECT_DOUBLE_EQ(*r.roofline_fraction, fraction);
     } else {
@@ -332,6 +400,9 @@ TEST(Benchmark, DescribesTheModel) {
   EXPECT_EQ(m.decode_bytes_per_token, p.decode_bytes_per_token);
   EXPECT_GT(m.decode_bytes_per_token, 0u);
   EXPECT_LT(m.decode_bytes_per_token, m.size);  // one embedding row, not the whole table
+  const ModelConfig& c = stories()->config();
+  EXPECT_EQ(m.kv_values_per_position, static_cast<uint64_t>(c.n_layer * (c.n_embd_k() + c.n_embd_v())));
+  EXPECT_GT(m.kv_values_per_position, 0u);
 }
 
 TEST(Benchmark, Statistics) {
@@ -393,7 +464,7 @@ TEST(Benchmark, CopiesRunTheirSharesTogetherAndTheirRatesAddUp) {
   Executor* const copies[] = {&a, &b};
   const std::vector<std::string> names = {"local", "w1"};
   const int64_t sequences[] = {2, 1};
-  const BenchTiming t = run_bench_copies(copies, names, sequences, 5, run_options(2));
+  const BenchTiming t = run_bench_copies(copies, names, sequences, 5, 0, run_options(2));
   EXPECT_EQ(t.test.n_gen, 5);
   EXPECT_EQ(t.test.n_seq, 3);
   ASSERT_EQ(t.samples_ts.size(), 2u);
@@ -416,10 +487,15 @@ TEST(Benchmark, CopiesRunTheirSharesTogetherAndTheirRatesAddUp) {
   }
   EXPECT_GT(a.batch_sizes.size(), 10u);
   EXPECT_GT(b.batch_sizes.size(), 10u);
+  // At a depth, every copy's steps run after it.
+  a.first_pos.clear();
+  const BenchTiming deep = run_bench_copies(copies, names, sequences, 2, 7, run_options(1, 512, false));
+  EXPECT_EQ(deep.test.name(), "tg2x3 @ d7");
+  EXPECT_EQ(a.first_pos, (std::vector<int64_t>{0, 7, 8, 9}));
   // A copy that cannot run its share is named.
   const int64_t too_many[] = {2, 3};
   try {
-    run_bench_copies(copies, names, too_many, 5, run_options(1));
+    run_bench_copies(copies, names, too_many, 5, 0, run_options(1));
     FAIL() << "3 sequences on 2 slots ran";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the copy on w1"), std::string::npos) << e.what();
