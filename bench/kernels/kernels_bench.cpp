@@ -2,23 +2,28 @@
 // streamed (rows in L2, or totalling more than L2, against one activation row: the decode case) and gemm as GOPS
 // (2 * rows * tokens * k per call: prefill).
 // Filter with --benchmark_filter, e.g. 'vec_dot/avx512/q4_K' or 'gemm/.*/q8_0'; 'stream/' is decode's pattern on
-// two threads, 'matmul/' the engine's decode matmul over matrices of a given size.
+// two threads, 'matmul/' the engine's decode matmul over matrices of a given size, 'attend/' the attention's block
+// update (query rows x keys per second), 'attention/' a decode step's attention over one layer's cache (the 1b
+// preset's heads, f16 cache).
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <new>
 #include <random>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
+#include "model/attention.h"
 #include "tensor/ggml_type.h"
 #include "tensor/kernels.h"
 #include "tensor/matmul.h"
 #include "tensor/quant.h"
+#include "tensor/vec_ops.h"
 #include "util/thread_pool.h"
 
 namespace tessera {
@@ -333,6 +338,67 @@ void bench_matmul(benchmark::State& state, Isa isa, GgmlType type, int64_t k, in
   state.SetBytesProcessed(state.iterations() * n_mat * rows / s.fns->group_rows * static_cast<int64_t>(group));
 }
 
+// One block of 64 keys (head size 64, the 1b preset's) folded into n_rows query rows that all see it: 8 rows are a
+// decode step's heads of one KV head in the 1b preset, 64 a prompt's work item.
+void bench_attend(benchmark::State& state, Isa isa, int64_t n_rows) {
+  constexpr int64_t kD = 64;
+  struct Free {
+    void operator()(float* p) const { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  const auto floats = [](int64_t n) {
+    return std::unique_ptr<float[], Free>(
+        static_cast<float*>(::operator new[](static_cast<size_t>(n) * sizeof(float), std::align_val_t{64})));
+  };
+  auto q = floats(n_rows * kD), o = floats(n_rows * kD), m = floats(n_rows), l = floats(n_rows);
+  auto k = floats(kAttnKeys * kD), v = floats(kAttnKeys * kD), kt = floats(kAttnKeys * kD);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (int64_t i = 0; i < n_rows * kD; ++i) q[static_cast<size_t>(i)] = u(rng) * 0.125f;
+  for (int64_t i = 0; i < kAttnKeys * kD; ++i) {
+    k[static_cast<size_t>(i)] = u(rng);
+    v[static_cast<size_t>(i)] = u(rng);
+  }
+  std::fill(o.get(), o.get() + n_rows * kD, 0.0f);
+  std::fill(m.get(), m.get() + n_rows, -1e30f);
+  std::fill(l.get(), l.get() + n_rows, 0.0f);
+  const std::vector<int32_t> pos(static_cast<size_t>(n_rows), static_cast<int32_t>(kAttnKeys - 1));
+  const AttnRows rows{q.get(), o.get(), m.get(), l.get(), pos.data(), n_rows};
+  const AttnKeys keys{k.get(), v.get(), kAttnKeys, 0, kD, kD, kt.get()};
+  const AttnUpdateFn attend = VecOps::get(isa).attend;
+  for (auto _ : state) {
+    attend(rows, keys);
+    benchmark::DoNotOptimize(o.get());
+  }
+  state.SetItemsProcessed(state.iterations() * n_rows * kAttnKeys);
+}
+
+// One decode step's attention in one layer of the 1b preset (32 query heads over 4 KV heads of 64, f16 cache) at a
+// context of ctx tokens, on one thread: the cache conversion and the block updates together.
+void bench_attention(benchmark::State& state, Isa isa, int64_t ctx) {
+  const AttentionShape shape{32, 4, 64, 64};
+  KvCache cache(KvCacheConfig{1, 1, ctx, 256, 256, GgmlType::F16, 4});
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> k(256), v(256), q(32 * 64), out(32 * 64);
+  for (int64_t p = 0; p < ctx; ++p) {
+    for (auto& x : k) x = u(rng);
+    for (auto& x : v) x = u(rng);
+    cache.store(0, 0, p, k.data(), v.data());
+  }
+  cache.set_length(0, ctx);
+  for (auto& x : q) x = u(rng);
+  Batch batch;
+  batch.add(0, 0, static_cast<int32_t>(ctx - 1), true);
+  ThreadPool pool(1);
+  AttentionScratch scratch;
+  const VecOps& ops = VecOps::get(isa);
+  for (auto _ : state) {
+    attention(shape, cache, 0, batch, q.data(), out.data(), pool, ops, scratch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * ctx);
+}
+
 int register_all() {
   for (int64_t mb : {1, 64, 512}) {
     benchmark::RegisterBenchmark(("read/" + std::to_string(mb) + "MB").c_str(), bench_read, mb)
@@ -366,6 +432,21 @@ int register_all() {
             ->Unit(benchmark::kMillisecond)
             ->MinTime(0.2);
       }
+    }
+  }
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Scalar}) {
+    if (!isa_supported(isa, f)) continue;
+    for (int64_t ctx : {256, 2048}) {
+      benchmark::RegisterBenchmark(("attention/" + std::string(isa_name(isa)) + "/ctx" + std::to_string(ctx)).c_str(),
+                                   bench_attention, isa, ctx)
+          ->Unit(benchmark::kMicrosecond)
+          ->MinTime(0.2);
+    }
+    for (int64_t n_rows : {1, 8, 64}) {
+      benchmark::RegisterBenchmark(
+          ("attend/" + std::string(isa_name(isa)) + "/" + std::to_string(n_rows) + "rows").c_str(), bench_attend, isa,
+          n_rows)
+          ->MinTime(0.2);
     }
   }
   for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Scalar}) {

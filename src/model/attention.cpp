@@ -1,7 +1,7 @@
 // Attention as flash attention computes it: the query rows of a few tokens of one sequence that share a KV head
-// form tiles (attention_tile.h); keys and values come from the cache in blocks, converted to f32 once per block
-// for all of the tiles, and each block is folded into the tiles' running softmax. No row keeps its n_pos scores,
-// and the per-key work is vector-wide instead of one dot product per key and head.
+// form a work item; keys and values come from the cache in blocks, converted to f32 once per block for all of the
+// item's rows, and each block is folded into every row's running softmax (attention_tile.h). No row keeps its
+// n_pos scores.
 #include "model/attention.h"
 
 #include <algorithm>
@@ -16,8 +16,9 @@
 namespace tessera {
 namespace {
 
-// Query rows (tokens x heads of a group) per work item: four tiles share each converted key block.
-constexpr int64_t kRowsPerItem = 4 * kAttnLanes;
+// Query rows (tokens x heads of a group) per work item at most, unless one token's group has more: they share each
+// converted key block.
+constexpr int64_t kRowsPerItem = 64;
 
 // Consecutive batch tokens of one sequence, at most `limit` of them: [first, last).
 struct TokenRun {
@@ -73,9 +74,10 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
   const int64_t d = s.head_dim;
   const int64_t dv = s.head_dim_v;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const std::vector<TokenRun> runs = token_runs(batch, std::max<int64_t>(1, kRowsPerItem / group));
+  const int64_t tokens_per_item = std::max<int64_t>(1, kRowsPerItem / group);
+  const std::vector<TokenRun> runs = token_runs(batch, tokens_per_item);
   const int64_t n_items = static_cast<int64_t>(runs.size()) * s.n_head_kv;
-  const int64_t max_tiles = (std::max<int64_t>(kRowsPerItem, group) + kAttnLanes - 1) / kAttnLanes;
+  const int64_t max_rows = tokens_per_item * group;
 
   if (scratch.threads.size() < static_cast<size_t>(pool.size()))
     scratch.threads.resize(static_cast<size_t>(pool.size()));
@@ -83,13 +85,14 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
   std::atomic<int64_t> next{0};
   pool.run([&](int thread) {
     AttentionScratch::Thread& buf = scratch.threads[static_cast<size_t>(thread)];
-    float* const qt = buf.qt.get(static_cast<size_t>(max_tiles * d * kAttnLanes));
-    float* const ot = buf.ot.get(static_cast<size_t>(max_tiles * dv * kAttnLanes));
-    float* const ml = buf.ml.get(static_cast<size_t>(max_tiles * 2 * kAttnLanes));
+    float* const qr = buf.q.get(static_cast<size_t>(max_rows * d));
+    float* const orow = buf.o.get(static_cast<size_t>(max_rows * dv));
+    float* const ml = buf.ml.get(static_cast<size_t>(max_rows * 2));
     float* const keys = buf.keys.get(static_cast<size_t>(kAttnKeys * d));
     float* const values = buf.values.get(static_cast<size_t>(kAttnKeys * dv));
+    float* const keys_t = buf.keys_t.get(static_cast<size_t>(kAttnKeys * d));
     std::vector<int32_t>& pos = buf.pos;
-    pos.resize(static_cast<size_t>(max_tiles * kAttnLanes));
+    pos.resize(static_cast<size_t>(max_rows));
     for (int64_t index = next.fetch_add(1, std::memory_order_relaxed); index < n_items;
          index = next.fetch_add(1, std::memory_order_relaxed)) {
       // Last runs first: they see the most keys, and the threads' last items should be the short ones.
@@ -98,50 +101,32 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
       const int64_t g = item % s.n_head_kv;
       const int64_t slot = batch.seq[static_cast<size_t>(run.first)];
       const int64_t n_rows = (run.last - run.first) * group;
-      const int64_t n_tiles = (n_rows + kAttnLanes - 1) / kAttnLanes;
 
       int32_t last_pos = 0;
-      std::fill(qt, qt + n_tiles * d * kAttnLanes, 0.0f);
-      std::fill(ot, ot + n_tiles * dv * kAttnLanes, 0.0f);
-      for (int64_t r = 0; r < n_tiles * kAttnLanes; ++r) {
-        const int64_t tile = r / kAttnLanes;
-        const int64_t lane = r % kAttnLanes;
-        float* m = ml + tile * 2 * kAttnLanes;
-        m[lane] = -std::numeric_limits<float>::infinity();
-        m[kAttnLanes + lane] = 0.0f;
-        if (r >= n_rows) {
-          pos[static_cast<size_t>(r)] = -1;
-          continue;
-        }
+      for (int64_t r = 0; r < n_rows; ++r) {
         const int64_t t = run.first + r / group;
-        const float* qr = q + (t * s.n_head + g * group + r % group) * d;
-        float* qtile = qt + tile * d * kAttnLanes;
-        for (int64_t i = 0; i < d; ++i) qtile[i * kAttnLanes + lane] = qr[i] * scale;
+        const float* q_src = q + (t * s.n_head + g * group + r % group) * d;
+        for (int64_t i = 0; i < d; ++i) qr[r * d + i] = q_src[i] * scale;
         pos[static_cast<size_t>(r)] = batch.pos[static_cast<size_t>(t)];
         last_pos = std::max(last_pos, batch.pos[static_cast<size_t>(t)]);
       }
+      std::fill(orow, orow + n_rows * dv, 0.0f);
+      std::fill(ml, ml + n_rows, -std::numeric_limits<float>::infinity());
+      std::fill(ml + n_rows, ml + 2 * n_rows, 0.0f);
+      const AttnRows rows{qr, orow, ml, ml + n_rows, pos.data(), n_rows};
 
       for (int64_t p0 = 0; p0 <= last_pos; p0 += kAttnKeys) {
         const int64_t n = std::min<int64_t>(kAttnKeys, last_pos + 1 - p0);
         load_rows(cache.k_head(layer, slot, g), f16, d, p0, n, keys, ops);
         load_rows(cache.v_head(layer, slot, g), f16, dv, p0, n, values, ops);
-        const AttnKeys block{keys, values, n, p0, d, dv};
-        for (int64_t tile = 0; tile < n_tiles; ++tile) {
-          float* m = ml + tile * 2 * kAttnLanes;
-          ops.attend({qt + tile * d * kAttnLanes, ot + tile * dv * kAttnLanes, m, m + kAttnLanes,
-                      pos.data() + tile * kAttnLanes},
-                     block);
-        }
+        ops.attend(rows, AttnKeys{keys, values, n, p0, d, dv, keys_t});
       }
 
       for (int64_t r = 0; r < n_rows; ++r) {
-        const int64_t tile = r / kAttnLanes;
-        const int64_t lane = r % kAttnLanes;
         const int64_t t = run.first + r / group;
-        const float inv = 1.0f / ml[tile * 2 * kAttnLanes + kAttnLanes + lane];
-        const float* otile = ot + tile * dv * kAttnLanes;
+        const float inv = 1.0f / ml[n_rows + r];
         float* o = out + (t * s.n_head + g * group + r % group) * dv;
-        for (int64_t i = 0; i < dv; ++i) o[i] = otile[i * kAttnLanes + lane] * inv;
+        for (int64_t i = 0; i < dv; ++i) o[i] = orow[r * dv + i] * inv;
       }
     }
   });

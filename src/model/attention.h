@@ -20,7 +20,7 @@ struct AttentionShape {
   int64_t head_dim_v = 0;
 };
 
-// 64-byte aligned floats for the attention tiles' vector loads; grows, never shrinks.
+// 64-byte aligned floats for the attention's vector loads; grows, never shrinks.
 class AlignedFloats {
  public:
   float* get(size_t n);
@@ -33,11 +33,12 @@ class AlignedFloats {
   size_t n_ = 0;
 };
 
-// Each thread's tiles and converted key/value blocks, kept from call to call: a decode step attends once per layer,
-// and allocating them per call cost ~15% of the attention's time at short contexts.
+// Each thread's query rows and converted key/value blocks, kept from call to call: a decode step attends once per
+// layer, and allocating them per call cost ~15% of the attention's time at short contexts.
 struct AttentionScratch {
   struct Thread {
-    AlignedFloats qt, ot, ml, keys, values;
+    // The item's scaled query rows, outputs, maxima and sums; a key block, as rows and transposed.
+    AlignedFloats q, o, ml, keys, values, keys_t;
     std::vector<int32_t> pos;
   };
   std::vector<Thread> threads;

@@ -1,6 +1,8 @@
-// The attention tile update (attention_tile.h): a scalar reference, and AVX2 / AVX-512 versions where a vector
-// register holds one value of 8 or 16 rows, so the scores, the running max and the output update are all
-// lane-wise and the keys and values are broadcast.
+// The block update of attention_tile.h: a scalar reference, and AVX2 / AVX-512 versions that take one query row at
+// a time. The scores run along the head's elements, 8 or 16 keys at once, each key's partial sums added up by a
+// transposing tree; the output runs along the value's elements with each key's weight broadcast. Every vector lane
+// does useful work whatever the number of rows: the tiles before it (a lane per row) left half of each vector idle
+// for a decode step of a model with 8 queries per KV head and 15 of 16 for one without grouping.
 #include "tensor/attention_tile.h"
 
 #include <algorithm>
@@ -14,173 +16,362 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// Scores of K keys from key p on, one register per key, written to s (masked to -inf where a row does not see
-// the key); returns mx raised by them.
-template <int K>
-TESSERA_AVX512 inline __m512 scores512(const AttnTile& t, const AttnKeys& kv, int64_t p, __m512i pos, float* s,
-                                       __m512 mx) {
-  __m512 acc[K];
-  for (int j = 0; j < K; ++j) acc[j] = _mm512_setzero_ps();
-  const float* k = kv.k + p * kv.d;
+// The keys of the block row r sees.
+int64_t keys_seen(const AttnRows& t, const AttnKeys& kv, int64_t r) {
+  return std::min<int64_t>(kv.n, int64_t{t.pos[r]} - kv.p0 + 1);
+}
+
+TESSERA_AVX512 inline __mmask16 mask16(int64_t left) {
+  if (left <= 0) return 0;
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
+}
+
+// Keys [j0, j0 + 16) (zeros past n), elements [i0, i0 + 16) of each (past d not written), transposed into kt:
+// kt[i * kAttnKeys + j] = k[j][i]. The usual 16 x 16 transpose: pairs of rows interleaved, then pairs of pairs,
+// then 128-bit lanes twice.
+TESSERA_AVX512 inline void transpose16(const AttnKeys& kv, int64_t j0, int64_t i0) {
+  const __mmask16 mi = mask16(kv.d - i0);
+  __m512 r[16];
+  for (int j = 0; j < 16; ++j) {
+    r[j] = j0 + j < kv.n ? _mm512_maskz_loadu_ps(mi, kv.k + (j0 + j) * kv.d + i0) : _mm512_setzero_ps();
+  }
+  __m512 t[16], u[16];
+  for (int k = 0; k < 8; ++k) {
+    t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int a = 0; a < 4; ++a) {
+    u[4 * a] = _mm512_shuffle_ps(t[4 * a], t[4 * a + 2], 0x44);
+    u[4 * a + 1] = _mm512_shuffle_ps(t[4 * a], t[4 * a + 2], 0xEE);
+    u[4 * a + 2] = _mm512_shuffle_ps(t[4 * a + 1], t[4 * a + 3], 0x44);
+    u[4 * a + 3] = _mm512_shuffle_ps(t[4 * a + 1], t[4 * a + 3], 0xEE);
+  }
+  // u[4a + c], 128-bit lane L: rows 4a .. 4a + 3 of column 4L + c.
+  const int64_t cols = std::min<int64_t>(16, kv.d - i0);
+  float* out = kv.kt + i0 * kAttnKeys + j0;
+  for (int c = 0; c < 4; ++c) {
+    const __m512 va = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), vb = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+    const __m512 vc = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 vd = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+    const __m512 col[4] = {_mm512_shuffle_f32x4(va, vc, 0x88), _mm512_shuffle_f32x4(vb, vd, 0x88),
+                           _mm512_shuffle_f32x4(va, vc, 0xDD), _mm512_shuffle_f32x4(vb, vd, 0xDD)};
+    for (int L = 0; L < 4; ++L) {
+      if (4 * L + c < cols) _mm512_store_ps(out + (4 * L + c) * kAttnKeys, col[L]);
+    }
+  }
+}
+
+// Rows [r0, r0 + R) (the same n keys seen) against the transposed keys: s[r][j] for j < 16 * groups, -inf from n.
+// Each score is its row's query times its key element by element in order, one FMA per element.
+template <int R>
+TESSERA_AVX512 inline void scores_t(const AttnRows& t, const AttnKeys& kv, int64_t r0, int64_t n, float* s) {
+  const int64_t groups = (n + 15) / 16;
+  __m512 acc[R][4];
+  for (int r = 0; r < R; ++r) {
+    for (int g = 0; g < 4; ++g) acc[r][g] = _mm512_setzero_ps();
+  }
   for (int64_t i = 0; i < kv.d; ++i) {
-    const __m512 q = _mm512_load_ps(t.qt + i * kAttnLanes);
-    for (int j = 0; j < K; ++j) acc[j] = _mm512_fmadd_ps(q, _mm512_set1_ps(k[j * kv.d + i]), acc[j]);
+    const float* k = kv.kt + i * kAttnKeys;
+    __m512 kg[4];
+    for (int g = 0; g < 4; ++g) kg[g] = g < groups ? _mm512_load_ps(k + 16 * g) : _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) {
+      const __m512 q = _mm512_set1_ps(t.q[(r0 + r) * kv.d + i]);
+      for (int g = 0; g < 4; ++g) {
+        if (g < groups) acc[r][g] = _mm512_fmadd_ps(q, kg[g], acc[r][g]);
+      }
+    }
   }
-  for (int j = 0; j < K; ++j) {
-    const __mmask16 sees = _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(static_cast<int>(kv.p0 + p + j)));
-    const __m512 sj = _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), sees, acc[j]);
-    _mm512_store_ps(s + (p + j) * kAttnLanes, sj);
-    mx = _mm512_max_ps(mx, sj);
+  for (int r = 0; r < R; ++r) {
+    for (int g = 0; g < groups; ++g) {
+      _mm512_store_ps(s + r * kAttnKeys + 16 * g,
+                      _mm512_mask_mov_ps(_mm512_set1_ps(kNegInf), mask16(n - 16 * g), acc[r][g]));
+    }
   }
-  return mx;
 }
 
-// ot[i0 .. i0 + K) = ot * corr + sum over keys of e * v.
-template <int K>
-TESSERA_AVX512 inline void output512(const AttnTile& t, const AttnKeys& kv, int64_t n, int64_t i0, const float* e,
-                                     __m512 corr) {
-  __m512 acc[K];
-  for (int j = 0; j < K; ++j) acc[j] = _mm512_mul_ps(_mm512_load_ps(t.ot + (i0 + j) * kAttnLanes), corr);
-  for (int64_t p = 0; p < n; ++p) {
-    const __m512 ep = _mm512_load_ps(e + p * kAttnLanes);
-    const float* v = kv.v + p * kv.dv + i0;
-    for (int j = 0; j < K; ++j) acc[j] = _mm512_fmadd_ps(ep, _mm512_set1_ps(v[j]), acc[j]);
+// Rows [r0, r0 + R) see the same keys (n of them, e their weights: [R][kAttnKeys]): o = o * corr + sum of e v,
+// each value vector loaded once for the R rows.
+template <int R>
+TESSERA_AVX512 inline void output16(const AttnRows& t, const AttnKeys& kv, int64_t r0, int64_t n, const float* e,
+                                    const float* corr) {
+  for (int64_t i0 = 0; i0 < kv.dv; i0 += 64) {
+    __mmask16 mo[4];
+    __m512 acc[R][4];
+    for (int c = 0; c < 4; ++c) {
+      mo[c] = mask16(kv.dv - i0 - 16 * c);
+      for (int r = 0; r < R; ++r) {
+        acc[r][c] =
+            _mm512_mul_ps(_mm512_maskz_loadu_ps(mo[c], t.o + (r0 + r) * kv.dv + i0 + 16 * c), _mm512_set1_ps(corr[r]));
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const float* v = kv.v + j * kv.dv + i0;
+      __m512 vj[4];
+      for (int c = 0; c < 4; ++c) vj[c] = _mm512_maskz_loadu_ps(mo[c], v + 16 * c);
+      for (int r = 0; r < R; ++r) {
+        const __m512 w = _mm512_set1_ps(e[r * kAttnKeys + j]);
+        for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_fmadd_ps(w, vj[c], acc[r][c]);
+      }
+    }
+    for (int c = 0; c < 4; ++c) {
+      for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(t.o + (r0 + r) * kv.dv + i0 + 16 * c, mo[c], acc[r][c]);
+    }
   }
-  for (int j = 0; j < K; ++j) _mm512_store_ps(t.ot + (i0 + j) * kAttnLanes, acc[j]);
 }
 
-// scores512 for one half (8 lanes from lane0) of a tile: K keys at once, so the K accumulations overlap (one key at
-// a time waited out the FMA latency on every step).
-template <int K>
-TESSERA_AVX2 inline __m256 scores256(const AttnTile& t, const AttnKeys& kv, int64_t p, int lane0, __m256i pos, float* s,
-                                     __m256 mx) {
-  __m256 acc[K];
-  for (int j = 0; j < K; ++j) acc[j] = _mm256_setzero_ps();
-  const float* k = kv.k + p * kv.d;
-  for (int64_t i = 0; i < kv.d; ++i) {
-    const __m256 q = _mm256_load_ps(t.qt + i * kAttnLanes + lane0);
-    for (int j = 0; j < K; ++j) acc[j] = _mm256_fmadd_ps(q, _mm256_set1_ps(k[j * kv.d + i]), acc[j]);
-  }
-  for (int j = 0; j < K; ++j) {
-    const __m256 sees =
-        _mm256_castsi256_ps(_mm256_cmpgt_epi32(pos, _mm256_set1_epi32(static_cast<int>(kv.p0 + p + j - 1))));
-    const __m256 sj = _mm256_blendv_ps(_mm256_set1_ps(kNegInf), acc[j], sees);
-    _mm256_store_ps(s + (p + j) * kAttnLanes + lane0, sj);
-    mx = _mm256_max_ps(mx, sj);
-  }
-  return mx;
+TESSERA_AVX2 inline __m256i mask8(int64_t left) {
+  const int n = static_cast<int>(std::clamp<int64_t>(left, 0, 8));
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
-template <int K>
-TESSERA_AVX2 inline void output256(const AttnTile& t, const AttnKeys& kv, int64_t n, int64_t i0, int lane0,
-                                   const float* e, __m256 corr) {
-  __m256 acc[K];
-  for (int j = 0; j < K; ++j) acc[j] = _mm256_mul_ps(_mm256_load_ps(t.ot + (i0 + j) * kAttnLanes + lane0), corr);
-  for (int64_t p = 0; p < n; ++p) {
-    const __m256 ep = _mm256_load_ps(e + p * kAttnLanes + lane0);
-    const float* v = kv.v + p * kv.dv + i0;
-    for (int j = 0; j < K; ++j) acc[j] = _mm256_fmadd_ps(ep, _mm256_set1_ps(v[j]), acc[j]);
+// transpose16 for 8-float vectors: keys [j0, j0 + 8), elements [i0, i0 + 8).
+TESSERA_AVX2 inline void transpose8(const AttnKeys& kv, int64_t j0, int64_t i0) {
+  const __m256i mi = mask8(kv.d - i0);
+  __m256 r[8];
+  for (int j = 0; j < 8; ++j) {
+    r[j] = j0 + j < kv.n ? _mm256_maskload_ps(kv.k + (j0 + j) * kv.d + i0, mi) : _mm256_setzero_ps();
   }
-  for (int j = 0; j < K; ++j) _mm256_store_ps(t.ot + (i0 + j) * kAttnLanes + lane0, acc[j]);
+  __m256 t[8], u[8];
+  for (int k = 0; k < 4; ++k) {
+    t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+    t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+  }
+  for (int a = 0; a < 2; ++a) {
+    u[4 * a] = _mm256_shuffle_ps(t[4 * a], t[4 * a + 2], 0x44);
+    u[4 * a + 1] = _mm256_shuffle_ps(t[4 * a], t[4 * a + 2], 0xEE);
+    u[4 * a + 2] = _mm256_shuffle_ps(t[4 * a + 1], t[4 * a + 3], 0x44);
+    u[4 * a + 3] = _mm256_shuffle_ps(t[4 * a + 1], t[4 * a + 3], 0xEE);
+  }
+  // u[4a + c], 128-bit lane L: rows 4a .. 4a + 3 of column 4L + c.
+  const int64_t cols = std::min<int64_t>(8, kv.d - i0);
+  float* out = kv.kt + i0 * kAttnKeys + j0;
+  for (int c = 0; c < 4; ++c) {
+    if (c < cols) _mm256_store_ps(out + c * kAttnKeys, _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
+    if (4 + c < cols) _mm256_store_ps(out + (4 + c) * kAttnKeys, _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
+  }
 }
 
-// Keys that no row of the tile sees add exact zeros; the loops stop before them.
-int64_t keys_seen(const AttnTile& t, const AttnKeys& kv) {
-  const int32_t last = *std::max_element(t.pos, t.pos + kAttnLanes);
-  return std::min<int64_t>(kv.n, int64_t{last} - kv.p0 + 1);
+// scores_t for 8-float vectors, 32 keys at a time.
+template <int R>
+TESSERA_AVX2 inline void scores_t8(const AttnRows& t, const AttnKeys& kv, int64_t r0, int64_t n, float* s) {
+  const int64_t groups = (n + 7) / 8;
+  for (int64_t g0 = 0; g0 < groups; g0 += 4) {
+    __m256 acc[R][4];
+    for (int r = 0; r < R; ++r) {
+      for (int g = 0; g < 4; ++g) acc[r][g] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < kv.d; ++i) {
+      const float* k = kv.kt + i * kAttnKeys + 8 * g0;
+      __m256 kg[4];
+      for (int g = 0; g < 4; ++g) kg[g] = g0 + g < groups ? _mm256_load_ps(k + 8 * g) : _mm256_setzero_ps();
+      for (int r = 0; r < R; ++r) {
+        const __m256 q = _mm256_broadcast_ss(t.q + (r0 + r) * kv.d + i);
+        for (int g = 0; g < 4; ++g) {
+          if (g0 + g < groups) acc[r][g] = _mm256_fmadd_ps(q, kg[g], acc[r][g]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      for (int g = 0; g < 4 && g0 + g < groups; ++g) {
+        const int64_t j = 8 * (g0 + g);
+        _mm256_store_ps(s + r * kAttnKeys + j,
+                        _mm256_blendv_ps(_mm256_set1_ps(kNegInf), acc[r][g], _mm256_castsi256_ps(mask8(n - j))));
+      }
+    }
+  }
 }
 
-// One half (8 lanes from lane0) of a tile, for AVX2's 8-float registers.
-TESSERA_AVX2 void attend_half_avx2(const AttnTile& t, const AttnKeys& kv, int lane0, int64_t n, float* s) {
-  const __m256i pos = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.pos + lane0));
-  const __m256 neg_inf = _mm256_set1_ps(kNegInf);
-  __m256 mx = neg_inf;
-  int64_t p = 0;
-  for (; p + 8 <= n; p += 8) mx = scores256<8>(t, kv, p, lane0, pos, s, mx);
-  for (; p < n; ++p) mx = scores256<1>(t, kv, p, lane0, pos, s, mx);
-  const __m256 m_old = _mm256_load_ps(t.m + lane0);
-  const __m256 m_new = _mm256_max_ps(m_old, mx);
-  // Rows without a key so far (m = -inf) have l = 0 and ot = 0: corr 0 keeps them so, where e^(-inf + inf) would not.
-  const __m256 had = _mm256_cmp_ps(m_old, neg_inf, _CMP_NEQ_OQ);
-  const __m256 corr = _mm256_and_ps(had, simd::exp256(_mm256_sub_ps(m_old, m_new)));
-  _mm256_store_ps(t.m + lane0, m_new);
-  __m256 l = _mm256_mul_ps(_mm256_load_ps(t.l + lane0), corr);
-  for (p = 0; p < n; ++p) {
-    const __m256 sp = _mm256_load_ps(s + p * kAttnLanes + lane0);
-    const __m256 sees = _mm256_cmp_ps(sp, neg_inf, _CMP_NEQ_OQ);
-    const __m256 e = _mm256_and_ps(sees, simd::exp256(_mm256_sub_ps(sp, m_new)));
-    _mm256_store_ps(s + p * kAttnLanes + lane0, e);
-    l = _mm256_add_ps(l, e);
+// output16 for 8-float vectors.
+template <int R>
+TESSERA_AVX2 inline void output8(const AttnRows& t, const AttnKeys& kv, int64_t r0, int64_t n, const float* e,
+                                 const float* corr) {
+  for (int64_t i0 = 0; i0 < kv.dv; i0 += 32) {
+    __m256i mo[4];
+    __m256 acc[R][4];
+    for (int c = 0; c < 4; ++c) {
+      mo[c] = mask8(kv.dv - i0 - 8 * c);
+      for (int r = 0; r < R; ++r) {
+        acc[r][c] =
+            _mm256_mul_ps(_mm256_maskload_ps(t.o + (r0 + r) * kv.dv + i0 + 8 * c, mo[c]), _mm256_set1_ps(corr[r]));
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const float* v = kv.v + j * kv.dv + i0;
+      __m256 vj[4];
+      for (int c = 0; c < 4; ++c) vj[c] = _mm256_maskload_ps(v + 8 * c, mo[c]);
+      for (int r = 0; r < R; ++r) {
+        const __m256 w = _mm256_broadcast_ss(e + r * kAttnKeys + j);
+        for (int c = 0; c < 4; ++c) acc[r][c] = _mm256_fmadd_ps(w, vj[c], acc[r][c]);
+      }
+    }
+    for (int c = 0; c < 4; ++c) {
+      for (int r = 0; r < R; ++r) _mm256_maskstore_ps(t.o + (r0 + r) * kv.dv + i0 + 8 * c, mo[c], acc[r][c]);
+    }
   }
-  _mm256_store_ps(t.l + lane0, l);
-  int64_t i0 = 0;
-  for (; i0 + 8 <= kv.dv; i0 += 8) output256<8>(t, kv, n, i0, lane0, s, corr);
-  for (; i0 < kv.dv; ++i0) output256<1>(t, kv, n, i0, lane0, s, corr);
+}
+
+TESSERA_AVX2 inline float max_lanes8(__m256 x) {
+  alignas(32) float a[8];
+  _mm256_store_ps(a, x);
+  return *std::max_element(a, a + 8);
+}
+
+TESSERA_AVX2 inline float sum_lanes8(__m256 x) {
+  alignas(32) float a[8];
+  _mm256_store_ps(a, x);
+  float s = 0.0f;
+  for (float v : a) s += v;
+  return s;
 }
 
 }  // namespace
 
-void attend_scalar(const AttnTile& t, const AttnKeys& kv) {
+void attend_scalar(const AttnRows& t, const AttnKeys& kv) {
   float s[kAttnKeys];
-  for (int lane = 0; lane < kAttnLanes; ++lane) {
-    const int64_t n = std::min<int64_t>(kv.n, int64_t{t.pos[lane]} - kv.p0 + 1);
+  for (int64_t r = 0; r < t.n_rows; ++r) {
+    const int64_t n = keys_seen(t, kv, r);
     if (n <= 0) continue;
+    const float* q = t.q + r * kv.d;
     float mx = kNegInf;
     for (int64_t p = 0; p < n; ++p) {
       float acc = 0.0f;
-      for (int64_t i = 0; i < kv.d; ++i) acc += t.qt[i * kAttnLanes + lane] * kv.k[p * kv.d + i];
+      for (int64_t i = 0; i < kv.d; ++i) acc += q[i] * kv.k[p * kv.d + i];
       s[p] = acc;
       mx = std::fmax(mx, acc);
     }
-    const float m_new = std::fmax(t.m[lane], mx);
-    const float corr = t.m[lane] == kNegInf ? 0.0f : std::exp(t.m[lane] - m_new);
-    t.m[lane] = m_new;
-    float l = t.l[lane] * corr;
-    for (int64_t i = 0; i < kv.dv; ++i) t.ot[i * kAttnLanes + lane] *= corr;
+    const float m_new = std::fmax(t.m[r], mx);
+    const float corr = t.m[r] == kNegInf ? 0.0f : std::exp(t.m[r] - m_new);
+    t.m[r] = m_new;
+    float* o = t.o + r * kv.dv;
+    for (int64_t i = 0; i < kv.dv; ++i) o[i] *= corr;
+    float l = 0.0f;
     for (int64_t p = 0; p < n; ++p) {
       const float e = std::exp(s[p] - m_new);
       l += e;
-      for (int64_t i = 0; i < kv.dv; ++i) t.ot[i * kAttnLanes + lane] += e * kv.v[p * kv.dv + i];
+      for (int64_t i = 0; i < kv.dv; ++i) o[i] += e * kv.v[p * kv.dv + i];
     }
-    t.l[lane] = l;
+    t.l[r] = t.l[r] * corr + l;
   }
 }
 
-TESSERA_AVX2 void attend_avx2(const AttnTile& t, const AttnKeys& kv) {
-  const int64_t n = keys_seen(t, kv);
-  if (n <= 0) return;
-  alignas(64) float s[kAttnKeys * kAttnLanes];
-  attend_half_avx2(t, kv, 0, n, s);
-  attend_half_avx2(t, kv, 8, n, s);
+TESSERA_AVX2 void attend_avx2(const AttnRows& t, const AttnKeys& kv) {
+  // attend_avx512's order, two rows at a time (sixteen 8-float registers).
+  const int64_t seen = std::min<int64_t>(kv.n, int64_t{*std::max_element(t.pos, t.pos + t.n_rows)} - kv.p0 + 1);
+  if (seen <= 0) return;
+  for (int64_t j0 = 0; j0 < seen; j0 += 8) {
+    for (int64_t i0 = 0; i0 < kv.d; i0 += 8) transpose8(kv, j0, i0);
+  }
+  constexpr int kMaxRows = 2;
+  alignas(32) float e[kMaxRows * kAttnKeys];
+  float corr[kMaxRows];
+  for (int64_t r0 = 0; r0 < t.n_rows;) {
+    const int64_t n = keys_seen(t, kv, r0);
+    const int64_t r1 = r0 + 1 < t.n_rows && t.pos[r0 + 1] == t.pos[r0] ? r0 + 2 : r0 + 1;
+    if (n <= 0) {
+      r0 = r1;
+      continue;
+    }
+    if (r1 - r0 == 2) {
+      scores_t8<2>(t, kv, r0, n, e);
+    } else {
+      scores_t8<1>(t, kv, r0, n, e);
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      float* s = e + (r - r0) * kAttnKeys;
+      __m256 mx = _mm256_set1_ps(kNegInf);
+      for (int64_t j0 = 0; j0 < n; j0 += 8) mx = _mm256_max_ps(mx, _mm256_load_ps(s + j0));
+      const float m_old = t.m[r];
+      const float m_new = std::fmax(m_old, max_lanes8(mx));
+      // Rows without a key so far (m = -inf) have l = 0 and o = 0: corr 0 keeps them so, where e^(-inf + inf) would
+      // not.
+      corr[r - r0] = m_old == kNegInf ? 0.0f : _mm256_cvtss_f32(simd::exp256(_mm256_set1_ps(m_old - m_new)));
+      t.m[r] = m_new;
+      __m256 lsum = _mm256_setzero_ps();
+      for (int64_t j0 = 0; j0 < n; j0 += 8) {
+        const __m256 w = _mm256_and_ps(_mm256_castsi256_ps(mask8(n - j0)),
+                                       simd::exp256(_mm256_sub_ps(_mm256_load_ps(s + j0), _mm256_set1_ps(m_new))));
+        _mm256_store_ps(s + j0, w);
+        lsum = _mm256_add_ps(lsum, w);
+      }
+      t.l[r] = t.l[r] * corr[r - r0] + sum_lanes8(lsum);
+    }
+    if (r1 - r0 == 2) {
+      output8<2>(t, kv, r0, n, e, corr);
+    } else {
+      output8<1>(t, kv, r0, n, e, corr);
+    }
+    r0 = r1;
+  }
 }
 
-TESSERA_AVX512 void attend_avx512(const AttnTile& t, const AttnKeys& kv) {
-  const int64_t n = keys_seen(t, kv);
-  if (n <= 0) return;
-  alignas(64) float s[kAttnKeys * kAttnLanes];  // scores, then their exponentials: [key][lane]
-  const __m512i pos = _mm512_loadu_si512(t.pos);
-  __m512 mx = _mm512_set1_ps(kNegInf);
-  int64_t p = 0;
-  for (; p + 8 <= n; p += 8) mx = scores512<8>(t, kv, p, pos, s, mx);
-  for (; p < n; ++p) mx = scores512<1>(t, kv, p, pos, s, mx);
-
-  const __m512 m_old = _mm512_load_ps(t.m);
-  const __m512 m_new = _mm512_max_ps(m_old, mx);
-  // Rows without a key so far (m = -inf) have l = 0 and ot = 0: corr 0 keeps them so, where e^(-inf + inf) would not.
-  const __mmask16 had = _mm512_cmp_ps_mask(m_old, _mm512_set1_ps(kNegInf), _CMP_NEQ_OQ);
-  const __m512 corr = _mm512_maskz_mov_ps(had, simd::exp512(_mm512_sub_ps(m_old, m_new)));
-  _mm512_store_ps(t.m, m_new);
-  __m512 l = _mm512_mul_ps(_mm512_load_ps(t.l), corr);
-  for (p = 0; p < n; ++p) {
-    const __mmask16 sees = _mm512_cmpge_epi32_mask(pos, _mm512_set1_epi32(static_cast<int>(kv.p0 + p)));
-    const __m512 e = _mm512_maskz_mov_ps(sees, simd::exp512(_mm512_sub_ps(_mm512_load_ps(s + p * kAttnLanes), m_new)));
-    _mm512_store_ps(s + p * kAttnLanes, e);
-    l = _mm512_add_ps(l, e);
+TESSERA_AVX512 void attend_avx512(const AttnRows& t, const AttnKeys& kv) {
+  // The keys transposed once for all the rows; then up to four rows that see the same keys (the heads of one token)
+  // at a time, so that each transposed key vector and each value vector is loaded once for all of them.
+  const int64_t seen = std::min<int64_t>(kv.n, int64_t{*std::max_element(t.pos, t.pos + t.n_rows)} - kv.p0 + 1);
+  if (seen <= 0) return;
+  for (int64_t j0 = 0; j0 < seen; j0 += 16) {
+    for (int64_t i0 = 0; i0 < kv.d; i0 += 16) transpose16(kv, j0, i0);
   }
-  _mm512_store_ps(t.l, l);
-  int64_t i0 = 0;
-  for (; i0 + 8 <= kv.dv; i0 += 8) output512<8>(t, kv, n, i0, s, corr);
-  for (; i0 < kv.dv; ++i0) output512<1>(t, kv, n, i0, s, corr);
+  constexpr int kMaxRows = 4;
+  alignas(64) float e[kMaxRows * kAttnKeys];  // each row's scores, then their exponentials
+  float corr[kMaxRows];
+  for (int64_t r0 = 0; r0 < t.n_rows;) {
+    const int64_t n = keys_seen(t, kv, r0);
+    int64_t r1 = r0 + 1;
+    while (r1 < t.n_rows && r1 - r0 < kMaxRows && t.pos[r1] == t.pos[r0]) ++r1;
+    if (n <= 0) {
+      r0 = r1;
+      continue;
+    }
+    switch (r1 - r0) {
+      case 4:
+        scores_t<4>(t, kv, r0, n, e);
+        break;
+      case 3:
+        scores_t<3>(t, kv, r0, n, e);
+        break;
+      case 2:
+        scores_t<2>(t, kv, r0, n, e);
+        break;
+      default:
+        scores_t<1>(t, kv, r0, n, e);
+        break;
+    }
+    for (int64_t r = r0; r < r1; ++r) {
+      float* s = e + (r - r0) * kAttnKeys;
+      __m512 mx = _mm512_set1_ps(kNegInf);
+      for (int64_t j0 = 0; j0 < n; j0 += 16) mx = _mm512_max_ps(mx, _mm512_load_ps(s + j0));
+      const float m_old = t.m[r];
+      const float m_new = std::fmax(m_old, _mm512_reduce_max_ps(mx));
+      // Rows without a key so far (m = -inf) have l = 0 and o = 0: corr 0 keeps them so, where e^(-inf + inf) would
+      // not.
+      corr[r - r0] = m_old == kNegInf ? 0.0f : _mm512_cvtss_f32(simd::exp512(_mm512_set1_ps(m_old - m_new)));
+      t.m[r] = m_new;
+      __m512 lsum = _mm512_setzero_ps();
+      for (int64_t j0 = 0; j0 < n; j0 += 16) {
+        const __m512 w = _mm512_maskz_mov_ps(
+            mask16(n - j0), simd::exp512(_mm512_sub_ps(_mm512_load_ps(s + j0), _mm512_set1_ps(m_new))));
+        _mm512_store_ps(s + j0, w);
+        lsum = _mm512_add_ps(lsum, w);
+      }
+      t.l[r] = t.l[r] * corr[r - r0] + _mm512_reduce_add_ps(lsum);
+    }
+    switch (r1 - r0) {
+      case 4:
+        output16<4>(t, kv, r0, n, e, corr);
+        break;
+      case 3:
+        output16<3>(t, kv, r0, n, e, corr);
+        break;
+      case 2:
+        output16<2>(t, kv, r0, n, e, corr);
+        break;
+      default:
+        output16<1>(t, kv, r0, n, e, corr);
+        break;
+    }
+    r0 = r1;
+  }
 }
 
 }  // namespace tessera

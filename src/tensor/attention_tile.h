@@ -1,21 +1,21 @@
-// Attention on tiles of query rows with an online softmax (as flash attention computes it): one call folds a block
-// of keys into each row's running max, sum and unnormalised output, so no row ever holds all its scores.
+// Attention over blocks of keys with an online softmax (as flash attention computes it): one call folds a block of
+// keys into each query row's running max, sum and unnormalised output, so no row ever holds all its scores.
 #pragma once
 
 #include <cstdint>
 
 namespace tessera {
 
-constexpr int kAttnLanes = 16;     // query rows per tile: one AVX-512 register holds a value of each
 constexpr int64_t kAttnKeys = 64;  // keys per block at most
 
-// A tile's state; every array is kAttnLanes wide per element, row (lane) innermost, 64-byte aligned.
-struct AttnTile {
-  const float* qt;     // [d][lanes] the queries, already multiplied by the attention scale
-  float* ot;           // [dv][lanes] the running output, not yet divided by l
-  float* m;            // [lanes] running max of the scores (-inf before the first key)
-  float* l;            // [lanes] running sum of e^(score - m)
-  const int32_t* pos;  // [lanes] the last key position each row sees (causal); -1 for a lane without a row
+// The rows of some queries (the heads of one KV group, for one token or several), each with its running state.
+struct AttnRows {
+  const float* q;      // [n_rows][d] the queries, already multiplied by the attention scale
+  float* o;            // [n_rows][dv] the running outputs, not yet divided by l
+  float* m;            // [n_rows] running max of the scores (-inf before the first key)
+  float* l;            // [n_rows] running sum of e^(score - m)
+  const int32_t* pos;  // [n_rows] the last key position each row sees (causal)
+  int64_t n_rows = 0;
 };
 
 // A block of consecutive keys, as f32 rows.
@@ -26,14 +26,17 @@ struct AttnKeys {
   int64_t p0 = 0;  // position of key 0
   int64_t d = 0;
   int64_t dv = 0;
+  float* kt = nullptr;  // room for the keys transposed, [d][kAttnKeys], 64-byte aligned (AVX-512 kernel)
 };
 
-// Folds keys p0 .. p0 + n - 1 into the rows that see them. Each row's arithmetic depends only on its own query and
-// keys, in the same order whichever rows share its tile, so results do not change with how a batch is tiled.
-using AttnUpdateFn = void (*)(const AttnTile& tile, const AttnKeys& keys);
+// Folds keys p0 .. p0 + n - 1 into the rows that see them. A row's arithmetic depends only on its own query and
+// keys, so its result does not change with the rows around it (a decode step's token gets the bits it would get
+// inside a prompt), and the vectors run along the keys and the value's elements, not the rows, so a decode step's
+// few rows fill whole vectors as a prompt's many do.
+using AttnUpdateFn = void (*)(const AttnRows& rows, const AttnKeys& keys);
 
-void attend_scalar(const AttnTile& tile, const AttnKeys& keys);
-void attend_avx2(const AttnTile& tile, const AttnKeys& keys);  // AVX2 + FMA
-void attend_avx512(const AttnTile& tile, const AttnKeys& keys);
+void attend_scalar(const AttnRows& rows, const AttnKeys& keys);
+void attend_avx2(const AttnRows& rows, const AttnKeys& keys);  // AVX2 + FMA
+void attend_avx512(const AttnRows& rows, const AttnKeys& keys);
 
 }  // namespace tessera

@@ -1,5 +1,5 @@
-// The attention's vector routines (f16 rows of the KV cache to f32 and back, the tile update of attention_tile.h), with
-// SIMD versions chosen at run time like the matmul kernels.
+// The attention's vector routines (f16 rows of the KV cache to f32 and back, the block update of attention_tile.h),
+// with SIMD versions chosen at run time like the matmul kernels.
 #pragma once
 
 #include <cstdint>
