@@ -372,14 +372,15 @@ void bench_attend(benchmark::State& state, Isa isa, int64_t n_rows) {
   state.SetItemsProcessed(state.iterations() * n_rows * kAttnKeys);
 }
 
-// One decode step's attention in one layer of the 1b preset (32 query heads over 4 KV heads of 64, f16 cache) at a
-// context of ctx tokens, on one thread: the cache conversion and the block updates together.
-void bench_attention(benchmark::State& state, Isa isa, int64_t ctx) {
+// The attention of the last n_tokens of a context of ctx tokens (1: a decode step; more: a prompt's batch) in one
+// layer of the 1b preset (32 query heads over 4 KV heads of 64, f16 cache), on one thread: the cache conversion
+// and the block updates together.
+void bench_attention(benchmark::State& state, Isa isa, int64_t ctx, int64_t n_tokens) {
   const AttentionShape shape{32, 4, 64, 64};
   KvCache cache(KvCacheConfig{1, 1, ctx, 256, 256, GgmlType::F16, 4});
   std::mt19937 rng(9);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> k(256), v(256), q(32 * 64), out(32 * 64);
+  std::vector<float> k(256), v(256), q(static_cast<size_t>(n_tokens * 32 * 64)), out(q.size());
   for (int64_t p = 0; p < ctx; ++p) {
     for (auto& x : k) x = u(rng);
     for (auto& x : v) x = u(rng);
@@ -388,7 +389,7 @@ void bench_attention(benchmark::State& state, Isa isa, int64_t ctx) {
   cache.set_length(0, ctx);
   for (auto& x : q) x = u(rng);
   Batch batch;
-  batch.add(0, 0, static_cast<int32_t>(ctx - 1), true);
+  for (int64_t t = ctx - n_tokens; t < ctx; ++t) batch.add(0, 0, static_cast<int32_t>(t), true);
   ThreadPool pool(1);
   AttentionScratch scratch;
   const VecOps& ops = VecOps::get(isa);
@@ -396,7 +397,7 @@ void bench_attention(benchmark::State& state, Isa isa, int64_t ctx) {
     attention(shape, cache, 0, batch, q.data(), out.data(), pool, ops, scratch);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetItemsProcessed(state.iterations() * ctx);
+  state.SetItemsProcessed(state.iterations() * ctx * n_tokens);
 }
 
 int register_all() {
@@ -437,10 +438,14 @@ int register_all() {
   for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Scalar}) {
     if (!isa_supported(isa, f)) continue;
     for (int64_t ctx : {256, 2048}) {
-      benchmark::RegisterBenchmark(("attention/" + std::string(isa_name(isa)) + "/ctx" + std::to_string(ctx)).c_str(),
-                                   bench_attention, isa, ctx)
-          ->Unit(benchmark::kMicrosecond)
-          ->MinTime(0.2);
+      for (int64_t n_tokens : {1, 64}) {
+        const std::string what = n_tokens == 1 ? "decode" : "prompt" + std::to_string(n_tokens);
+        benchmark::RegisterBenchmark(
+            ("attention/" + std::string(isa_name(isa)) + "/" + what + "/ctx" + std::to_string(ctx)).c_str(),
+            bench_attention, isa, ctx, n_tokens)
+            ->Unit(benchmark::kMicrosecond)
+            ->MinTime(0.2);
+      }
     }
     for (int64_t n_rows : {1, 8, 64}) {
       benchmark::RegisterBenchmark(
