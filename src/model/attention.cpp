@@ -48,6 +48,15 @@ void load_rows(const uint8_t* head, bool f16, int64_t width, int64_t p0, int64_t
   }
 }
 
+// Asks for the cache lines of positions [p0, p0 + n) of one head's keys (or values), so that they come from memory
+// while the block before them is computed: at long contexts the cache is read from memory, and each block's
+// conversion otherwise waited for its lines after a stretch of arithmetic that read none.
+void ask_for_rows(const uint8_t* head, bool f16, int64_t width, int64_t p0, int64_t n) {
+  const int64_t bytes = width * (f16 ? 2 : 4);
+  const uint8_t* first = head + p0 * bytes;
+  for (int64_t o = 0; o < n * bytes; o += 64) __builtin_prefetch(first + o, 0, 3);
+}
+
 }  // namespace
 
 float* AlignedFloats::get(size_t n) {
@@ -119,6 +128,11 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
         const int64_t n = std::min<int64_t>(kAttnKeys, last_pos + 1 - p0);
         load_rows(cache.k_head(layer, slot, g), f16, d, p0, n, keys, ops);
         load_rows(cache.v_head(layer, slot, g), f16, dv, p0, n, values, ops);
+        if (p0 + kAttnKeys <= last_pos) {
+          const int64_t ahead = std::min<int64_t>(kAttnKeys, last_pos + 1 - p0 - kAttnKeys);
+          ask_for_rows(cache.k_head(layer, slot, g), f16, d, p0 + kAttnKeys, ahead);
+          ask_for_rows(cache.v_head(layer, slot, g), f16, dv, p0 + kAttnKeys, ahead);
+        }
         ops.attend(rows, AttnKeys{keys, values, n, p0, d, dv, keys_t});
       }
 
