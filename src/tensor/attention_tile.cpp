@@ -21,6 +21,11 @@ int64_t keys_seen(const AttnRows& t, const AttnKeys& kv, int64_t r) {
   return std::min<int64_t>(kv.n, int64_t{t.pos[r]} - kv.p0 + 1);
 }
 
+// The keys of the block that any row sees: the ones the vector kernels transpose.
+int64_t keys_seen_by_any(const AttnRows& t, const AttnKeys& kv) {
+  return std::min<int64_t>(kv.n, int64_t{*std::max_element(t.pos, t.pos + t.n_rows)} - kv.p0 + 1);
+}
+
 TESSERA_AVX512 inline __mmask16 mask16(int64_t left) {
   if (left <= 0) return 0;
   return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
@@ -256,7 +261,7 @@ void attend_scalar(const AttnRows& t, const AttnKeys& kv) {
 
 TESSERA_AVX2 void attend_avx2(const AttnRows& t, const AttnKeys& kv) {
   // attend_avx512's order, two rows at a time (sixteen 8-float registers).
-  const int64_t seen = std::min<int64_t>(kv.n, int64_t{*std::max_element(t.pos, t.pos + t.n_rows)} - kv.p0 + 1);
+  const int64_t seen = keys_seen_by_any(t, kv);
   if (seen <= 0) return;
   for (int64_t j0 = 0; j0 < seen; j0 += 8) {
     for (int64_t i0 = 0; i0 < kv.d; i0 += 8) transpose8(kv, j0, i0);
@@ -307,7 +312,7 @@ TESSERA_AVX2 void attend_avx2(const AttnRows& t, const AttnKeys& kv) {
 TESSERA_AVX512 void attend_avx512(const AttnRows& t, const AttnKeys& kv) {
   // The keys transposed once for all the rows; then up to four rows that see the same keys (the heads of one token)
   // at a time, so that each transposed key vector and each value vector is loaded once for all of them.
-  const int64_t seen = std::min<int64_t>(kv.n, int64_t{*std::max_element(t.pos, t.pos + t.n_rows)} - kv.p0 + 1);
+  const int64_t seen = keys_seen_by_any(t, kv);
   if (seen <= 0) return;
   for (int64_t j0 = 0; j0 < seen; j0 += 16) {
     for (int64_t i0 = 0; i0 < kv.d; i0 += 16) transpose16(kv, j0, i0);
