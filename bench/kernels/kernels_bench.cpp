@@ -437,7 +437,7 @@ int register_all() {
   }
   for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Scalar}) {
     if (!isa_supported(isa, f)) continue;
-    for (int64_t ctx : {256, 2048}) {
+    for (int64_t ctx : {32, 256, 2048}) {
       for (int64_t n_tokens : {1, 64}) {
         const std::string what = n_tokens == 1 ? "decode" : "prompt" + std::to_string(n_tokens);
         benchmark::RegisterBenchmark(

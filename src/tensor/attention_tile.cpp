@@ -1,8 +1,9 @@
-// The block update of attention_tile.h: a scalar reference, and AVX2 / AVX-512 versions that take one query row at
-// a time. The scores run along the head's elements, 8 or 16 keys at once, each key's partial sums added up by a
-// transposing tree; the output runs along the value's elements with each key's weight broadcast. Every vector lane
-// does useful work whatever the number of rows: the tiles before it (a lane per row) left half of each vector idle
-// for a decode step of a model with 8 queries per KV head and 15 of 16 for one without grouping.
+// The block update of attention_tile.h: a scalar reference, row by row, and AVX2 / AVX-512 versions that work along
+// the keys: each block's keys transposed once, a row's scores 8 or 16 keys per register with its query element
+// broadcast (one FMA per element, in order), its output the value vectors times each key's weight, and up to two
+// (AVX2) or four (AVX-512) rows of one token sharing every load. Every vector lane does useful work whatever the
+// number of rows: the tiles before it (a lane per row) left half of each vector idle for a decode step of a model
+// with 8 queries per KV head and 15 of 16 for one without grouping.
 #include "tensor/attention_tile.h"
 
 #include <algorithm>

@@ -93,7 +93,7 @@ void ThreadPool::worker(int index) {
     // Copied before the job ends: the caller may publish the next job's regions once every worker is done.
     if (!ahead_.empty()) ahead = ahead_[static_cast<size_t>(index)];
     try {
-      (*job_)(index);
+      job_(index);
     } catch (...) {
       std::lock_guard lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
@@ -102,9 +102,9 @@ void ThreadPool::worker(int index) {
   }
 }
 
-void ThreadPool::run(const std::function<void(int)>& fn) { run(fn, {}); }
+void ThreadPool::run(Job fn) { run(fn, {}); }
 
-void ThreadPool::run(const std::function<void(int)>& fn, std::span<const ReadAhead> ahead) {
+void ThreadPool::run(Job fn, std::span<const ReadAhead> ahead) {
   if (n_threads_ == 1) {
     fn(0);
     return;
@@ -112,7 +112,7 @@ void ThreadPool::run(const std::function<void(int)>& fn, std::span<const ReadAhe
   if (!ahead.empty() && ahead.size() != static_cast<size_t>(n_threads_)) {
     throw std::invalid_argument("ThreadPool::run: one read-ahead region per thread");
   }
-  job_ = &fn;
+  job_ = fn;
   ahead_ = ahead;
   error_ = nullptr;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
@@ -125,7 +125,7 @@ void ThreadPool::run(const std::function<void(int)>& fn, std::span<const ReadAhe
     own_error = std::current_exception();
   }
   for (int left = pending_.load(std::memory_order_acquire); left != 0;) left = wait_change(pending_, left);
-  job_ = nullptr;
+  job_ = Job();
   ahead_ = {};
   if (own_error) std::rethrow_exception(own_error);
   if (error_) std::rethrow_exception(error_);

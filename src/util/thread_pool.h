@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace tessera {
@@ -31,11 +33,29 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
+  // A callable taken by reference for one run (no copy, no allocation): a worker starting a job reads the caller's
+  // callable itself, where a std::function sent it through the wrapper and, past two captures, a heap copy: each a
+  // cross-core miss waiting for the one before (docs/benchmarks.md).
+  class Job {
+   public:
+    template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, Job>)
+        Job(F&& f)  // NOLINT(google-explicit-constructor): lambdas convert where a run takes a Job
+        : obj_(std::addressof(f)),
+          call_([](const void* o, int thread) { (*static_cast<const std::remove_reference_t<F>*>(o))(thread); }) {}
+    Job() = default;
+    void operator()(int thread) const { call_(obj_, thread); }
+
+   private:
+    const void* obj_ = nullptr;
+    void (*call_)(const void*, int) = nullptr;
+  };
+
   // Calls fn(thread_index) once on each of the size() threads and waits for all; rethrows the first exception.
-  void run(const std::function<void(int)>& fn);
+  void run(Job fn);
   // As run; then each worker thread t (not the caller, who goes on with the work between jobs) pulls ahead[t] into
   // its cache while it waits for the next job. An empty ahead keeps what the workers had left to read.
-  void run(const std::function<void(int)>& fn, std::span<const ReadAhead> ahead);
+  void run(Job fn, std::span<const ReadAhead> ahead);
 
   // Covers [0, n) with calls fn(begin, end) on consecutive ranges that the threads take from a shared counter
   // (about eight per thread), so items of unequal cost, or a thread slowed by other work, still finish together.
@@ -47,10 +67,11 @@ class ThreadPool {
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  std::atomic<uint64_t> generation_{0};
+  // The job and its generation on one line: a worker that sees the new generation has the job with it.
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  Job job_;
   std::atomic<int> pending_{0};
   std::atomic<bool> stopping_{false};
-  const std::function<void(int)>* job_ = nullptr;
   std::span<const ReadAhead> ahead_;
   std::mutex error_mutex_;
   std::exception_ptr error_;

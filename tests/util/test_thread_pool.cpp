@@ -22,6 +22,25 @@ TEST(ThreadPool, EachThreadRunsOncePerJob) {
   }
 }
 
+// A job is the caller's callable itself, not a copy: every thread sees the one object (a std::function would have
+// copied it, to the heap past two captures), and a callable that cannot be copied runs.
+TEST(ThreadPool, RunsTheCallersCallableWithoutCopyingIt) {
+  struct Callable {
+    std::vector<std::atomic<const void*>>* seen;
+    explicit Callable(std::vector<std::atomic<const void*>>* s) : seen(s) {}
+    Callable(const Callable&) = delete;
+    Callable& operator=(const Callable&) = delete;
+    void operator()(int t) const { (*seen)[static_cast<size_t>(t)].store(this); }
+  };
+  for (int n : {1, 2, 4}) {
+    ThreadPool pool(n);
+    std::vector<std::atomic<const void*>> seen(static_cast<size_t>(n));
+    const Callable callable(&seen);
+    pool.run(callable);
+    for (auto& s : seen) EXPECT_EQ(s.load(), &callable);
+  }
+}
+
 TEST(ThreadPool, ParallelForCoversTheRangeExactlyOnce) {
   ThreadPool pool(3);
   for (int64_t n : {0, 1, 2, 3, 10, 1001}) {
