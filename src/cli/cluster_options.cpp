@@ -82,8 +82,8 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
       uint64_t mapped = first ? profile.embd_bytes : 0;
       if (last) mapped += profile.output_bytes + (c.tied_output && !first ? profile.embd_bytes : 0);
       for (int64_t l = r.first; l <= r.last; ++l) mapped += profile.layer_bytes[static_cast<size_t>(l)];
-      auto ep =
-          std::make_unique<LocalStageEndpoint>("local", static_cast<int>(i), w, so, threads, pipeline->completions());
+      auto ep = std::make_unique<LocalStageEndpoint>("local", static_cast<int>(i), w, so, threads,
+                                                     pipeline->completions(), mo.pin);
       // As a worker reports it: the weights column includes the packed copy of --repack.
       const uint64_t packed = ep->packed_bytes();
       const std::string how =

@@ -570,6 +570,7 @@ Command add_bench_command(CLI::App& root) {
       ->capture_default_str();
   add_repack_option(*app, a->model.repack);
   add_mmap_option(*app, a->model.mmap);
+  add_pin_option(*app, a->model.pin);
   app->add_option("--kv-type,--cache-type-k", a->model.kv_type, "KV cache type: f16 or f32")
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();

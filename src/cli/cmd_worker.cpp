@@ -20,6 +20,7 @@ struct WorkerArgs {
   int threads = 0;
   bool repack = false;
   bool mmap = false;
+  bool pin = false;
 };
 
 // The stop flag a signal handler may touch must be a lock-free atomic with static storage.
@@ -48,6 +49,7 @@ Command add_worker_command(CLI::App& root) {
   app->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
   add_repack_option(*app, a->repack);
   add_mmap_option(*app, a->mmap);
+  add_pin_option(*app, a->pin);
   return {app, [a] {
             dist::WorkerOptions o;
             o.listen = a->listen;
@@ -59,6 +61,7 @@ Command add_worker_command(CLI::App& root) {
             o.threads = a->threads;
             o.repack = a->repack;
             o.copy_weights = !a->mmap;
+            o.pin = a->pin;
             dist::Worker worker(o);
             std::signal(SIGINT, on_stop_signal);
             std::signal(SIGTERM, on_stop_signal);

@@ -28,6 +28,13 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute) {
       ->capture_default_str();
   add_repack_option(app, o.repack);
   add_mmap_option(app, o.mmap);
+  add_pin_option(app, o.pin);
+}
+
+void add_pin_option(CLI::App& app, bool& pin) {
+  app.add_flag("--pin", pin,
+               "Bind each compute thread to its own CPU (thread i to the i-th this process may use, as taskset "
+               "allows): no migrations, at the price of sharing a CPU with whatever else runs there");
 }
 
 void add_mmap_option(CLI::App& app, bool& mmap) {
@@ -104,7 +111,7 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executo
   const StageOptions so = stage_options(o, c, n_slots);
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (with_executor) {
-    m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads);
+    m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads, o.pin);
     if (so.repack) log_repack(m.executor->stage().packed_bytes(), "");
   }
   m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -20,12 +20,14 @@ struct ModelOptions {
   std::string kv_type = "f16";
   bool repack = false;  // --repack: weights packed at load for the gemm (StageOptions::repack)
   bool mmap = false;    // --mmap: weights used in place from the mapped file (StageOptions::copy_weights off)
+  bool pin = false;     // --pin: each compute thread bound to its own CPU (ThreadPool's pin)
 };
 
 void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute = true);
-// --repack and --mmap, for the commands that register their own compute options (bench, worker).
+// --repack, --mmap and --pin, for the commands that register their own compute options (bench, worker).
 void add_repack_option(CLI::App& app, bool& repack);
 void add_mmap_option(CLI::App& app, bool& mmap);
+void add_pin_option(CLI::App& app, bool& pin);
 void add_sampler_options(CLI::App& app, SamplerParams& p);
 
 // The bundled model's path (built into the binary).

@@ -26,10 +26,10 @@ StageDone CompletionQueue::pop() {
 }
 
 LocalStageEndpoint::LocalStageEndpoint(std::string node, int stage_index, std::shared_ptr<const ModelWeights> weights,
-                                       const StageOptions& options, int threads, CompletionQueue& done)
+                                       const StageOptions& options, int threads, CompletionQueue& done, bool pin)
     : node_(std::move(node)),
       index_(stage_index),
-      pool_(threads),
+      pool_(threads, pin),
       stage_(std::move(weights), options, pool_),
       batch_times_(stage_.time_batches(kTimedBatchTokens, kBatchTimingRounds, kBatchTimingBudgetSeconds)),
       sampler_(static_cast<int32_t>(stage_.config().n_vocab),

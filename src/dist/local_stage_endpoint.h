@@ -15,7 +15,7 @@ namespace tessera {
 class LocalStageEndpoint : public StageEndpoint {
  public:
   LocalStageEndpoint(std::string node, int stage_index, std::shared_ptr<const ModelWeights> weights,
-                     const StageOptions& options, int threads, CompletionQueue& done);
+                     const StageOptions& options, int threads, CompletionQueue& done, bool pin = false);
   ~LocalStageEndpoint() override;
 
   const std::string& node() const override { return node_; }

@@ -217,7 +217,8 @@ void Worker::session(std::unique_ptr<Connection> conn, std::string head_name) {
           gib(need), gib(weight_bytes), gib(kv_bytes), gib(buffer_bytes), packed, gib(options_.mem_limit));
     }
     const int threads = request.threads > 0 ? request.threads : options_.threads;
-    pool = std::make_unique<ThreadPool>(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
+    pool = std::make_unique<ThreadPool>(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()),
+                                        options_.pin);
     stage = std::make_unique<Stage>(weights, so, *pool);
     if (so.repack) {
       log_info("worker {}: weights packed for the CPU's matrix kernels: {} of memory besides the mapped layers",

@@ -25,6 +25,7 @@ struct WorkerOptions {
   uint64_t mem_limit = 0;    // bytes; 0: no limit
   int threads = 0;           // 0: all cores
   bool repack = false;       // pack weights at load (StageOptions::repack)
+  bool pin = false;          // each compute thread bound to its own CPU (ThreadPool's pin)
   bool copy_weights = true;  // copy weights into huge pages at load (StageOptions::copy_weights)
   TransportOptions transport;
 };

@@ -3,8 +3,9 @@
 
 namespace tessera {
 
-LocalExecutor::LocalExecutor(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, int n_threads)
-    : pool_(n_threads), stage_(std::move(weights), options, pool_) {}
+LocalExecutor::LocalExecutor(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, int n_threads,
+                             bool pin)
+    : pool_(n_threads, pin), stage_(std::move(weights), options, pool_) {}
 
 void LocalExecutor::decode(const Batch& batch, std::vector<float>& logits) {
   stage_.forward(batch, nullptr, out_);

@@ -11,7 +11,9 @@ namespace tessera {
 
 class LocalExecutor : public Executor {
  public:
-  LocalExecutor(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, int n_threads);
+  // pin: ThreadPool's (each thread bound to its own CPU).
+  LocalExecutor(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, int n_threads,
+                bool pin = false);
 
   const ModelConfig& config() const override { return stage_.config(); }
   int64_t n_ctx() const override { return stage_.n_ctx(); }

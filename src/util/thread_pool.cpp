@@ -50,31 +50,47 @@ T wait_change(const std::atomic<T>& value, T old, ThreadPool::ReadAhead* ahead =
   return now;
 }
 
-void pin_to_cpu(std::thread::native_handle_type handle, int index) {
+// The CPUs the calling thread may run on, in order (empty if the system does not say).
+std::vector<int> allowed_cpus() {
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
-  if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
-  int seen = 0;
+  std::vector<int> cpus;
+  if (pthread_getaffinity_np(pthread_self(), sizeof allowed, &allowed) != 0) return cpus;
   for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (!CPU_ISSET(cpu, &allowed)) continue;
-    if (seen++ == index % std::max(1, CPU_COUNT(&allowed))) {
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpu, &one);
-      pthread_setaffinity_np(handle, sizeof one, &one);
-      return;
-    }
+    if (CPU_ISSET(cpu, &allowed)) cpus.push_back(cpu);
   }
+  return cpus;
+}
+
+void bind_to(std::thread::native_handle_type handle, std::span<const int> cpus) {
+  if (cpus.empty()) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int cpu : cpus) CPU_SET(cpu, &set);
+  pthread_setaffinity_np(handle, sizeof set, &set);
+}
+
+void pin_to_cpu(std::thread::native_handle_type handle, const std::vector<int>& cpus, int index) {
+  if (cpus.empty()) return;
+  const int one = cpus[static_cast<size_t>(index) % cpus.size()];
+  bind_to(handle, {&one, 1});
 }
 
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads, bool pin) : n_threads_(std::max(1, n_threads)) {
+  if (pin) cpus_ = allowed_cpus();
   for (int i = 1; i < n_threads_; ++i) {
     workers_.emplace_back([this, i] { worker(i); });
-    if (pin) pin_to_cpu(workers_.back().native_handle(), i);
+    pin_to_cpu(workers_.back().native_handle(), cpus_, i);
   }
-  if (pin) pin_to_cpu(pthread_self(), 0);
+}
+
+void ThreadPool::pin_caller() {
+  caller_pinned_ = true;
+  caller_ = std::this_thread::get_id();
+  caller_cpus_ = allowed_cpus();
+  pin_to_cpu(pthread_self(), cpus_, 0);
 }
 
 ThreadPool::~ThreadPool() {
@@ -82,6 +98,7 @@ ThreadPool::~ThreadPool() {
   generation_.fetch_add(1, std::memory_order_acq_rel);
   generation_.notify_all();
   for (auto& t : workers_) t.join();
+  if (caller_pinned_ && std::this_thread::get_id() == caller_) bind_to(pthread_self(), caller_cpus_);
 }
 
 void ThreadPool::worker(int index) {
@@ -105,6 +122,7 @@ void ThreadPool::worker(int index) {
 void ThreadPool::run(Job fn) { run(fn, {}); }
 
 void ThreadPool::run(Job fn, std::span<const ReadAhead> ahead) {
+  if (!cpus_.empty() && !caller_pinned_) pin_caller();
   if (n_threads_ == 1) {
     fn(0);
     return;

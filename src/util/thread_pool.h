@@ -25,7 +25,9 @@ class ThreadPool {
     size_t bytes = 0;
   };
 
-  // n_threads counts the caller: ThreadPool(1) starts no threads. pin: bind thread i to the i-th allowed CPU.
+  // n_threads counts the caller: ThreadPool(1) starts no threads. pin: bind thread i to the i-th of the CPUs this
+  // process may use (wrapping around): the workers from the start, the caller (thread 0) from its first run. A
+  // caller that destroys the pool gets its own CPUs back; a pool destroyed on another thread leaves it bound.
   explicit ThreadPool(int n_threads, bool pin = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -64,8 +66,13 @@ class ThreadPool {
 
  private:
   void worker(int index);
+  void pin_caller();
 
   int n_threads_;
+  std::vector<int> cpus_;  // with pin: the CPUs allowed at construction, in order
+  bool caller_pinned_ = false;
+  std::thread::id caller_;
+  std::vector<int> caller_cpus_;  // the caller's CPUs before it was bound
   std::vector<std::thread> workers_;
   // The job and its generation on one line: a worker that sees the new generation has the job with it.
   alignas(64) std::atomic<uint64_t> generation_{0};

@@ -261,10 +261,11 @@ TEST(CliBench, ConcurrentDecodeLocally) {
 }
 
 TEST(CliBench, OverTwoWorkersWithWireBytesAndThePlan) {
-  test::WorkerProcess a, b;
+  // One worker and the head with their threads pinned (--pin): the same results.
+  test::WorkerProcess a, b({"--pin"});
   const std::string workers = fmt::format("a={},b={}", a.address(), b.address());
   auto r = bench({"-m", stories(), "--workers", workers, "-p", "16", "-n", "5", "--np", "1,4", "-t", "1", "-r", "2",
-                  "-o", "json"});
+                  "-o", "json", "--pin"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   ASSERT_EQ(j.size(), 3u) << r.out;

@@ -34,6 +34,13 @@ TEST(CliRun, GreedyFromBosReproducesTheReferenceStory) {
   EXPECT_NE(r.err.find("tokens per second"), std::string::npos) << r.err;
 }
 
+// --pin binds the threads; the text is the same.
+TEST(CliRun, PinnedThreadsGiveTheSameText) {
+  auto r = tessera({"run", "-p", "", "-n", "200", "--temp", "0", "-t", "2", "--pin"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, stories_reference()["expected_text"].get<std::string>() + "\n");
+}
+
 TEST(CliRun, PromptIsEchoedThenContinued) {
   auto r = tessera({"run", "-m", (test::shared_dir() / "models/stories260K.gguf").string(), "-p",
                     "Once upon a time, there was", "-n", "12", "--temp", "0"});

@@ -1,6 +1,8 @@
 // ThreadPool: every index runs exactly once per job, ranges are covered exactly, errors propagate, and many
 // back-to-back short jobs (the decode pattern) neither lose nor repeat work.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -39,6 +41,42 @@ TEST(ThreadPool, RunsTheCallersCallableWithoutCopyingIt) {
     pool.run(callable);
     for (auto& s : seen) EXPECT_EQ(s.load(), &callable);
   }
+}
+
+std::vector<int> cpus_of_this_thread() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(pthread_getaffinity_np(pthread_self(), sizeof set, &set), 0);
+  std::vector<int> cpus;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+  }
+  return cpus;
+}
+
+// --pin: thread i on the i-th allowed CPU alone (wrapping around), the caller too while the pool lives, and the
+// caller's own CPUs back afterwards.
+TEST(ThreadPool, PinBindsEachThreadToItsOwnCpuAndGivesTheCallerItsCpusBack) {
+  const std::vector<int> before = cpus_of_this_thread();
+  ASSERT_FALSE(before.empty());
+  for (int n : {1, 2, 3}) {
+    {
+      ThreadPool pool(n, true);
+      std::vector<std::vector<int>> seen(static_cast<size_t>(n));
+      for (int round = 0; round < 2; ++round) {
+        pool.run([&](int t) { seen[static_cast<size_t>(t)] = cpus_of_this_thread(); });
+        for (int t = 0; t < n; ++t) {
+          EXPECT_EQ(seen[static_cast<size_t>(t)], std::vector<int>{before[static_cast<size_t>(t) % before.size()]})
+              << "thread " << t << " of " << n;
+        }
+      }
+    }
+    EXPECT_EQ(cpus_of_this_thread(), before) << n << " threads";
+  }
+  ThreadPool unpinned(2);
+  std::vector<std::vector<int>> seen(2);
+  unpinned.run([&](int t) { seen[static_cast<size_t>(t)] = cpus_of_this_thread(); });
+  for (const auto& s : seen) EXPECT_EQ(s, before);
 }
 
 TEST(ThreadPool, ParallelForCoversTheRangeExactlyOnce) {
