@@ -400,7 +400,20 @@ void bench_attention(benchmark::State& state, Isa isa, int64_t ctx, int64_t n_to
   state.SetItemsProcessed(state.iterations() * ctx * n_tokens);
 }
 
+// One fork and join of the pool with next to no work in it: what each decode matmul pays on top of its stream
+// (docs/benchmarks.md, "Where two threads lose to one"). The job captures several references, as the engine's do.
+void bench_pool_run(benchmark::State& state, int threads) {
+  ThreadPool pool(threads);
+  std::vector<int64_t> sums(static_cast<size_t>(threads) * 16, 0);
+  int64_t a = 1, b = 2, c = 3;
+  for (auto _ : state) {
+    pool.run([&](int t) { sums[static_cast<size_t>(t) * 16] += a + b + c + t; });
+  }
+  benchmark::DoNotOptimize(sums.data());
+}
+
 int register_all() {
+  benchmark::RegisterBenchmark("pool/run/2threads", bench_pool_run, 2)->MinTime(0.5);
   for (int64_t mb : {1, 64, 512}) {
     benchmark::RegisterBenchmark(("read/" + std::to_string(mb) + "MB").c_str(), bench_read, mb)
         ->Unit(benchmark::kMillisecond)

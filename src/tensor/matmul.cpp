@@ -151,28 +151,21 @@ struct alignas(64) ChunkRange {
 // 5-6% slower at 256-row takes.)
 void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, ThreadPool& pool,
                  std::span<const ThreadPool::ReadAhead> ahead = {}) {
-  // What a thread needs, behind the one pointer the job captures: std::function keeps that inline, where four
-  // captured references went to the heap, and a worker's start was a chain of cross-core misses (the function, its
-  // heap copy, the captured variables, the ranges), each waiting for the one before.
-  struct Run {
-    std::span<const Job> jobs;
-    int64_t grain;
-    int threads;
-    std::unique_ptr<ChunkRange[]> ranges;
-  } run{jobs, grain_of(total_chunks, pool.size()), pool.size(),
-        std::unique_ptr<ChunkRange[]>(new ChunkRange[static_cast<size_t>(pool.size())])};
-  for (int t = 0; t < run.threads; ++t) {
-    run.ranges[t].bounds.store(
-        ChunkRange::pack(range_start(total_chunks, t, run.threads), range_start(total_chunks, t + 1, run.threads)),
+  const int threads = pool.size();
+  const int64_t grain = grain_of(total_chunks, threads);
+  std::unique_ptr<ChunkRange[]> ranges(new ChunkRange[static_cast<size_t>(threads)]);
+  for (int t = 0; t < threads; ++t) {
+    ranges[t].bounds.store(
+        ChunkRange::pack(range_start(total_chunks, t, threads), range_start(total_chunks, t + 1, threads)),
         std::memory_order_relaxed);
   }
   pool.run(
-      [r = &run](int thread) {
+      [&](int thread) {
         int64_t c0 = 0, c1 = 0;
-        while (r->ranges[thread].take(r->grain, true, c0, c1)) run_chunk_range(r->jobs, c0, c1);
-        for (int i = 1; i < r->threads; ++i) {
-          ChunkRange& other = r->ranges[(thread + i) % r->threads];
-          while (other.take(r->grain, false, c0, c1)) run_chunk_range(r->jobs, c0, c1);
+        while (ranges[thread].take(grain, true, c0, c1)) run_chunk_range(jobs, c0, c1);
+        for (int i = 1; i < threads; ++i) {
+          ChunkRange& other = ranges[(thread + i) % threads];
+          while (other.take(grain, false, c0, c1)) run_chunk_range(jobs, c0, c1);
         }
       },
       ahead);
