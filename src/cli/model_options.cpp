@@ -33,8 +33,9 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute) {
 
 void add_pin_option(CLI::App& app, bool& pin) {
   app.add_flag("--pin", pin,
-               "Bind each compute thread to its own CPU (thread i to the i-th this process may use, as taskset "
-               "allows): no migrations, at the price of sharing a CPU with whatever else runs there");
+               "Bind each compute worker thread to its own CPU (worker i to the i-th this process may use, as "
+               "taskset allows; the thread that calls them, thread 0, stays free): no migrations, at the price of "
+               "sharing a CPU with whatever else runs there");
 }
 
 void add_mmap_option(CLI::App& app, bool& mmap) {

@@ -25,9 +25,10 @@ class ThreadPool {
     size_t bytes = 0;
   };
 
-  // n_threads counts the caller: ThreadPool(1) starts no threads. pin: bind thread i to the i-th of the CPUs this
-  // process may use (wrapping around): the workers from the start, the caller (thread 0) from its first run. A
-  // caller that destroys the pool gets its own CPUs back; a pool destroyed on another thread leaves it bound.
+  // n_threads counts the caller: ThreadPool(1) starts no threads. pin: bind worker i (1 <= i < n_threads) to the
+  // i-th of the CPUs this process may use (wrapping around), leaving the caller's own (thread 0's) alone: a thread
+  // inherits its creator's CPUs, so a caller bound to one CPU would put every thread it starts later there too (the
+  // bench's bandwidth probe read at half speed, sharing the caller's CPU).
   explicit ThreadPool(int n_threads, bool pin = false);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -66,18 +67,16 @@ class ThreadPool {
 
  private:
   void worker(int index);
-  void pin_caller();
 
   int n_threads_;
-  std::vector<int> cpus_;  // with pin: the CPUs allowed at construction, in order
-  bool caller_pinned_ = false;
-  std::thread::id caller_;
-  std::vector<int> caller_cpus_;  // the caller's CPUs before it was bound
   std::vector<std::thread> workers_;
-  // The job and its generation on one line: a worker that sees the new generation has the job with it.
-  alignas(64) std::atomic<uint64_t> generation_{0};
+  // The job and its generation on one line: a worker that sees the new generation has the job with it. Each word
+  // threads wait on has a count of those asleep on it (thread_pool.cpp's wake).
+  alignas(64) std::atomic<uint32_t> generation_{0};
+  std::atomic<uint32_t> generation_sleepers_{0};
   Job job_;
-  std::atomic<int> pending_{0};
+  std::atomic<uint32_t> pending_{0};
+  std::atomic<uint32_t> pending_sleepers_{0};
   std::atomic<bool> stopping_{false};
   std::span<const ReadAhead> ahead_;
   std::mutex error_mutex_;

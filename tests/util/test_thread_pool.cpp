@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -54,29 +58,71 @@ std::vector<int> cpus_of_this_thread() {
   return cpus;
 }
 
-// --pin: thread i on the i-th allowed CPU alone (wrapping around), the caller too while the pool lives, and the
-// caller's own CPUs back afterwards.
-TEST(ThreadPool, PinBindsEachThreadToItsOwnCpuAndGivesTheCallerItsCpusBack) {
+// --pin: worker i on the i-th allowed CPU alone (wrapping around); the caller, and so every thread it starts later,
+// keeps its CPUs.
+TEST(ThreadPool, PinBindsEachWorkerToItsOwnCpuAndLeavesTheCallerFree) {
   const std::vector<int> before = cpus_of_this_thread();
   ASSERT_FALSE(before.empty());
   for (int n : {1, 2, 3}) {
-    {
-      ThreadPool pool(n, true);
-      std::vector<std::vector<int>> seen(static_cast<size_t>(n));
-      for (int round = 0; round < 2; ++round) {
-        pool.run([&](int t) { seen[static_cast<size_t>(t)] = cpus_of_this_thread(); });
-        for (int t = 0; t < n; ++t) {
-          EXPECT_EQ(seen[static_cast<size_t>(t)], std::vector<int>{before[static_cast<size_t>(t) % before.size()]})
-              << "thread " << t << " of " << n;
-        }
+    ThreadPool pool(n, true);
+    std::vector<std::vector<int>> seen(static_cast<size_t>(n));
+    for (int round = 0; round < 2; ++round) {
+      pool.run([&](int t) { seen[static_cast<size_t>(t)] = cpus_of_this_thread(); });
+      EXPECT_EQ(seen[0], before) << "the caller, " << n << " threads";
+      for (int t = 1; t < n; ++t) {
+        EXPECT_EQ(seen[static_cast<size_t>(t)], std::vector<int>{before[static_cast<size_t>(t) % before.size()]})
+            << "thread " << t << " of " << n;
       }
     }
-    EXPECT_EQ(cpus_of_this_thread(), before) << n << " threads";
+    // What the bench's probe does while the compute pool lives: a pool started afterwards on the same thread.
+    ThreadPool later(2);
+    std::vector<std::vector<int>> later_seen(2);
+    later.run([&](int t) { later_seen[static_cast<size_t>(t)] = cpus_of_this_thread(); });
+    for (const auto& s : later_seen) EXPECT_EQ(s, before) << "a pool started after a pinned one, " << n << " threads";
   }
+  EXPECT_EQ(cpus_of_this_thread(), before);
   ThreadPool unpinned(2);
   std::vector<std::vector<int>> seen(2);
   unpinned.run([&](int t) { seen[static_cast<size_t>(t)] = cpus_of_this_thread(); });
   for (const auto& s : seen) EXPECT_EQ(s, before);
+}
+
+// How often thread `tid` of this process has gone to sleep so far (its voluntary context switches).
+long voluntary_switches(long tid) {
+  std::ifstream status("/proc/self/task/" + std::to_string(tid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("voluntary_ctxt_switches:", 0) == 0) return std::stol(line.substr(line.find(':') + 1));
+  }
+  ADD_FAILURE() << "no voluntary_ctxt_switches for thread " << tid;
+  return 0;
+}
+
+// A pool's sleeping workers wake for its own jobs only. With std::atomic<uint64_t>::wait every pool's workers slept
+// on one word shared by the process, and each job of any pool woke them all: the bench's decode woke its probe's
+// idle thread ~90 times a token, and the two took turns on the cores.
+TEST(ThreadPool, ASleepingPoolSleepsThroughAnotherPoolsJobs) {
+  ThreadPool sleeping(2);
+  std::atomic<long> worker{0};
+  sleeping.run([&](int t) {
+    if (t == 1) worker = syscall(SYS_gettid);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // far past its spin: asleep
+  const long before = voluntary_switches(worker);
+  {
+    ThreadPool busy(2);
+    // Bursts apart: each would find the other pool's worker asleep again (busy's own worker sleeps between them).
+    for (int burst = 0; burst < 20; ++burst) {
+      for (int i = 0; i < 100; ++i) busy.run([](int) {});
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  EXPECT_LE(voluntary_switches(worker) - before, 2);
+  int runs = 0;
+  sleeping.run([&](int t) {
+    if (t == 1) ++runs;
+  });
+  EXPECT_EQ(runs, 1) << "the sleeping pool still runs its own jobs";
 }
 
 TEST(ThreadPool, ParallelForCoversTheRangeExactlyOnce) {
