@@ -125,6 +125,21 @@ TEST(ThreadPool, ASleepingPoolSleepsThroughAnotherPoolsJobs) {
   EXPECT_EQ(runs, 1) << "the sleeping pool still runs its own jobs";
 }
 
+// Jobs that find the workers asleep (gaps past their spin) and callers that fall asleep waiting for them (a
+// worker slower than the caller's spin): a wake-up lost on either side would hang here.
+TEST(ThreadPool, EveryJobRunsAcrossSleepsOnBothSides) {
+  ThreadPool pool(3);
+  std::atomic<int64_t> total{0};
+  for (int i = 0; i < 300; ++i) {
+    if (i % 3 == 0) std::this_thread::sleep_for(std::chrono::microseconds(100 + 37 * (i % 5)));
+    pool.run([&](int t) {
+      if (t == 2 && i % 4 == 1) std::this_thread::sleep_for(std::chrono::microseconds(150));
+      total.fetch_add(t + 1);
+    });
+  }
+  EXPECT_EQ(total.load(), 300 * (1 + 2 + 3));
+}
+
 TEST(ThreadPool, ParallelForCoversTheRangeExactlyOnce) {
   ThreadPool pool(3);
   for (int64_t n : {0, 1, 2, 3, 10, 1001}) {
