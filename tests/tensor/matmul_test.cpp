@@ -266,7 +266,7 @@ void expect_panels_match_the_reference(Isa isa) {
     const PackedGemm* fns = kernels.panels(t);
     ASSERT_NE(fns, nullptr);
     const size_t bytes = PackedWeights::panel_bytes(w.view, *fns);
-    if (isa == Isa::Avx512 && (t == GgmlType::Q4_K || t == GgmlType::Q5_K)) {
+    if (isa == Isa::Avx512 && (t == GgmlType::Q4_K || t == GgmlType::Q5_K || t == GgmlType::IQ4_XS)) {
       // Decode reads every byte of the panels once: these take the rows' own bytes, scales and mins kept 6-bit.
       const int64_t padded = (rows + fns->group_rows - 1) / fns->group_rows * fns->group_rows;
       EXPECT_EQ(bytes, static_cast<size_t>(padded) * w.view.row_bytes);

@@ -1,5 +1,5 @@
 // AVX-512 path, part 5: Q4_K, Q5_K and IQ4_XS weights as 16-row panels, written at load in place of the rows' copy
-// (Q4_K and Q5_K in the rows' bytes, IQ4_XS in 3% more). One vpdpbusd multiplies 4 levels of 16 rows by 4 broadcast
+// in the rows' bytes. One vpdpbusd multiplies 4 levels of 16 rows by 4 broadcast
 // activations, so a 32-element group of 16 rows costs 8 of them and one scale multiply: about a third of the row
 // kernels' work per byte, which lets decode run at the memory's pace and serves every token count from the same layout.
 // Q5_K adds a plane of fifth bits, merged into the levels with a shift and a vpternlogd each; IQ4_XS looks its nibbles
@@ -26,8 +26,10 @@ using quant::BlockQ8_K;
 // r's scale of group g and, above them, of its min; smh, byte 16(g % 4) + r holding the top two bits of that scale
 // and, above them, of that min, in its low nibble for g < 4 and its high one for the others; then the rows' d and
 // dmin as fp16 (2304 and 2816 bytes: the rows' own). With the scales and mins a byte each the panels were 2.8% larger
-// than the rows, and decode streams every byte once. IQ4_XS: qs, its signed scales (ls - 32) in sm (a byte each),
-// d, and 32 bytes of padding (2240 bytes, the rows' plus 3%).
+// than the rows, and decode streams every byte once. IQ4_XS: qs, its 6-bit scales ls in 12 bytes a row as well: sm,
+// byte 16(g % 4) + r holding the low four bits of row r's ls of group g, in its low nibble for g < 4 and its high
+// one for the others; smh, byte 16(g / 4) + r holding the top two bits of ls at bit 2(g % 4); then d (2176 bytes,
+// the rows' own; 2240 with a byte per scale).
 template <class B>
 struct Layout {
   static constexpr bool kFive = std::is_same_v<B, BlockQ5_K>;
@@ -35,10 +37,11 @@ struct Layout {
   static constexpr size_t kQsBytes = 2048;
   static constexpr size_t kHiOffset = kQsBytes;
   static constexpr size_t kScOffset = kHiOffset + (kFive ? 512 : 0);
-  static constexpr size_t kSmhOffset = kScOffset + 128;
-  static constexpr size_t kDOffset = kSmhOffset + (kTable ? 0 : 64);
-  static constexpr size_t kDminOffset = kDOffset + 32;
-  static constexpr size_t kBlockBytes = kDminOffset + 32;  // 2304 = 36 * 64, 2816 = 44, 2240 = 35: 64-byte aligned
+  static constexpr size_t kSmhOffset = kScOffset + (kTable ? 64 : 128);
+  static constexpr size_t kDOffset = kSmhOffset + (kTable ? 32 : 64);
+  static constexpr size_t kDminOffset = kDOffset + 32;  // not for IQ4_XS
+  // 2304 = 36 * 64, 2816 = 44, 2176 = 34: 64-byte aligned
+  static constexpr size_t kBlockBytes = kTable ? kDOffset + 32 : kDminOffset + 32;
   static_assert(kBlockBytes % 64 == 0);
 };
 
@@ -64,7 +67,9 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
           // Its qs already hold element 32g + j in the low nibble of byte 16g + j and 32g + 16 + j in the high one.
           for (int g = 0; g < 8; ++g) {
             for (int c = 0; c < 4; ++c) std::memcpy(blk + (4 * g + c) * 64 + 4 * r, src.qs + 16 * g + 4 * c, 4);
-            blk[L::kScOffset + 16 * g + r] = static_cast<uint8_t>(quant::iq4xs_scale(src, g));
+            const int ls = quant::iq4xs_scale(src, g) + 32;
+            blk[L::kScOffset + 16 * (g % 4) + r] |= static_cast<uint8_t>((ls & 15) << (g < 4 ? 0 : 4));
+            blk[L::kSmhOffset + 16 * (g / 4) + r] |= static_cast<uint8_t>((ls >> 4) << (2 * (g % 4)));
           }
           std::memcpy(blk + L::kDOffset + 2 * r, &src.d, 2);
         } else {
@@ -123,6 +128,22 @@ PanelAct panel_act(const BlockQ8_K& x) {
   }
 }
 
+// IQ4_XS: a block's signed scales (ls - 32) from sm and smh into a byte each, 16 bytes a group.
+[[gnu::always_inline]] inline void unpack_iq4xs_scales(const uint8_t* sm, const uint8_t* smh, uint8_t* sc) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i low2 = _mm512_set1_epi8(0x03);
+  const __m512i v = _mm512_load_si512(sm);
+  // Lane j of the four 16-byte lanes shifts its rows' top bits right by 2j: group 4h + j's bits come down to 0-1.
+  const __m512i shifts = _mm512_set_epi64(0x0006000600060006, 0x0006000600060006, 0x0004000400040004,
+                                          0x0004000400040004, 0x0002000200020002, 0x0002000200020002, 0, 0);
+  for (int h = 0; h < 2; ++h) {
+    const __m512i tops = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(smh + 16 * h)));
+    const __m512i top = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(tops, shifts), low2), 4);
+    const __m512i low = _mm512_and_si512(h == 0 ? v : _mm512_srli_epi16(v, 4), low4);
+    _mm512_store_si512(sc + 64 * h, _mm512_sub_epi8(_mm512_or_si512(low, top), _mm512_set1_epi8(32)));
+  }
+}
+
 // T tokens (T <= 4) against one panel over all nb blocks: each group's levels are unpacked once and dotted with
 // every token. y[t * ldy + r] for the panel's rows r < n_valid.
 template <class B, int T>
@@ -149,13 +170,13 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       xq[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xs)[b].qs;
       blk_sum[t] = _mm512_setzero_ps();
     }
-    // The scales (and mins) of all eight groups as a byte each, 16 bytes a group: IQ4_XS stores them so.
-    alignas(64) uint8_t sc_bytes[128];
+    // The scales (and mins) of all eight groups as a byte each, 16 bytes a group.
+    alignas(64) uint8_t scales[128];
     alignas(64) uint8_t mn_bytes[128];
-    const uint8_t* scales = blk + L::kScOffset;
-    if constexpr (!L::kTable) {
-      unpack_scales_mins(blk + L::kScOffset, blk + L::kSmhOffset, sc_bytes, mn_bytes);
-      scales = sc_bytes;
+    if constexpr (L::kTable) {
+      unpack_iq4xs_scales(blk + L::kScOffset, blk + L::kSmhOffset, scales);
+    } else {
+      unpack_scales_mins(blk + L::kScOffset, blk + L::kSmhOffset, scales, mn_bytes);
     }
     for (int g = 0; g < 8; ++g) {
       prefetch_stream<256 - 64>(blk + 256 * g);
