@@ -1,9 +1,9 @@
-// AVX-512 path, part 5: Q4_K, Q5_K and IQ4_XS weights as 16-row panels, written at load in place of the rows' copy
-// in the rows' bytes. One vpdpbusd multiplies 4 levels of 16 rows by 4 broadcast
-// activations, so a 32-element group of 16 rows costs 8 of them and one scale multiply: about a third of the row
-// kernels' work per byte, which lets decode run at the memory's pace and serves every token count from the same layout.
-// Q5_K adds a plane of fifth bits, merged into the levels with a shift and a vpternlogd each; IQ4_XS looks its nibbles
-// up in a table of its values + 128 (vpshufb) and starts each group's dot from -128 x the activations' group sum.
+// AVX-512 path, part 5: Q4_K, Q5_K and IQ4_XS weights as 16-row panels, written at load in place of the rows' copy in
+// the rows' bytes. One vpdpbusd multiplies 4 levels of 16 rows by 4 broadcast activations, so a 32-element group of 16
+// rows costs 8 of them and one scale multiply: about a third of the row kernels' work per byte, which lets decode run
+// at the memory's pace and serves every token count from the same layout. Q5_K adds a plane of fifth bits, merged into
+// the levels with a shift and a vpternlogd each; IQ4_XS looks its nibbles up in a table of its values + 128 (vpshufb)
+// and starts each group's dot from -128 x the activations' group sum.
 #include <type_traits>
 
 #include "tensor/kernels/avx512_common.h"
