@@ -43,6 +43,12 @@ struct Layout {
   // 2304 = 36 * 64, 2816 = 44, 2176 = 34: 64-byte aligned
   static constexpr size_t kBlockBytes = kTable ? kDOffset + 32 : kDminOffset + 32;
   static_assert(kBlockBytes % 64 == 0);
+  // How far ahead a lone token's kernel asks for lines (stream_prefetch.h). Q4_K's 1.5x as far: measured on the Zen 5
+  // VM with the decode alternating step by step between the two distances in one process (median of 167 pairs of
+  // steps, nine runs), 1b Q4_K_M 1.4% faster (0.97-1.01 per run) and moe-small Q4_K_M 2.2% (0.97-1.01); 1.25x
+  // and 1.75x as far were slower than 1.5x, Q5_K ran 3-4.5% slower and IQ4_XS no faster at 1.5x, Q6_K's panels
+  // 0.5-0.9% slower (docs/benchmarks.md).
+  static constexpr int kLoneFar = std::is_same_v<B, BlockQ4_K> ? 3 * kPrefetchFarBytes / 2 : kPrefetchFarBytes;
 };
 
 constexpr int kRows = kPanelRowCount;
@@ -151,6 +157,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
                   int64_t ldy, int n_valid) {
   using L = Layout<B>;
   constexpr size_t kBlockBytes = L::kBlockBytes;
+  constexpr int kFar = T == 1 ? L::kLoneFar : kPrefetchFarBytes;
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
   const __m512i table = iq4nl_table_u8();
@@ -162,7 +169,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes;
     // Spread over the block (a group's 4 lines at a time), not one burst of 37 lines: a burst fills the core's
     // miss buffers and stalls the loads behind it.
-    prefetch_stream<kBlockBytes - L::kScOffset - 64>(blk + L::kScOffset);
+    prefetch_stream<kBlockBytes - L::kScOffset - 64, kFar>(blk + L::kScOffset);
     const int8_t* xq[T];
     __m512 blk_sum[T];
 #pragma GCC unroll 4
@@ -179,8 +186,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       unpack_scales_mins(blk + L::kScOffset, blk + L::kSmhOffset, scales, mn_bytes);
     }
     for (int g = 0; g < 8; ++g) {
-      prefetch_stream<256 - 64>(blk + 256 * g);
-      if constexpr (L::kFive) prefetch_stream<0>(blk + L::kHiOffset + 64 * g);
+      prefetch_stream<256 - 64, kFar>(blk + 256 * g);
+      if constexpr (L::kFive) prefetch_stream<0, kFar>(blk + L::kHiOffset + 64 * g);
       __m512i lo[4], hi[4];
       for (int c = 0; c < 4; ++c) {
         __m512i v = _mm512_load_si512(blk + (4 * g + c) * 64);

@@ -14,7 +14,8 @@ namespace tessera::kernels {
 // near one held load slots and L1 fill buffers); prefetchnta 9.3 KB ahead 99-101 Q4_K_M, 102-107 Q4_0. Then, once
 // every format read panels, 4.6 KB against 9.3 KB: Q4_0 +19%, moe-small +10%, Q4_K_M +4.5%, Q8_0 +4% (alternated
 // rounds); 2.3, 3.5 and 5.8 KB were no better than 4.6, prefetcht0 and prefetcht2 at 4.6 KB 4-17% slower. Lines
-// asked for much earlier than they are used are partly gone again by then.
+// asked for much earlier than they are used are partly gone again by then. (The Q4_K panels' lone token asks 1.5x as
+// far: Layout::kLoneFar in kernels_avx512_panels.cpp.)
 constexpr int kPrefetchFarBytes = 4736;
 
 template <int kStep, int kFar = kPrefetchFarBytes>
