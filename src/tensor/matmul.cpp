@@ -99,9 +99,12 @@ int64_t chunks_of(const TensorView& w) {
   return (w.rows() + rows - 1) / rows;
 }
 
-// Chunks per take of run_dynamic: about sixteen per thread. A take continues its thread's stream, so small ones
-// cost only the gemm call's small fixed cost (scratch, activation layout), and they even out the threads' ends.
-int64_t grain_of(int64_t total_chunks, int threads) { return std::max<int64_t>(1, total_chunks / (16 * threads)); }
+// Chunks per take of run_dynamic at most: half a thread's own range, so its takes halve from the first on
+// (ChunkRange::take) and the threads' last takes, which even out their ends, stay single chunks. Each take costs a
+// gemm call and an atomic on a line the other threads read: decode steps alternating in one process between this
+// and a sixteenth of the range ran 0.5-3% faster (median of 167 pairs of steps per run, two runs per model: 1b
+// Q4_K_M, Q4_0, Q8_0, moe-small), and takes of single chunks 6-13% slower (docs/benchmarks.md).
+int64_t grain_of(int64_t total_chunks, int threads) { return std::max<int64_t>(1, total_chunks / (2 * threads)); }
 
 // The first chunk of thread t's own range in run_dynamic.
 int64_t range_start(int64_t total_chunks, int t, int threads) { return total_chunks * t / threads; }
