@@ -52,9 +52,14 @@ struct PackedGemm {
   // Above this many tokens (0: no limit) the next choice is faster (--repack's tiles or the plain gemm).
   int max_tokens = 0;
   // As gemm, without software prefetch for a token at a time, where whether it helps depends on the machine's
-  // moment; nullptr where gemm is the only kernel. matmul times both and runs the faster (PrefetchChoice).
+  // moment; nullptr where the layout has no such kernel. matmul times a layout's decode kernels and runs the
+  // fastest (PrefetchChoice).
   void (*gemm_unprefetched)(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t x_stride, int64_t n_tok,
                             int64_t k, float* y, int64_t ldy) = nullptr;
+  // As gemm, asking for the lines ahead into L2 (prefetcht1) where gemm asks into L1 only (prefetchnta): which is
+  // faster depends on the CPU (stream_prefetch.h's Reach); nullptr where gemm is the only kernel of its kind.
+  void (*gemm_l2)(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t x_stride, int64_t n_tok, int64_t k,
+                  float* y, int64_t ldy) = nullptr;
 };
 
 class Kernels {

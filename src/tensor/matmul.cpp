@@ -37,7 +37,7 @@ struct Job {
   size_t act_row;
   int64_t first_chunk;  // chunks of all jobs are numbered consecutively
   int64_t n_tokens;
-  bool unprefetched = false;  // packed->fns->gemm_unprefetched instead of gemm (run_decode)
+  DecodeKernel kernel = DecodeKernel::L1;  // which of packed->fns's kernels (run_decode)
 };
 
 const Kernels& kernels_of(MatmulScratch& scratch) {
@@ -88,7 +88,9 @@ void run_chunks(const Job& job, int64_t c0, int64_t c1) {
   if (job.packed != nullptr) {
     const PackedRows& p = *job.packed;
     const auto group = static_cast<size_t>(r0 / p.group_rows);
-    const auto gemm = job.unprefetched ? p.fns->gemm_unprefetched : p.fns->gemm;
+    const auto gemm = job.kernel == DecodeKernel::L2             ? p.fns->gemm_l2
+                      : job.kernel == DecodeKernel::Unprefetched ? p.fns->gemm_unprefetched
+                                                                 : p.fns->gemm;
     return gemm(p.data + group * p.group_bytes, r1 - r0, job.act, job.act_row, n_tokens, job.w->cols(), job.y + r0, n);
   }
   job.gemm(job.w->row(r0), job.w->row_bytes, r1 - r0, job.act, job.act_row, n_tokens, job.w->cols(), job.y + r0, n);
@@ -188,17 +190,21 @@ void fetch_outputs(std::span<const Job> jobs) {
 }
 
 // A call of a token or a few: run_dynamic on the pool (the caller alone for one thread or chunk). When a job's layout
-// has two kernels, scratch.prefetch picks one for every job of that layout in this call and is told the call's time.
+// has several kernels, scratch.prefetch picks one by the first such layout and is told the call's time; every job
+// whose layout has that kernel runs it (q, k and v may differ in format, and where the lines should go is the
+// CPU's matter more than the format's).
 void run_decode(std::span<Job> jobs, int64_t total_chunks, ThreadPool& pool, MatmulScratch& scratch) {
   const PackedGemm* choice = nullptr;
-  bool prefetch = true;
+  DecodeKernel kernel = DecodeKernel::L1;
   for (Job& job : jobs) {
-    if (job.packed == nullptr || job.packed->fns->gemm_unprefetched == nullptr) continue;
+    if (job.packed == nullptr) continue;
+    const PackedGemm* fns = job.packed->fns;
+    if (fns->gemm_unprefetched == nullptr && fns->gemm_l2 == nullptr) continue;
     if (choice == nullptr) {
-      choice = job.packed->fns;
-      prefetch = scratch.prefetch.pick(choice);
+      choice = fns;
+      kernel = scratch.prefetch.pick(choice);
     }
-    job.unprefetched = job.packed->fns == choice && !prefetch;
+    job.kernel = has_kernel(*fns, kernel) ? kernel : DecodeKernel::L1;
   }
   const auto t0 = std::chrono::steady_clock::now();
   if (pool.size() == 1 || total_chunks == 1) {
@@ -214,7 +220,7 @@ void run_decode(std::span<Job> jobs, int64_t total_chunks, ThreadPool& pool, Mat
                                    : static_cast<uint64_t>(job.w->rows()) * job.w->row_bytes;
   }
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-  scratch.prefetch.record(choice, prefetch, bytes, static_cast<uint64_t>(ns));
+  scratch.prefetch.record(choice, kernel, bytes, static_cast<uint64_t>(ns));
 }
 
 // Many tokens: one contiguous range of chunks per thread, since every gemm call prepares all the tokens.

@@ -20,7 +20,7 @@ struct MatmulScratch {
   std::vector<uint8_t> act_each;             // matmul_each: every job's activations
   std::vector<ThreadPool::ReadAhead> ahead;  // each thread's first rows of the next call
   const Kernels* kernels = nullptr;          // chosen on first use (select_isa: TESSERA_ISA or the CPU's best)
-  PrefetchChoice prefetch;                   // decode calls on layouts with two kernels: which one runs
+  PrefetchChoice prefetch;                   // decode calls on layouts with several kernels: which one runs
 };
 
 // The weights of the matmul that comes next (its outputs in order), when the caller knows them: for a token or a

@@ -458,7 +458,8 @@ void expect_packed_matches_reference(GgmlType t, const PackedGemm* fns, int64_t 
     // All rows, then the rows of the second group onwards (the offset matmul uses for a later chunk); with each
     // kernel of the layout.
     for (auto [first, gemm] : {std::pair{int64_t{0}, fns->gemm}, std::pair{int64_t{fns->group_rows}, fns->gemm},
-                               std::pair{int64_t{0}, fns->gemm_unprefetched}}) {
+                               std::pair{int64_t{0}, fns->gemm_unprefetched}, std::pair{int64_t{0}, fns->gemm_l2},
+                               std::pair{int64_t{fns->group_rows}, fns->gemm_l2}}) {
       if (gemm == nullptr) continue;
       const int64_t count = n_rows - first;
       const int64_t ldy = n_rows + 2;

@@ -302,12 +302,16 @@ TEST(Matmul, PanelsMatchTheReference) {
   }
 }
 
-// A layout with two decode kernels (the AVX-512 Q8_0 panels: with software prefetch and without): matmul runs each
-// in turn as PrefetchChoice picks, and every call's outputs are the same bits and match the reference.
-void expect_both_decode_kernels_run_and_agree(const Kernels& kernels, const PackedGemm* fns) {
+// A layout with several decode kernels (the AVX-512 panels: prefetching into L1 or L2, and Q8_0's without prefetch):
+// matmul runs each in turn as PrefetchChoice picks, and every call's outputs are the same bits and match the
+// reference.
+void expect_every_decode_kernel_runs_and_agrees(const Kernels& kernels, GgmlType type) {
+  SCOPED_TRACE(type_name(type));
+  const PackedGemm* fns = kernels.panels(type);
+  ASSERT_NE(fns, nullptr);
   const int64_t k = 512, rows = 200;
   ThreadPool pool(2);
-  Weight w = make_weight(GgmlType::Q8_0, rows, k, 11);
+  Weight w = make_weight(type, rows, k, 11);
   std::vector<uint8_t> storage(PackedWeights::panel_bytes(w.view, *fns) + 64);
   uint8_t* p = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
   PackedWeights::write_panels(w.view, *fns, p, pool);
@@ -316,7 +320,7 @@ void expect_both_decode_kernels_run_and_agree(const Kernels& kernels, const Pack
   MatmulScratch scratch;
   scratch.kernels = &kernels;
   std::vector<float> first;
-  for (int64_t call = 0; call < 2 * PrefetchChoice::kPeriod; ++call) {
+  for (int64_t call = 0; call < 3 * PrefetchChoice::kPeriod; ++call) {
     std::vector<float> y(static_cast<size_t>(rows), std::nanf(""));
     matmul(w.view, x.data(), 1, y.data(), pool, scratch);
     if (call == 0) {
@@ -326,20 +330,33 @@ void expect_both_decode_kernels_run_and_agree(const Kernels& kernels, const Pack
       ASSERT_EQ(y, first) << "call " << call;
     }
   }
-  EXPECT_GT(scratch.prefetch.ns_per_byte(fns, true), 0) << "the prefetching kernel ran";
-  EXPECT_GT(scratch.prefetch.ns_per_byte(fns, false), 0) << "the other one ran";
+  for (DecodeKernel kernel : {DecodeKernel::L1, DecodeKernel::L2, DecodeKernel::Unprefetched}) {
+    if (has_kernel(*fns, kernel)) {
+      EXPECT_GT(scratch.prefetch.ns_per_byte(fns, kernel), 0) << "kernel " << static_cast<int>(kernel) << " ran";
+    } else {
+      EXPECT_EQ(scratch.prefetch.ns_per_byte(fns, kernel), 0) << "kernel " << static_cast<int>(kernel);
+    }
+  }
 }
 
-TEST(Matmul, BothDecodeKernelsOfALayoutRunAndAgree) {
+TEST(Matmul, EveryDecodeKernelOfALayoutRunsAndAgrees) {
   const CpuFeatures cpu = detect_cpu_features();
   for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
     if (!isa_supported(isa, cpu)) continue;
     SCOPED_TRACE(isa_name(isa));
     const Kernels& kernels = Kernels::get(isa);
-    const PackedGemm* fns = kernels.panels(GgmlType::Q8_0);
-    // The AVX2 path has no Q8_0 panels; the AVX-512 one has both kernels.
-    ASSERT_EQ(fns != nullptr && fns->gemm_unprefetched != nullptr, isa == Isa::Avx512);
-    if (isa == Isa::Avx512) expect_both_decode_kernels_run_and_agree(kernels, fns);
+    const PackedGemm* q8 = kernels.panels(GgmlType::Q8_0);
+    // The AVX2 path has no Q8_0 panels and one decode kernel per layout; the AVX-512 panels have an L2 kernel
+    // each, and Q8_0's one without prefetch as well.
+    ASSERT_EQ(q8 != nullptr && q8->gemm_unprefetched != nullptr, isa == Isa::Avx512);
+    const PackedGemm* q4k = kernels.panels(GgmlType::Q4_K);
+    ASSERT_NE(q4k, nullptr);
+    EXPECT_EQ(q4k->gemm_l2 != nullptr, isa == Isa::Avx512);
+    EXPECT_EQ(q4k->gemm_unprefetched, nullptr);
+    if (isa != Isa::Avx512) continue;
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0}) {
+      expect_every_decode_kernel_runs_and_agrees(kernels, type);
+    }
   }
 }
 

@@ -1,7 +1,10 @@
-// PrefetchChoice: each kernel tried, the faster one run outside short exploring runs, a change of pace followed.
+// PrefetchChoice: each kernel tried, the fastest one run outside short exploring runs of each other one in turn, a
+// change of pace followed, a layout's missing kernels never picked.
 #include "tensor/prefetch_choice.h"
 
 #include <gtest/gtest.h>
+
+#include <array>
 
 #include "tensor/kernels.h"
 
@@ -9,71 +12,95 @@ namespace tessera {
 namespace {
 
 constexpr uint64_t kBytes = 1 << 20;
+constexpr int64_t kPeriod = PrefetchChoice::kPeriod;
+constexpr int64_t kExplore = PrefetchChoice::kExplore;
 
-// Runs n calls on fns where a call with prefetch takes with_ns and one without without_ns; returns how many of
-// them ran with it.
-int run_calls(PrefetchChoice& c, const PackedGemm* fns, int n, uint64_t with_ns, uint64_t without_ns) {
-  int with = 0;
-  for (int i = 0; i < n; ++i) {
-    const bool prefetch = c.pick(fns);
-    with += prefetch ? 1 : 0;
-    c.record(fns, prefetch, kBytes, prefetch ? with_ns : without_ns);
-  }
-  return with;
+void fake_gemm(const uint8_t*, int64_t, const uint8_t*, size_t, int64_t, int64_t, float*, int64_t) {}
+
+// A layout with all three decode kernels (only their presence matters here).
+PackedGemm three_kernels() {
+  PackedGemm fns{};
+  fns.gemm = &fake_gemm;
+  fns.gemm_l2 = &fake_gemm;
+  fns.gemm_unprefetched = &fake_gemm;
+  return fns;
 }
 
-TEST(PrefetchChoice, TriesBothKernelsInItsFirstPeriod) {
+// Runs n calls on fns where a call of kernel k takes ns[k]; returns how many calls each kernel ran.
+std::array<int, 3> run_calls(PrefetchChoice& c, const PackedGemm* fns, int64_t n, std::array<uint64_t, 3> ns) {
+  std::array<int, 3> runs{};
+  for (int64_t i = 0; i < n; ++i) {
+    const DecodeKernel k = c.pick(fns);
+    const auto idx = static_cast<size_t>(k);
+    ++runs[idx];
+    c.record(fns, k, kBytes, ns[idx]);
+  }
+  return runs;
+}
+
+TEST(PrefetchChoice, TriesEachKernelOfTheLayoutFirst) {
   PrefetchChoice c;
-  const PackedGemm fns{};
-  for (int64_t i = 0; i < PrefetchChoice::kExplore; ++i) EXPECT_FALSE(c.pick(&fns)) << "call " << i;
-  EXPECT_TRUE(c.pick(&fns));
-  EXPECT_EQ(c.ns_per_byte(&fns, true), 0) << "nothing recorded yet";
+  const PackedGemm fns = three_kernels();
+  EXPECT_EQ(c.ns_per_byte(&fns, DecodeKernel::L1), 0) << "nothing recorded yet";
+  const auto runs = run_calls(c, &fns, 3, {1000, 1000, 1000});
+  EXPECT_EQ(runs, (std::array<int, 3>{1, 1, 1}));
+  for (DecodeKernel k : {DecodeKernel::L1, DecodeKernel::L2, DecodeKernel::Unprefetched}) {
+    EXPECT_GT(c.ns_per_byte(&fns, k), 0);
+  }
 }
 
-TEST(PrefetchChoice, RunsTheFasterKernelExceptWhileExploring) {
-  const PackedGemm fns{};
-  const int n = 10 * PrefetchChoice::kPeriod;
-  const int explore = 10 * PrefetchChoice::kExplore;
-  {
-    PrefetchChoice c;
-    run_calls(c, &fns, PrefetchChoice::kPeriod, 1000, 2000);  // the first period: both measured
-    EXPECT_EQ(run_calls(c, &fns, n, 1000, 2000), n - explore) << "prefetching is faster";
-    EXPECT_NEAR(c.ns_per_byte(&fns, true), 1000.0 / kBytes, 1e-12);
-    EXPECT_NEAR(c.ns_per_byte(&fns, false), 2000.0 / kBytes, 1e-12);
-  }
-  {
-    PrefetchChoice c;
-    run_calls(c, &fns, PrefetchChoice::kPeriod, 2000, 1000);
-    EXPECT_EQ(run_calls(c, &fns, n, 2000, 1000), explore) << "not prefetching is faster";
-  }
+TEST(PrefetchChoice, NeverPicksAKernelTheLayoutLacks) {
+  PrefetchChoice c;
+  PackedGemm fns = three_kernels();
+  fns.gemm_unprefetched = nullptr;
+  EXPECT_FALSE(has_kernel(fns, DecodeKernel::Unprefetched));
+  EXPECT_TRUE(has_kernel(fns, DecodeKernel::L2));
+  EXPECT_EQ(run_calls(c, &fns, kPeriod, {2000, 1000, 500})[2], 0);
+  const auto runs = run_calls(c, &fns, 4 * kPeriod, {2000, 1000, 500});
+  EXPECT_EQ(runs, (std::array<int, 3>{static_cast<int>(4 * kExplore), static_cast<int>(4 * (kPeriod - kExplore)), 0}));
+  const PackedGemm only{};
+  EXPECT_EQ(run_calls(c, &only, kPeriod, {1000, 1, 1}), (std::array<int, 3>{static_cast<int>(kPeriod), 0, 0}));
+}
+
+TEST(PrefetchChoice, RunsTheFastestKernelExceptWhileExploringEachOtherInTurn) {
+  PrefetchChoice c;
+  const PackedGemm fns = three_kernels();
+  run_calls(c, &fns, kPeriod, {2000, 1000, 3000});  // every kernel measured
+  const int64_t n = 10 * kPeriod;
+  const auto runs = run_calls(c, &fns, n, {2000, 1000, 3000});
+  EXPECT_EQ(runs[1], n - 10 * kExplore) << "L2 is the fastest";
+  EXPECT_EQ(runs[0], 5 * kExplore) << "L1 explored every other period";
+  EXPECT_EQ(runs[2], 5 * kExplore) << "no prefetch explored every other period";
+  EXPECT_NEAR(c.ns_per_byte(&fns, DecodeKernel::L2), 1000.0 / kBytes, 1e-12);
+  EXPECT_NEAR(c.ns_per_byte(&fns, DecodeKernel::Unprefetched), 3000.0 / kBytes, 1e-12);
 }
 
 TEST(PrefetchChoice, FollowsAChangeOfPaceWithinAFewPeriods) {
   PrefetchChoice c;
-  const PackedGemm fns{};
-  run_calls(c, &fns, 4 * PrefetchChoice::kPeriod, 1000, 1300);  // prefetching 30% faster
-  EXPECT_TRUE(c.ns_per_byte(&fns, true) < c.ns_per_byte(&fns, false));
+  PackedGemm fns = three_kernels();
+  fns.gemm_l2 = nullptr;
+  run_calls(c, &fns, 4 * kPeriod, {1000, 1, 1300});  // prefetching 30% faster
+  EXPECT_LT(c.ns_per_byte(&fns, DecodeKernel::L1), c.ns_per_byte(&fns, DecodeKernel::Unprefetched));
   // The machine changes: now the kernel without prefetch is 30% faster.
-  run_calls(c, &fns, 3 * PrefetchChoice::kPeriod, 1300, 1000);
-  const int n = 4 * PrefetchChoice::kPeriod;
-  EXPECT_EQ(run_calls(c, &fns, n, 1300, 1000), 4 * PrefetchChoice::kExplore);
+  run_calls(c, &fns, 3 * kPeriod, {1300, 1, 1000});
+  const int64_t n = 4 * kPeriod;
+  EXPECT_EQ(run_calls(c, &fns, n, {1300, 1, 1000})[0], 4 * kExplore);
 }
 
 TEST(PrefetchChoice, KeepsEachLayoutApart) {
   PrefetchChoice c;
-  const PackedGemm a{}, b{};
-  run_calls(c, &a, 4 * PrefetchChoice::kPeriod, 1000, 2000);
-  run_calls(c, &b, 4 * PrefetchChoice::kPeriod, 2000, 1000);
-  const int n = PrefetchChoice::kPeriod;
-  EXPECT_EQ(run_calls(c, &a, n, 1000, 2000), n - PrefetchChoice::kExplore);
-  EXPECT_EQ(run_calls(c, &b, n, 2000, 1000), PrefetchChoice::kExplore);
+  const PackedGemm a = three_kernels(), b = three_kernels();
+  run_calls(c, &a, 4 * kPeriod, {1000, 2000, 2000});
+  run_calls(c, &b, 4 * kPeriod, {2000, 1000, 2000});
+  EXPECT_EQ(run_calls(c, &a, kPeriod, {1000, 2000, 2000})[0], kPeriod - kExplore);
+  EXPECT_EQ(run_calls(c, &b, kPeriod, {2000, 1000, 2000})[1], kPeriod - kExplore);
 }
 
 TEST(PrefetchChoice, IgnoresCallsOfNoBytes) {
   PrefetchChoice c;
-  const PackedGemm fns{};
-  c.record(&fns, true, 0, 5000);
-  EXPECT_EQ(c.ns_per_byte(&fns, true), 0);
+  const PackedGemm fns = three_kernels();
+  c.record(&fns, DecodeKernel::L2, 0, 5000);
+  EXPECT_EQ(c.ns_per_byte(&fns, DecodeKernel::L2), 0);
 }
 
 }  // namespace

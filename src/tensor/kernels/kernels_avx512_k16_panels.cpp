@@ -131,7 +131,7 @@ PanelAct panel_act(const BlockQ8_K& x) {
 }
 
 // T tokens (T <= 4) against one panel over all nb blocks; y[t * ldy + r] for the panel's rows r < n_valid.
-template <class F, int T>
+template <class F, int T, Reach R>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const PanelAct* act, float* y,
                   int64_t ldy, int n_valid) {
   using L = Layout<F>;
@@ -141,7 +141,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * L::kBlockBytes;
-    prefetch_stream<L::kBlockBytes - L::kLevelBytes - 64>(blk + L::kLevelBytes);
+    prefetch_stream<L::kBlockBytes - L::kLevelBytes - 64, kPrefetchFarBytes, R>(blk + L::kLevelBytes);
     const int8_t* xq[T];
     __m512 blk_sum[T];
 #pragma GCC unroll 4
@@ -157,7 +157,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       __m512i lv[8];
       for (int h = 0; h < 2 / G; ++h) {
         const uint8_t* unit = blk + L::kUnitBytes * (2 / G * p + h);
-        prefetch_stream<L::kUnitBytes - 64>(unit);
+        prefetch_stream<L::kUnitBytes - 64, kPrefetchFarBytes, R>(unit);
         __m512i v[F::kVectors];
         for (int k = 0; k < F::kVectors; ++k) {
           v[k] = _mm512_load_si512(unit + 64 * k);
@@ -211,12 +211,12 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
-template <class F>
+template <class F, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
-  constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<F, 1>, &panel_tokens<F, 2>,
-                                                          &panel_tokens<F, 3>, &panel_tokens<F, 4>};
+  constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<F, 1, R>, &panel_tokens<F, 2, R>,
+                                                          &panel_tokens<F, 3, R>, &panel_tokens<F, 4, R>};
   panel_gemm<kRows, kPanelTokenChunk, PanelAct>(
       p, group_bytes<F>(k), n_rows, x, xs, n_tok, k / quant::kQKK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return panel_act<F>(reinterpret_cast<const BlockQ8_K*>(xt)[b]); },
@@ -227,9 +227,13 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
 // tokens, above which the plain gemm's tiles win (Zen 5 VM, -t 2, 1b Q3_K_M: panels 375 vs 250-340 t/s at 64
 // tokens, even at 128-256, 365 vs 400-475 at 512; 1b Q2_K: 350 vs 255 at 64, 365 vs 290 at 128, even at 512;
 // docs/benchmarks.md).
-const PackedGemm kQ3KPanels{kRows, 1, &group_bytes<Q3Format>, &pack<Q3Format>, &gemm<Q3Format>, 128};
-const PackedGemm kQ6KPanels{kRows, 1, &group_bytes<Q6Format>, &pack<Q6Format>, &gemm<Q6Format>, 0};
-const PackedGemm kQ2KPanels{kRows, 1, &group_bytes<Q2Format>, &pack<Q2Format>, &gemm<Q2Format>, 128};
+// Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
+// them against gemm and runs the faster.
+template <class F, int kMaxTokens>
+constexpr PackedGemm kPanels{kRows, 1, &group_bytes<F>, &pack<F>, &gemm<F>, kMaxTokens, nullptr, &gemm<F, Reach::L2>};
+const PackedGemm& kQ3KPanels = kPanels<Q3Format, 128>;
+const PackedGemm& kQ6KPanels = kPanels<Q6Format, 0>;
+const PackedGemm& kQ2KPanels = kPanels<Q2Format, 128>;
 
 }  // namespace
 

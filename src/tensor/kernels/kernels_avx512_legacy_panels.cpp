@@ -183,7 +183,7 @@ LegacyAct legacy_act(const ActBlock<B>& x) {
   return a;
 }
 
-template <class B, int T, bool kPrefetch>
+template <class B, int T, bool kPrefetch, Reach R>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const LegacyAct* act, float* y,
                   int64_t ldy, int n_valid) {
   using Act = ActBlock<B>;
@@ -249,7 +249,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   if constexpr (T == 1) {
     for (; nb - b >= kGroup<B>; b += kGroup<B>) {
       const uint8_t* group = panel + static_cast<size_t>(b / kGroup<B>) * kGroupBytes<B>;
-      if constexpr (kPrefetch) prefetch_stream<kGroupBytes<B>>(group);
+      if constexpr (kPrefetch) prefetch_stream<kGroupBytes<B>, kPrefetchFarBytes, R>(group);
 #pragma GCC unroll 16
       for (int h = 0; h < kGroup<B>; ++h) block(group, static_cast<size_t>(h), kGroup<B>, b + h);
     }
@@ -259,7 +259,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (; b < nb; ++b) {
     const uint8_t* group = panel + static_cast<size_t>(b / kGroup<B>) * kGroupBytes<B>;
     const auto h = static_cast<size_t>(b % kGroup<B>);
-    if constexpr (kPrefetch) prefetch_stream<kBlockBytes<B>>(group + h * kBlockBytes<B>);
+    if constexpr (kPrefetch) prefetch_stream<kBlockBytes<B>, kPrefetchFarBytes, R>(group + h * kBlockBytes<B>);
     block(group, h, group_size<B>(nb, b), b);
   }
   const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
@@ -273,15 +273,17 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
 // which came and went within minutes; matmul times both (PrefetchChoice). Q4_0's ran 9-12% slower without it in
 // pairs, 0-4% in single blocks, Q4_K_M's 34%. Several tokens per pass keep it: Q8_0's batched decode of 4
 // sequences ran at half speed without.
-template <class B, bool kPrefetchOne = true>
+template <class B, bool kPrefetchOne = true, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const LegacyAct*, float*, int64_t, int);
-  constexpr Fn kTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1, kPrefetchOne>, &panel_tokens<B, 2, true>,
-                                                &panel_tokens<B, 3, true>, &panel_tokens<B, 4, true>};
+  constexpr Fn kTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1, kPrefetchOne, R>,
+                                                &panel_tokens<B, 2, true, R>, &panel_tokens<B, 3, true, R>,
+                                                &panel_tokens<B, 4, true, R>};
   // Q8_0's re-reads from L2 without the prefetch: pp64 7% faster. The other formats' pp64 ran 2% slower without it.
-  constexpr Fn kAgain[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1, false>, &panel_tokens<B, 2, false>,
-                                               &panel_tokens<B, 3, false>, &panel_tokens<B, 4, false>};
+  constexpr Fn kAgain[kPanelTokenChunk + 1] = {
+      nullptr, &panel_tokens<B, 1, false, Reach::L1>, &panel_tokens<B, 2, false, Reach::L1>,
+      &panel_tokens<B, 3, false, Reach::L1>, &panel_tokens<B, 4, false, Reach::L1>};
   panel_gemm<kRows, kPanelTokenChunk, LegacyAct>(
       p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / kQK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return legacy_act<B>(reinterpret_cast<const ActBlock<B>*>(xt)[b]); }, kTokens,
@@ -292,13 +294,23 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
 // Q4_0 panels 430 vs 300 t/s at 64 tokens, even at 128-256, 420 vs 450 at 512; Q4_1 355-420 vs 250 at 64, even at
 // 256; Q5_0 405 vs 295 at 64, 410 vs 470 at 256 (Q5_1 alike); Q8_0 370 vs 285 at 64, 380 vs 435 at 128
 // (docs/benchmarks.md).
-const PackedGemm kQ4_0Panels{kRows, 1, &group_bytes<BlockQ4_0>, &pack<BlockQ4_0>, &gemm<BlockQ4_0>, 256};
-const PackedGemm kQ4_1Panels{kRows, 1, &group_bytes<BlockQ4_1>, &pack<BlockQ4_1>, &gemm<BlockQ4_1>, 256};
-const PackedGemm kQ5_0Panels{kRows, 1, &group_bytes<BlockQ5_0>, &pack<BlockQ5_0>, &gemm<BlockQ5_0>, 128};
-const PackedGemm kQ5_1Panels{kRows, 1, &group_bytes<BlockQ5_1>, &pack<BlockQ5_1>, &gemm<BlockQ5_1>, 128};
-const PackedGemm kQ8_0Panels{
-    kRows, 1, &group_bytes<BlockQ8_0>, &pack<BlockQ8_0>, &gemm<BlockQ8_0>, 96, &gemm<BlockQ8_0, false>};
-const PackedGemm kIQ4NLPanels{kRows, 1, &group_bytes<BlockIQ4_NL>, &pack<BlockIQ4_NL>, &gemm<BlockIQ4_NL>, 256};
+// Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
+// them against gemm and runs the faster.
+template <class B, int kMaxTokens>
+constexpr PackedGemm kPanels{kRows,
+                             1,
+                             &group_bytes<B>,
+                             &pack<B>,
+                             &gemm<B>,
+                             kMaxTokens,
+                             std::is_same_v<B, BlockQ8_0> ? &gemm<B, false> : nullptr,
+                             &gemm<B, true, Reach::L2>};
+const PackedGemm& kQ4_0Panels = kPanels<BlockQ4_0, 256>;
+const PackedGemm& kQ4_1Panels = kPanels<BlockQ4_1, 256>;
+const PackedGemm& kQ5_0Panels = kPanels<BlockQ5_0, 128>;
+const PackedGemm& kQ5_1Panels = kPanels<BlockQ5_1, 128>;
+const PackedGemm& kQ8_0Panels = kPanels<BlockQ8_0, 96>;
+const PackedGemm& kIQ4NLPanels = kPanels<BlockIQ4_NL, 256>;
 
 }  // namespace
 

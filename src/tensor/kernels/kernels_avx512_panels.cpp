@@ -152,7 +152,7 @@ PanelAct panel_act(const BlockQ8_K& x) {
 
 // T tokens (T <= 4) against one panel over all nb blocks: each group's levels are unpacked once and dotted with
 // every token. y[t * ldy + r] for the panel's rows r < n_valid.
-template <class B, int T>
+template <class B, int T, Reach R>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const PanelAct* act, float* y,
                   int64_t ldy, int n_valid) {
   using L = Layout<B>;
@@ -169,7 +169,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes;
     // Spread over the block (a group's 4 lines at a time), not one burst of 37 lines: a burst fills the core's
     // miss buffers and stalls the loads behind it.
-    prefetch_stream<kBlockBytes - L::kScOffset - 64, kFar>(blk + L::kScOffset);
+    prefetch_stream<kBlockBytes - L::kScOffset - 64, kFar, R>(blk + L::kScOffset);
     const int8_t* xq[T];
     __m512 blk_sum[T];
 #pragma GCC unroll 4
@@ -186,8 +186,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       unpack_scales_mins(blk + L::kScOffset, blk + L::kSmhOffset, scales, mn_bytes);
     }
     for (int g = 0; g < 8; ++g) {
-      prefetch_stream<256 - 64, kFar>(blk + 256 * g);
-      if constexpr (L::kFive) prefetch_stream<0, kFar>(blk + L::kHiOffset + 64 * g);
+      prefetch_stream<256 - 64, kFar, R>(blk + 256 * g);
+      if constexpr (L::kFive) prefetch_stream<0, kFar, R>(blk + L::kHiOffset + 64 * g);
       __m512i lo[4], hi[4];
       for (int c = 0; c < 4; ++c) {
         __m512i v = _mm512_load_si512(blk + (4 * g + c) * 64);
@@ -253,12 +253,12 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
 }
 
 // Rows in blocks, token chunks inside, panels innermost (panel_loops.h).
-template <class B>
+template <class B, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
-  constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1>, &panel_tokens<B, 2>,
-                                                          &panel_tokens<B, 3>, &panel_tokens<B, 4>};
+  constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1, R>, &panel_tokens<B, 2, R>,
+                                                          &panel_tokens<B, 3, R>, &panel_tokens<B, 4, R>};
   panel_gemm<kRows, kPanelTokenChunk, PanelAct>(
       p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / quant::kQKK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return panel_act<B>(reinterpret_cast<const BlockQ8_K*>(xt)[b]); },
@@ -270,11 +270,15 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
 // 4 KB pages of the file mapping (Zen 5 VM, -t 2, 1b Q4_K_M pp64-pp512 +10% at 128-256 tokens, 1b Q5_K_M +18% at
 // 64, even at 512; docs/benchmarks.md).
 constexpr int kPanelMaxTokens = 0;
-const PackedGemm kQ4KPanels{kRows, 1, &group_bytes<BlockQ4_K>, &pack<BlockQ4_K>, &gemm<BlockQ4_K>, kPanelMaxTokens};
-const PackedGemm kQ5KPanels{kRows, 1, &group_bytes<BlockQ5_K>, &pack<BlockQ5_K>, &gemm<BlockQ5_K>, kPanelMaxTokens};
+// Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
+// them against gemm and runs the faster.
+template <class B, int kMaxTokens>
+constexpr PackedGemm kPanels{kRows, 1, &group_bytes<B>, &pack<B>, &gemm<B>, kMaxTokens, nullptr, &gemm<B, Reach::L2>};
+const PackedGemm& kQ4KPanels = kPanels<BlockQ4_K, kPanelMaxTokens>;
+const PackedGemm& kQ5KPanels = kPanels<BlockQ5_K, kPanelMaxTokens>;
 // IQ4_XS's plain gemm catches up at 512 tokens (1b IQ4_XS, -t 2: panels 2-3x at 16 tokens, +25-55% at 64, 2-10%
 // behind at 512), so its panels stop at 256 as Q4_0's do.
-const PackedGemm kIQ4XSPanels{kRows, 1, &group_bytes<BlockIQ4_XS>, &pack<BlockIQ4_XS>, &gemm<BlockIQ4_XS>, 256};
+const PackedGemm& kIQ4XSPanels = kPanels<BlockIQ4_XS, 256>;
 
 }  // namespace
 

@@ -18,10 +18,16 @@ namespace tessera::kernels {
 // far: Layout::kLoneFar in kernels_avx512_panels.cpp.)
 constexpr int kPrefetchFarBytes = 4736;
 
-template <int kStep, int kFar = kPrefetchFarBytes>
+// Which cache the lines go to. L1 (prefetchnta) is what the Zen 5 VM liked; on an AMD EPYC Zen 4 VM (~33 GB/s, one
+// core reading 30 of them) it held the AVX-512 panels' decode to 57-82% of the roofline, and prefetcht1 (into L2
+// as well) ran the same steps 5-15% faster (Q4_K most), while prefetcht1 was 4-17% slower than it on the Zen 5.
+// So the AVX-512 panels have a kernel of each, and matmul runs the one that streams faster (PrefetchChoice).
+enum class Reach { L1, L2 };
+
+template <int kStep, int kFar = kPrefetchFarBytes, Reach kReach = Reach::L1>
 [[gnu::always_inline]] inline void prefetch_stream(const void* p) {
   const char* far = static_cast<const char*>(p) + kFar;
-  for (int o = 0; o <= kStep; o += 64) _mm_prefetch(far + o, _MM_HINT_NTA);
+  for (int o = 0; o <= kStep; o += 64) _mm_prefetch(far + o, kReach == Reach::L1 ? _MM_HINT_NTA : _MM_HINT_T1);
 }
 
 // The lines a lone token's kernel over small blocks (the 32-element formats' AVX-512 panels, 288-544 bytes a block)
