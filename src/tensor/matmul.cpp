@@ -199,7 +199,7 @@ void run_decode(std::span<Job> jobs, int64_t total_chunks, ThreadPool& pool, Mat
   for (Job& job : jobs) {
     if (job.packed == nullptr) continue;
     const PackedGemm* fns = job.packed->fns;
-    if (fns->gemm_unprefetched == nullptr && fns->gemm_l2 == nullptr) continue;
+    if (!has_kernel(*fns, DecodeKernel::L2) && !has_kernel(*fns, DecodeKernel::Unprefetched)) continue;
     if (choice == nullptr) {
       choice = fns;
       kernel = scratch.prefetch.pick(choice);

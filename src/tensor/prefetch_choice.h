@@ -1,8 +1,8 @@
 // PrefetchChoice: which of a panel layout's decode kernels (prefetching into L1, into L2, or not at all) matmul
 // runs, learnt from the bytes per second each reached in recent calls, because which one streams fastest depends on
 // the CPU and on the machine's moment: on the Zen 5 VM Q8_0's decode without prefetch ran 6-21% faster in one state
-// and 2-5% slower in the other, and the VM switched between them within minutes; on a Zen 4 VM the panels ran 5-15%
-// faster prefetching into L2 than into L1, on the Zen 5 4-17% slower (docs/benchmarks.md).
+// and 2-5% slower in the other, and the VM switched between them within minutes; on a Zen 4 VM the panels' decode
+// steps took 2-22% less time prefetching into L2 than into L1, on the Zen 5 4-17% more (docs/benchmarks.md).
 #pragma once
 
 #include <cstdint>
@@ -19,8 +19,8 @@ class PrefetchChoice {
  public:
   // Of every kPeriod calls on a layout, kExplore in a row run one of the kernels that look slower (each in turn), so
   // a change of the machine's state is noticed within a few decode steps (1b has ~90 matmul calls a step); each
-  // keeps an average of the last calls' time per byte. On the Zen 4 VM, where prefetching into L1 ran 15-25% slower,
-  // a period of 32 cost 3-4% against always running the fastest kernel, 128 within 1%.
+  // keeps an average of the last calls' time per byte. On the Zen 4 VM, where prefetching into L1 took up to 22%
+  // longer, a period of 32 cost 3-4% against always running the fastest kernel, 128 within 1%.
   static constexpr int64_t kPeriod = 128;
   static constexpr int64_t kExplore = 4;
 

@@ -19,8 +19,9 @@ namespace tessera::kernels {
 constexpr int kPrefetchFarBytes = 4736;
 
 // Which cache the lines go to. L1 (prefetchnta) is what the Zen 5 VM liked; on an AMD EPYC Zen 4 VM (~33 GB/s, one
-// core reading 30 of them) it held the AVX-512 panels' decode to 57-82% of the roofline, and prefetcht1 (into L2
-// as well) ran the same steps 5-15% faster (Q4_K most), while prefetcht1 was 4-17% slower than it on the Zen 5.
+// core reading 30 of them) it held the AVX-512 panels' decode to 57-82% of the roofline, and with prefetcht1 (into
+// L2 as well) the same steps took 2-22% less time (Q4_K most, Q6_K least), while prefetcht1 was 4-17% slower than
+// it on the Zen 5.
 // So the AVX-512 panels have a kernel of each, and matmul runs the one that streams faster (PrefetchChoice).
 enum class Reach { L1, L2 };
 
