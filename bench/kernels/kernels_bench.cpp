@@ -1,6 +1,6 @@
 // Throughput of the kernels per weight type and path: vec_dot and gemv (gemm with one token) as GB/s of weights
 // streamed (rows in L2, or totalling more than L2, against one activation row: the decode case) and gemm as GOPS
-// (2 * rows * tokens * k per call: prefill).
+// (2 * rows * tokens * k per call: prefill; 'panels_gemm/' the same on the panels decode streams).
 // Filter with --benchmark_filter, e.g. 'vec_dot/avx512/q4_K' or 'gemm/.*/q8_0'; 'stream/' is decode's pattern on
 // two threads, 'matmul/' the engine's decode matmul over matrices of a given size, 'attend/' the attention's block
 // update (query rows x keys per second), 'attention/' a decode step's attention over one layer's cache (the 1b
@@ -140,6 +140,26 @@ void bench_panels(benchmark::State& state, Isa isa, GgmlType t, int64_t kbytes) 
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
+}
+
+// Prefill on the panels (Kernels::panels: the layout decode streams, which serves every token count for the types
+// whose max_tokens is 0): 256 rows (in L2) x 512 tokens on one thread, as GOPS like gemm's.
+void bench_panels_gemm(benchmark::State& state, Isa isa, GgmlType t) {
+  const Kernels& kern = Kernels::get(isa);
+  const PackedGemm* fns = kern.panels(t);
+  const int64_t k = 2048, rows = 256, n_tok = 512;
+  const auto w = weight_rows(t, k, rows);
+  const auto x = activations(t, k, n_tok, kern);
+  std::vector<uint8_t> storage(static_cast<size_t>(rows / fns->group_rows) * fns->group_bytes(k) + 64);
+  uint8_t* p = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
+  fns->pack(w.data(), row_size(t, k), rows, k, p);
+  std::vector<float> y(static_cast<size_t>(rows * n_tok));
+  for (auto _ : state) {
+    fns->gemm(p, rows, x.data(), row_size(Kernels::act_type(t), k), n_tok, k, y.data(), rows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GOPS"] = benchmark::Counter(static_cast<double>(2 * rows * n_tok * k) * state.iterations() / 1e9,
+                                              benchmark::Counter::kIsRate);
 }
 
 // Small token counts (speculative decoding, batched sequences): where the repacking gemm starts to beat a
@@ -490,6 +510,11 @@ int register_all() {
               ->Unit(benchmark::kMillisecond)
               ->MinTime(0.2);
         }
+      }
+      if (Kernels::get(isa).panels(t) != nullptr) {
+        benchmark::RegisterBenchmark(("panels_gemm/" + path + "/" + name).c_str(), bench_panels_gemm, isa, t)
+            ->Unit(benchmark::kMillisecond)
+            ->MinTime(0.2);
       }
       for (int64_t n : {1, 2, 3, 4, 8, 12, 16, 24, 32}) {
         benchmark::RegisterBenchmark(("gemm_tokens/" + path + "/" + name + "/" + std::to_string(n)).c_str(),

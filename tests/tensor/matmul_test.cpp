@@ -275,7 +275,7 @@ void expect_panels_match_the_reference(Isa isa) {
     uint8_t* p = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
     PackedWeights::write_panels(w.view, *fns, p, pool);
     w.view.panels = PackedWeights::rows_at(w.view, *fns, p);
-    for (int64_t n_tokens : {1, 2, 4, 5, 9, 17, 23, 48, 49, 97, 257}) {
+    for (int64_t n_tokens : {1, 2, 3, 4, 5, 6, 9, 17, 23, 48, 49, 97, 257}) {
       const auto x = inputs(n_tokens, k);
       for (auto [first, count] : {std::pair<int64_t, int64_t>{0, rows}, {64, 100}, {40, 120}, {44, 120}}) {
         Weight slice = w;

@@ -28,7 +28,9 @@ GemmFn quant_gemm(GgmlType weight);
 const PackedGemm* quant_packed(GgmlType weight);
 // The panels' shape (kernels_avx512_panels.cpp, kernels_avx512_legacy_panels.cpp): 16 rows, one per 32-bit lane.
 constexpr int kPanelRowCount = 16;
-constexpr int kPanelTokenChunk = 4;  // 8 unpacked level registers + 3 per token stay in the 32 registers
+// Tokens per pass over a panel: 8 unpacked level registers + 2 or 3 per token stay in the 32 registers. Against 4,
+// 8 shares each unpack among twice the tokens and gives the multipliers twice the independent chains.
+constexpr int kPanelTokenChunk = 8;
 // Weights as 16-row panels written at load in place of the rows (kernels_avx512_panels.cpp); nullptr if none.
 const PackedGemm* kquant_panels(GgmlType weight);
 const PackedGemm* legacy_panels(GgmlType weight);  // kernels_avx512_legacy_panels.cpp

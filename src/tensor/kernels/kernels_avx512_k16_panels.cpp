@@ -130,27 +130,27 @@ PanelAct panel_act(const BlockQ8_K& x) {
   return a;
 }
 
-// T tokens (T <= 4) against one panel over all nb blocks; y[t * ldy + r] for the panel's rows r < n_valid.
+// T tokens (T <= kChunk<F>) against one panel over all nb blocks; y[t * ldy + r] for the panel's rows r < n_valid.
 template <class F, int T, Reach R>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const PanelAct* act, float* y,
                   int64_t ldy, int n_valid) {
   using L = Layout<F>;
   constexpr int G = F::kGroupsPerUnit;
   __m512 acc[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * L::kBlockBytes;
     prefetch_stream<L::kBlockBytes - L::kLevelBytes - 64, kPrefetchFarBytes, R>(blk + L::kLevelBytes);
     const int8_t* xq[T];
     __m512 blk_sum[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       xq[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xs)[b].qs;
       blk_sum[t] = _mm512_setzero_ps();
     }
     __m512i min_sum[T];  // kMins: sum over groups of min x activation sum, per row
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) min_sum[t] = _mm512_setzero_si512();
     // Pairs of groups: 8 operands, and Q2_K's scales and mins come a pair at a time.
     for (int p = 0; p < 8; ++p) {
@@ -180,7 +180,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
           sc[h] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(blk + L::kScOffset + 16 * (2 * p + h))));
         }
       }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         for (int h = 0; h < 2; ++h) {
           const int j = 2 * p + h;
@@ -196,7 +196,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + L::kDOffset)));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const __m512 xd = _mm512_set1_ps(act[t * nb + b].d);
       acc[t] = _mm512_fmadd_ps(blk_sum[t], _mm512_mul_ps(d, xd), acc[t]);
@@ -207,20 +207,23 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     }
   }
   const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
+
+// Tokens per pass: Q2_K's mins take a third register a token, so it keeps to 4 (8 would spill).
+template <class F>
+constexpr int kChunk = F::kMins ? 4 : kPanelTokenChunk;
 
 template <class F, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
-  constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<F, 1, R>, &panel_tokens<F, 2, R>,
-                                                          &panel_tokens<F, 3, R>, &panel_tokens<F, 4, R>};
-  panel_gemm<kRows, kPanelTokenChunk, PanelAct>(
+  constexpr auto kPanelTokens = token_kernels<kChunk<F>, PanelFn>([]<int T>() { return &panel_tokens<F, T, R>; });
+  panel_gemm<kRows, kChunk<F>, PanelAct>(
       p, group_bytes<F>(k), n_rows, x, xs, n_tok, k / quant::kQKK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return panel_act<F>(reinterpret_cast<const BlockQ8_K*>(xt)[b]); },
-      kPanelTokens);
+      kPanelTokens.data());
 }
 
 // Q6_K's serve every token count, as the Q4_K panels (kernels_avx512_panels.cpp); Q2_K's and Q3_K's up to 128

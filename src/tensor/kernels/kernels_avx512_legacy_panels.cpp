@@ -195,7 +195,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   const __m512i m_lo = _mm512_set1_epi8(0x0f);
   const __m512i m_hi = _mm512_set1_epi8(static_cast<char>(0xf0));
   __m512 acc[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   // Block b, the h-th of its group of n.
   const auto block = [&](const uint8_t* group, size_t h, int64_t n, int64_t b) __attribute__((always_inline)) {
@@ -223,7 +223,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       for (int c = 0; c < 8; ++c) lv[c] = load512(blk + 64 * c);
     }
     const __m512 d = _mm512_cvtph_ps(load256(group + d_offset<B>(n) + h * 2 * kRows));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const auto& xb = reinterpret_cast<const Act*>(x + t * xs)[b];
       __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
@@ -264,7 +264,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     block(group, h, group_size<B>(nb, b), b);
   }
   const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
@@ -274,26 +274,28 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
 // which came and went within minutes; matmul times both (PrefetchChoice). Q4_0's ran 9-12% slower without it in
 // pairs, 0-4% in single blocks, Q4_K_M's 34%. Several tokens per pass keep it: Q8_0's batched decode of 4
 // sequences ran at half speed without.
+template <int T, bool kPrefetchOne>
+constexpr bool kPrefetchAt = T > 1 || kPrefetchOne;  // several tokens ask for lines ahead in every kernel
+
 template <class B, bool kPrefetchOne = true, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const LegacyAct*, float*, int64_t, int);
-  constexpr Fn kTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1, kPrefetchOne, R>,
-                                                &panel_tokens<B, 2, true, R>, &panel_tokens<B, 3, true, R>,
-                                                &panel_tokens<B, 4, true, R>};
+  constexpr auto kTokens =
+      token_kernels<kPanelTokenChunk, Fn>([]<int T>() { return &panel_tokens<B, T, kPrefetchAt<T, kPrefetchOne>, R>; });
   // Q8_0's re-reads from L2 without the prefetch: pp64 7% faster. The other formats' pp64 ran 2% slower without it.
-  constexpr Fn kAgain[kPanelTokenChunk + 1] = {
-      nullptr, &panel_tokens<B, 1, false, Reach::L1>, &panel_tokens<B, 2, false, Reach::L1>,
-      &panel_tokens<B, 3, false, Reach::L1>, &panel_tokens<B, 4, false, Reach::L1>};
+  constexpr auto kAgain =
+      token_kernels<kPanelTokenChunk, Fn>([]<int T>() { return &panel_tokens<B, T, false, Reach::L1>; });
   panel_gemm<kRows, kPanelTokenChunk, LegacyAct>(
       p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / kQK, y, ldy,
-      [](const uint8_t* xt, int64_t b) { return legacy_act<B>(reinterpret_cast<const ActBlock<B>*>(xt)[b]); }, kTokens,
-      std::is_same_v<B, BlockQ8_0> ? kAgain : nullptr);
+      [](const uint8_t* xt, int64_t b) { return legacy_act<B>(reinterpret_cast<const ActBlock<B>*>(xt)[b]); },
+      kTokens.data(), std::is_same_v<B, BlockQ8_0> ? kAgain.data() : nullptr);
 }
 
-// Above these the plain gemm's tiles (built per call) win without --repack: measured on the Zen 5 VM at -t 2, 1b
-// Q4_0 panels 430 vs 300 t/s at 64 tokens, even at 128-256, 420 vs 450 at 512; Q4_1 355-420 vs 250 at 64, even at
-// 256; Q5_0 405 vs 295 at 64, 410 vs 470 at 256 (Q5_1 alike); Q8_0 370 vs 285 at 64, 380 vs 435 at 128
+// Above these the plain gemm's tiles (built per call) win without --repack (measured with 4 tokens a pass; 8 made the
+// panels 10-25% faster in kernels_bench, and the engine's runs at 96-512 tokens swung too much to move these): Zen 5
+// VM, -t 2, 1b Q4_0 panels 430 vs 300 t/s at 64 tokens, even at 128-256, 420 vs 450 at 512; Q4_1 355-420 vs 250 at
+// 64, even at 256; Q5_0 405 vs 295 at 64, 410 vs 470 at 256 (Q5_1 alike); Q8_0 370 vs 285 at 64, 380 vs 435 at 128
 // (docs/benchmarks.md).
 // Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
 // them against gemm and runs the faster.

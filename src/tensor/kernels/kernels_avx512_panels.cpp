@@ -150,8 +150,8 @@ PanelAct panel_act(const BlockQ8_K& x) {
   }
 }
 
-// T tokens (T <= 4) against one panel over all nb blocks: each group's levels are unpacked once and dotted with
-// every token. y[t * ldy + r] for the panel's rows r < n_valid.
+// T tokens (T <= kPanelTokenChunk) against one panel over all nb blocks: each group's levels are unpacked once and
+// dotted with every token. y[t * ldy + r] for the panel's rows r < n_valid.
 template <class B, int T, Reach R>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const PanelAct* act, float* y,
                   int64_t ldy, int n_valid) {
@@ -163,7 +163,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   const __m512i table = iq4nl_table_u8();
   constexpr bool kWhole = L::kFive || L::kTable;  // the high nibbles' levels as they are, not 16 x
   __m512 acc[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes;
@@ -172,7 +172,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     prefetch_stream<kBlockBytes - L::kScOffset - 64, kFar, R>(blk + L::kScOffset);
     const int8_t* xq[T];
     __m512 blk_sum[T];
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       xq[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xs)[b].qs;
       blk_sum[t] = _mm512_setzero_ps();
@@ -209,7 +209,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       // products stay exact (|dot * scale| < 2^22); the sum over groups rounds like any f32 accumulation.
       const __m128i sc8 = _mm_load_si128(reinterpret_cast<const __m128i*>(scales + 16 * g));
       const __m512 sc = _mm512_cvtepi32_ps(L::kTable ? _mm512_cvtepi8_epi32(sc8) : _mm512_cvtepu8_epi32(sc8));
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t) {
         __m512i s_lo = L::kTable ? _mm512_set1_epi32(act[t * nb + b].neg_offset[g]) : _mm512_setzero_si512();
         __m512i s_hi = _mm512_setzero_si512();
@@ -223,7 +223,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + L::kDOffset)));
     if constexpr (L::kTable) {
-#pragma GCC unroll 4
+#pragma GCC unroll 8
       for (int t = 0; t < T; ++t)
         acc[t] = _mm512_fmadd_ps(blk_sum[t], _mm512_mul_ps(d, _mm512_set1_ps(act[t * nb + b].d)), acc[t]);
       continue;
@@ -237,7 +237,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
           _mm512_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mn_bytes + 32 * p + 16)));
       mn[p] = _mm512_or_si512(even, _mm512_slli_epi32(odd, 16));
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const PanelAct& a = act[t * nb + b];
       __m512i m = _mm512_setzero_si512();
@@ -248,7 +248,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     }
   }
   const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
@@ -257,12 +257,12 @@ template <class B, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
-  constexpr PanelFn kPanelTokens[kPanelTokenChunk + 1] = {nullptr, &panel_tokens<B, 1, R>, &panel_tokens<B, 2, R>,
-                                                          &panel_tokens<B, 3, R>, &panel_tokens<B, 4, R>};
+  constexpr auto kPanelTokens =
+      token_kernels<kPanelTokenChunk, PanelFn>([]<int T>() { return &panel_tokens<B, T, R>; });
   panel_gemm<kRows, kPanelTokenChunk, PanelAct>(
       p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / quant::kQKK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return panel_act<B>(reinterpret_cast<const BlockQ8_K*>(xt)[b]); },
-      kPanelTokens);
+      kPanelTokens.data());
 }
 
 // Every token count: tiles packed at load (--repack) take over from 9 tokens where they exist (matmul's

@@ -3,8 +3,10 @@
 // chunk of tokens passes over them; panels innermost, so a chunk's activations stay in L1 across the block's panels.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 
 #include "tensor/kernels/scratch_buffer.h"
 
@@ -25,6 +27,16 @@ inline void for_each_panel_chunk(int64_t n_rows, int64_t n_tok, Fn&& fn) {
       }
     }
   }
+}
+
+// The kernels of one to kChunk tokens as panel_gemm takes them, index n for n tokens: make.template operator()<n>()
+// gives each, e.g. []<int T>() { return &panel_tokens<B, T>; }.
+template <int kChunk, class Fn, class Make>
+constexpr std::array<Fn, kChunk + 1> token_kernels(Make make) {
+  return [&]<int... T>(std::integer_sequence<int, T...>) {
+    return std::array<Fn, kChunk + 1>{nullptr, make.template operator()<T + 1>()...};
+  }
+  (std::make_integer_sequence<int, kChunk>{});
 }
 
 // A panel gemm's frame: the activation side of every token and block prepared once (prep(token_row, block) -> Act,
