@@ -194,6 +194,11 @@ void fetch_outputs(std::span<const Job> jobs) {
 // whose layout has that kernel runs it (q, k and v may differ in format, and where the lines should go is the
 // CPU's matter more than the format's).
 void run_decode(std::span<Job> jobs, int64_t total_chunks, ThreadPool& pool, MatmulScratch& scratch) {
+  uint64_t bytes = 0;
+  for (const Job& job : jobs) {
+    bytes += job.packed != nullptr ? PackedWeights::panel_bytes(*job.w, *job.packed->fns)
+                                   : static_cast<uint64_t>(job.w->rows()) * job.w->row_bytes;
+  }
   const PackedGemm* choice = nullptr;
   DecodeKernel kernel = DecodeKernel::L1;
   for (Job& job : jobs) {
@@ -202,7 +207,7 @@ void run_decode(std::span<Job> jobs, int64_t total_chunks, ThreadPool& pool, Mat
     if (!has_kernel(*fns, DecodeKernel::L2) && !has_kernel(*fns, DecodeKernel::Unprefetched)) continue;
     if (choice == nullptr) {
       choice = fns;
-      kernel = scratch.prefetch.pick(choice);
+      kernel = scratch.prefetch.pick(choice, bytes);
     }
     job.kernel = has_kernel(*fns, kernel) ? kernel : DecodeKernel::L1;
   }
@@ -214,13 +219,8 @@ void run_decode(std::span<Job> jobs, int64_t total_chunks, ThreadPool& pool, Mat
     fetch_outputs(jobs);
   }
   if (choice == nullptr) return;
-  uint64_t bytes = 0;
-  for (const Job& job : jobs) {
-    bytes += job.packed != nullptr ? PackedWeights::panel_bytes(*job.w, *job.packed->fns)
-                                   : static_cast<uint64_t>(job.w->rows()) * job.w->row_bytes;
-  }
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
-  scratch.prefetch.record(choice, kernel, bytes, static_cast<uint64_t>(ns));
+  scratch.prefetch.record(choice, bytes, kernel, static_cast<uint64_t>(ns));
 }
 
 // Many tokens: one contiguous range of chunks per thread, since every gemm call prepares all the tokens.

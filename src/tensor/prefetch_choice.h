@@ -17,28 +17,38 @@ enum class DecodeKernel { L1 = 0, L2 = 1, Unprefetched = 2 };
 
 class PrefetchChoice {
  public:
-  // Of every kPeriod calls on a layout, kExplore in a row run one of the kernels that look slower (each in turn), so
-  // a change of the machine's state is noticed within a few decode steps (1b has ~90 matmul calls a step); each
-  // keeps an average of the last calls' time per byte. On the Zen 4 VM, where prefetching into L1 took up to 22%
-  // longer, a period of 32 cost 3-4% against always running the fastest kernel, 128 within 1%.
+  // Of every kPeriod calls of a layout and shape, kExplore in a row run one of the other kernels (each in turn), so
+  // a change of the machine's state is noticed within a few seconds of decode (1b calls each shape ~22 times a
+  // step). On the Zen 4 VM, where prefetching into L1 took up to 22% longer, a period of 32 calls of any shape cost
+  // 3-4% against always running the fastest kernel, 128 within 1%.
   static constexpr int64_t kPeriod = 128;
   static constexpr int64_t kExplore = 4;
 
-  // The kernel the next call on `fns` runs: one of those fns has.
-  DecodeKernel pick(const PackedGemm* fns);
-  // How long a call that pick() chose `kernel` for took on `bytes` of weights (every job of the call counted).
-  void record(const PackedGemm* fns, DecodeKernel kernel, uint64_t bytes, uint64_t ns);
-  // The average nanoseconds per byte of that kernel; 0 before its first call.
-  double ns_per_byte(const PackedGemm* fns, DecodeKernel kernel) const;
+  // Calls are told apart by layout and by their bytes of weights (every job of the call counted), and an explored
+  // kernel is judged by its time over the running kernel's recent average on the same shape, not by an average of
+  // its own: the VM's memory changes pace within seconds, so an explored kernel's own average, a few calls from a
+  // period ago, was compared with a running average of now. Kept absolute and across shapes, the L2 kernel (15-35%
+  // slower on the Zen 5 VM) ran in 16-60% of 1b's decode calls of a shape, 1b Q4_0's decode 3% slower in all.
+  // The kernel the next such call runs: one of those fns has.
+  DecodeKernel pick(const PackedGemm* fns, uint64_t bytes);
+  // How long a call that pick() chose `kernel` for took.
+  void record(const PackedGemm* fns, uint64_t bytes, DecodeKernel kernel, uint64_t ns);
+  // The running kernel's average nanoseconds per byte on such calls, or another kernel's as that times its ratio to
+  // the running one; 0 before its first call.
+  double ns_per_byte(const PackedGemm* fns, uint64_t bytes, DecodeKernel kernel) const;
 
  private:
   struct Entry {
     const PackedGemm* fns = nullptr;
-    double ns_per_byte[3] = {0, 0, 0};  // by DecodeKernel
+    uint64_t bytes = 0;
     int64_t calls = 0;
+    DecodeKernel running = DecodeKernel::L1;  // the kernel run outside exploring calls
+    double running_ns_per_byte = 0;           // its recent average; 0 before its first call
+    double ratio[3] = {0, 0, 0};              // by DecodeKernel: explored time over running_ns_per_byte; 0 untried
   };
-  Entry& entry(const PackedGemm* fns);
-  std::vector<Entry> entries_;  // one per layout met: a handful
+  Entry& entry(const PackedGemm* fns, uint64_t bytes);
+  const Entry* find(const PackedGemm* fns, uint64_t bytes) const;
+  std::vector<Entry> entries_;  // one per layout and shape met: a few dozen at most
 };
 
 // Whether fns has that kernel (gemm always; the others where not null).

@@ -330,11 +330,12 @@ void expect_every_decode_kernel_runs_and_agrees(const Kernels& kernels, GgmlType
       ASSERT_EQ(y, first) << "call " << call;
     }
   }
+  const uint64_t bytes = PackedWeights::panel_bytes(w.view, *fns);  // the calls' shape, as matmul counts it
   for (DecodeKernel kernel : {DecodeKernel::L1, DecodeKernel::L2, DecodeKernel::Unprefetched}) {
     if (has_kernel(*fns, kernel)) {
-      EXPECT_GT(scratch.prefetch.ns_per_byte(fns, kernel), 0) << "kernel " << static_cast<int>(kernel) << " ran";
+      EXPECT_GT(scratch.prefetch.ns_per_byte(fns, bytes, kernel), 0) << "kernel " << static_cast<int>(kernel) << " ran";
     } else {
-      EXPECT_EQ(scratch.prefetch.ns_per_byte(fns, kernel), 0) << "kernel " << static_cast<int>(kernel);
+      EXPECT_EQ(scratch.prefetch.ns_per_byte(fns, bytes, kernel), 0) << "kernel " << static_cast<int>(kernel);
     }
   }
 }

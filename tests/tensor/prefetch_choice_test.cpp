@@ -1,5 +1,5 @@
 // PrefetchChoice: each kernel tried, the fastest one run outside short exploring runs of each other one in turn, a
-// change of pace followed, a layout's missing kernels never picked.
+// change of pace followed, a layout's missing kernels never picked, calls of different shapes kept apart.
 #include "tensor/prefetch_choice.h"
 
 #include <gtest/gtest.h>
@@ -30,10 +30,10 @@ PackedGemm three_kernels() {
 std::array<int, 3> run_calls(PrefetchChoice& c, const PackedGemm* fns, int64_t n, std::array<uint64_t, 3> ns) {
   std::array<int, 3> runs{};
   for (int64_t i = 0; i < n; ++i) {
-    const DecodeKernel k = c.pick(fns);
+    const DecodeKernel k = c.pick(fns, kBytes);
     const auto idx = static_cast<size_t>(k);
     ++runs[idx];
-    c.record(fns, k, kBytes, ns[idx]);
+    c.record(fns, kBytes, k, ns[idx]);
   }
   return runs;
 }
@@ -41,11 +41,11 @@ std::array<int, 3> run_calls(PrefetchChoice& c, const PackedGemm* fns, int64_t n
 TEST(PrefetchChoice, TriesEachKernelOfTheLayoutFirst) {
   PrefetchChoice c;
   const PackedGemm fns = three_kernels();
-  EXPECT_EQ(c.ns_per_byte(&fns, DecodeKernel::L1), 0) << "nothing recorded yet";
+  EXPECT_EQ(c.ns_per_byte(&fns, kBytes, DecodeKernel::L1), 0) << "nothing recorded yet";
   const auto runs = run_calls(c, &fns, 3, {1000, 1000, 1000});
   EXPECT_EQ(runs, (std::array<int, 3>{1, 1, 1}));
   for (DecodeKernel k : {DecodeKernel::L1, DecodeKernel::L2, DecodeKernel::Unprefetched}) {
-    EXPECT_GT(c.ns_per_byte(&fns, k), 0);
+    EXPECT_GT(c.ns_per_byte(&fns, kBytes, k), 0);
   }
 }
 
@@ -71,8 +71,8 @@ TEST(PrefetchChoice, RunsTheFastestKernelExceptWhileExploringEachOtherInTurn) {
   EXPECT_EQ(runs[1], n - 10 * kExplore) << "L2 is the fastest";
   EXPECT_EQ(runs[0], 5 * kExplore) << "L1 explored every other period";
   EXPECT_EQ(runs[2], 5 * kExplore) << "no prefetch explored every other period";
-  EXPECT_NEAR(c.ns_per_byte(&fns, DecodeKernel::L2), 1000.0 / kBytes, 1e-12);
-  EXPECT_NEAR(c.ns_per_byte(&fns, DecodeKernel::Unprefetched), 3000.0 / kBytes, 1e-12);
+  EXPECT_NEAR(c.ns_per_byte(&fns, kBytes, DecodeKernel::L2), 1000.0 / kBytes, 1e-12);
+  EXPECT_NEAR(c.ns_per_byte(&fns, kBytes, DecodeKernel::Unprefetched), 3000.0 / kBytes, 1e-12);
 }
 
 TEST(PrefetchChoice, FollowsAChangeOfPaceWithinAFewPeriods) {
@@ -80,7 +80,7 @@ TEST(PrefetchChoice, FollowsAChangeOfPaceWithinAFewPeriods) {
   PackedGemm fns = three_kernels();
   fns.gemm_l2 = nullptr;
   run_calls(c, &fns, 4 * kPeriod, {1000, 1, 1300});  // prefetching 30% faster
-  EXPECT_LT(c.ns_per_byte(&fns, DecodeKernel::L1), c.ns_per_byte(&fns, DecodeKernel::Unprefetched));
+  EXPECT_LT(c.ns_per_byte(&fns, kBytes, DecodeKernel::L1), c.ns_per_byte(&fns, kBytes, DecodeKernel::Unprefetched));
   // The machine changes: now the kernel without prefetch is 30% faster.
   run_calls(c, &fns, 3 * kPeriod, {1300, 1, 1000});
   const int64_t n = 4 * kPeriod;
@@ -96,11 +96,37 @@ TEST(PrefetchChoice, KeepsEachLayoutApart) {
   EXPECT_EQ(run_calls(c, &b, kPeriod, {2000, 1000, 2000})[1], kPeriod - kExplore);
 }
 
+// Two shapes of one layout, called in turn: the small one slower per byte with every kernel (as a 2.4 MB matrix
+// against a 13 MB one). L1 is the faster on each, so L2 runs only while explored: compared across the shapes, L2's
+// explored time on the big one would beat L1's recent time on the small one.
+TEST(PrefetchChoice, ComparesCallsOfOneShapeOnly) {
+  PrefetchChoice c;
+  PackedGemm fns = three_kernels();
+  fns.gemm_unprefetched = nullptr;
+  constexpr uint64_t kSmall = kBytes, kBig = 4 * kBytes;
+  const std::array<uint64_t, 2> small_ns{3000, 3600}, big_ns{4 * 1000, 4 * 1200};  // L1, L2
+  std::array<int, 2> l2_runs{};
+  const int64_t n = 8 * kPeriod;
+  for (int64_t i = 0; i < 2 * n; ++i) {
+    const bool big = i % 2 == 1;
+    const uint64_t bytes = big ? kBig : kSmall;
+    const DecodeKernel k = c.pick(&fns, bytes);
+    ASSERT_NE(k, DecodeKernel::Unprefetched);
+    const auto idx = static_cast<size_t>(k);
+    if (k == DecodeKernel::L2) ++l2_runs[big ? 1 : 0];
+    c.record(&fns, bytes, k, (big ? big_ns : small_ns)[idx]);
+  }
+  EXPECT_LE(l2_runs[0], 8 * kExplore) << "small shape";
+  EXPECT_LE(l2_runs[1], 8 * kExplore) << "big shape";
+  EXPECT_NEAR(c.ns_per_byte(&fns, kSmall, DecodeKernel::L1), 3000.0 / kSmall, 1e-12);
+  EXPECT_NEAR(c.ns_per_byte(&fns, kBig, DecodeKernel::L1), 1000.0 / kBytes, 1e-12);
+}
+
 TEST(PrefetchChoice, IgnoresCallsOfNoBytes) {
   PrefetchChoice c;
   const PackedGemm fns = three_kernels();
-  c.record(&fns, DecodeKernel::L2, 0, 5000);
-  EXPECT_EQ(c.ns_per_byte(&fns, DecodeKernel::L2), 0);
+  c.record(&fns, 0, DecodeKernel::L2, 5000);
+  EXPECT_EQ(c.ns_per_byte(&fns, kBytes, DecodeKernel::L2), 0);
 }
 
 }  // namespace
