@@ -190,9 +190,9 @@ void fetch_outputs(std::span<const Job> jobs) {
 }
 
 // A call of a token or a few: run_dynamic on the pool (the caller alone for one thread or chunk). When a job's layout
-// has several kernels, scratch.prefetch picks one by the first such layout and is told the call's time; every job
-// whose layout has that kernel runs it (q, k and v may differ in format, and where the lines should go is the
-// CPU's matter more than the format's).
+// has several kernels, scratch.prefetch picks one by the first such layout and the call's bytes, and is told the
+// call's time; every job whose layout has that kernel runs it (q, k and v may differ in format, and where the lines
+// should go is the CPU's matter more than the format's).
 void run_decode(std::span<Job> jobs, int64_t total_chunks, ThreadPool& pool, MatmulScratch& scratch) {
   uint64_t bytes = 0;
   for (const Job& job : jobs) {

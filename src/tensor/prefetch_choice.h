@@ -26,9 +26,9 @@ class PrefetchChoice {
 
   // Calls are told apart by layout and by their bytes of weights (every job of the call counted), and an explored
   // kernel is judged by its time over the running kernel's recent average on the same shape, not by an average of
-  // its own: the VM's memory changes pace within seconds, so an explored kernel's own average, a few calls from a
-  // period ago, was compared with a running average of now. Kept absolute and across shapes, the L2 kernel (15-35%
-  // slower on the Zen 5 VM) ran in 16-60% of 1b's decode calls of a shape, 1b Q4_0's decode 3% slower in all.
+  // its own: the VM's memory changes pace within seconds, and an explored kernel's own average, from a few calls a
+  // period ago, was being compared with a running average of now. Kept that way, the L2 kernel (17-31% slower per
+  // byte on the Zen 5 VM) ran in 9-59% of a shape's decode calls instead of 3%, 1b Q4_0's decode 3% slower in all.
   // The kernel the next such call runs: one of those fns has.
   DecodeKernel pick(const PackedGemm* fns, uint64_t bytes);
   // How long a call that pick() chose `kernel` for took.
