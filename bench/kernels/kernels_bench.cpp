@@ -142,26 +142,6 @@ void bench_panels(benchmark::State& state, Isa isa, GgmlType t, int64_t kbytes) 
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
 }
 
-// Prefill on the panels (Kernels::panels: the layout decode streams, which serves every token count for the types
-// whose max_tokens is 0): 256 rows (in L2) x 512 tokens on one thread, as GOPS like gemm's.
-void bench_panels_gemm(benchmark::State& state, Isa isa, GgmlType t) {
-  const Kernels& kern = Kernels::get(isa);
-  const PackedGemm* fns = kern.panels(t);
-  const int64_t k = 2048, rows = 256, n_tok = 512;
-  const auto w = weight_rows(t, k, rows);
-  const auto x = activations(t, k, n_tok, kern);
-  std::vector<uint8_t> storage(static_cast<size_t>(rows / fns->group_rows) * fns->group_bytes(k) + 64);
-  uint8_t* p = storage.data() + (64 - reinterpret_cast<uintptr_t>(storage.data()) % 64) % 64;
-  fns->pack(w.data(), row_size(t, k), rows, k, p);
-  std::vector<float> y(static_cast<size_t>(rows * n_tok));
-  for (auto _ : state) {
-    fns->gemm(p, rows, x.data(), row_size(Kernels::act_type(t), k), n_tok, k, y.data(), rows);
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.counters["GOPS"] = benchmark::Counter(static_cast<double>(2 * rows * n_tok * k) * state.iterations() / 1e9,
-                                              benchmark::Counter::kIsRate);
-}
-
 // Small token counts (speculative decoding, batched sequences): where the repacking gemm starts to beat a
 // vec_dot per (row, token). Reports weight GB/s per token (bytes * tokens / time).
 void bench_gemm_tokens(benchmark::State& state, Isa isa, GgmlType t, int64_t n_tok) {
@@ -178,12 +158,10 @@ void bench_gemm_tokens(benchmark::State& state, Isa isa, GgmlType t, int64_t n_t
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()) * n_tok);
 }
 
-// Prefill on weights packed at load (--repack), the shape of one 1B projection (2048 x 2048): GOPS by token count,
-// so a pipeline's micro-batch size can be set where the kernel is still near its full rate.
-void bench_packed_tokens(benchmark::State& state, Isa isa, GgmlType t, int64_t n_tok) {
-  const Kernels& kern = Kernels::get(isa);
-  const PackedGemm* fns = kern.packed(t);
-  const int64_t k = 2048, rows = 2048;
+// GOPS of a layout packed at setup: rows x k = 2048 against n_tok tokens on one thread.
+void run_packed_gemm(benchmark::State& state, const Kernels& kern, GgmlType t, const PackedGemm* fns, int64_t rows,
+                     int64_t n_tok) {
+  const int64_t k = 2048;
   const auto w = weight_rows(t, k, rows);
   const auto x = activations(t, k, n_tok, kern);
   const size_t bytes = static_cast<size_t>(rows / fns->group_rows) * fns->group_bytes(k);
@@ -197,6 +175,20 @@ void bench_packed_tokens(benchmark::State& state, Isa isa, GgmlType t, int64_t n
   }
   state.counters["GOPS"] = benchmark::Counter(2.0 * static_cast<double>(rows * k * n_tok) * 1e-9,
                                               benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Prefill on weights packed at load (--repack), the shape of one 1B projection (2048 x 2048): GOPS by token count,
+// so a pipeline's micro-batch size can be set where the kernel is still near its full rate.
+void bench_packed_tokens(benchmark::State& state, Isa isa, GgmlType t, int64_t n_tok) {
+  const Kernels& kern = Kernels::get(isa);
+  run_packed_gemm(state, kern, t, kern.packed(t), 2048, n_tok);
+}
+
+// Prefill on the panels (Kernels::panels: the layout decode streams, which serves every token count for the types
+// whose max_tokens is 0): 256 rows (in L2) x 512 tokens.
+void bench_panels_gemm(benchmark::State& state, Isa isa, GgmlType t) {
+  const Kernels& kern = Kernels::get(isa);
+  run_packed_gemm(state, kern, t, kern.panels(t), 256, 512);
 }
 
 // The roofline for vec_dot: summing the same number of bytes with plain 64-bit loads, four independent streams,
