@@ -137,20 +137,20 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   using L = Layout<F>;
   constexpr int G = F::kGroupsPerUnit;
   __m512 acc[T];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * L::kBlockBytes;
     prefetch_stream<L::kBlockBytes - L::kLevelBytes - 64, kPrefetchFarBytes, R>(blk + L::kLevelBytes);
     const int8_t* xq[T];
     __m512 blk_sum[T];
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       xq[t] = reinterpret_cast<const BlockQ8_K*>(x + t * xs)[b].qs;
       blk_sum[t] = _mm512_setzero_ps();
     }
     __m512i min_sum[T];  // kMins: sum over groups of min x activation sum, per row
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) min_sum[t] = _mm512_setzero_si512();
     // Pairs of groups: 8 operands, and Q2_K's scales and mins come a pair at a time.
     for (int p = 0; p < 8; ++p) {
@@ -180,7 +180,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
           sc[h] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(blk + L::kScOffset + 16 * (2 * p + h))));
         }
       }
-#pragma GCC unroll 8
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         for (int h = 0; h < 2; ++h) {
           const int j = 2 * p + h;
@@ -196,7 +196,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(blk + L::kDOffset)));
-#pragma GCC unroll 8
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const __m512 xd = _mm512_set1_ps(act[t * nb + b].d);
       acc[t] = _mm512_fmadd_ps(blk_sum[t], _mm512_mul_ps(d, xd), acc[t]);
@@ -207,13 +207,14 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     }
   }
   const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
-#pragma GCC unroll 8
+#pragma GCC unroll 4
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
-// Tokens per pass: Q2_K's mins take a third register a token, so it keeps to 4 (8 would spill).
+// Tokens per pass: 4, not kPanelTokenChunk. Q2_K's mins take a third register a token (8 would spill), and with 8
+// clang's ASan/UBSan build of this file (the fuzz tree) ran for over 40 minutes without finishing.
 template <class F>
-constexpr int kChunk = F::kMins ? 4 : kPanelTokenChunk;
+constexpr int kChunk = 4;
 
 template <class F, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
