@@ -130,7 +130,7 @@ PanelAct panel_act(const BlockQ8_K& x) {
   return a;
 }
 
-// T tokens (T <= kChunk<F>) against one panel over all nb blocks; y[t * ldy + r] for the panel's rows r < n_valid.
+// T tokens (T <= kChunk) against one panel over all nb blocks; y[t * ldy + r] for the panel's rows r < n_valid.
 template <class F, int T, Reach R>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const PanelAct* act, float* y,
                   int64_t ldy, int n_valid) {
@@ -213,15 +213,14 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
 
 // Tokens per pass: 4, not kPanelTokenChunk. Q2_K's mins take a third register a token (8 would spill), and with 8
 // clang's ASan/UBSan build of this file (the fuzz tree) ran for over 40 minutes without finishing.
-template <class F>
 constexpr int kChunk = 4;
 
 template <class F, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
-  constexpr auto kPanelTokens = token_kernels<kChunk<F>, PanelFn>([]<int T>() { return &panel_tokens<F, T, R>; });
-  panel_gemm<kRows, kChunk<F>, PanelAct>(
+  constexpr auto kPanelTokens = token_kernels<kChunk, PanelFn>([]<int T>() { return &panel_tokens<F, T, R>; });
+  panel_gemm<kRows, kChunk, PanelAct>(
       p, group_bytes<F>(k), n_rows, x, xs, n_tok, k / quant::kQKK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return panel_act<F>(reinterpret_cast<const BlockQ8_K*>(xt)[b]); },
       kPanelTokens.data());
