@@ -273,7 +273,7 @@ const StreamSet& stream_set(Isa isa, GgmlType t, int64_t k = 2048) {
   return *sets.back().second;
 }
 
-enum class Stream { Own, OwnL2, Interleaved, Rows, Read };
+enum class Stream { Own, OwnL2, OwnNone, Interleaved, Rows, Read };
 
 void bench_stream(benchmark::State& state, Isa isa, GgmlType type, Stream mode) {
   const StreamSet& s = stream_set(isa, type);
@@ -289,7 +289,7 @@ void bench_stream(benchmark::State& state, Isa isa, GgmlType type, Stream mode) 
              y.data() + r, s.rows);
       return;
     }
-    const auto gemm = mode == Stream::OwnL2 ? s.fns->gemm_l2 : s.fns->gemm;
+    const auto gemm = mode == Stream::OwnL2 ? s.fns->gemm_l2 : mode == Stream::OwnNone ? s.fns->gemm_unprefetched : s.fns->gemm;
     gemm(s.panels + static_cast<size_t>(r / s.fns->group_rows) * group, count, s.x.data(), s.x.size(), 1, s.k,
          y.data() + r, s.rows);
   };
@@ -437,11 +437,14 @@ int register_all() {
     if (!isa_supported(isa, f)) continue;
     for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0, GgmlType::Q8_0}) {
       if (Kernels::get(isa).panels(t) == nullptr) continue;
-      // "own_l2": "own" with the layout's kernel that prefetches into L2 (PackedGemm::gemm_l2), where it has one.
+      // "own_l2": "own" with the layout's kernel that prefetches into L2 (PackedGemm::gemm_l2), where it has one;
+      // "own_none": with its kernel without software prefetch (PackedGemm::gemm_unprefetched).
       for (auto [name, mode] : {std::pair{"own", Stream::Own}, std::pair{"own_l2", Stream::OwnL2},
+                                std::pair{"own_none", Stream::OwnNone},
                                 std::pair{"interleaved", Stream::Interleaved}, std::pair{"rows", Stream::Rows},
                                 std::pair{"read", Stream::Read}}) {
         if (mode == Stream::OwnL2 && Kernels::get(isa).panels(t)->gemm_l2 == nullptr) continue;
+        if (mode == Stream::OwnNone && Kernels::get(isa).panels(t)->gemm_unprefetched == nullptr) continue;
         const std::string label =
             std::string("stream/") + std::string(isa_name(isa)) + "/" + std::string(type_name(t)) + "/" + name;
         benchmark::RegisterBenchmark(label.c_str(), bench_stream, isa, t, mode)

@@ -347,15 +347,17 @@ TEST(Matmul, EveryDecodeKernelOfALayoutRunsAndAgrees) {
     SCOPED_TRACE(isa_name(isa));
     const Kernels& kernels = Kernels::get(isa);
     const PackedGemm* q8 = kernels.panels(GgmlType::Q8_0);
-    // The AVX2 path has no Q8_0 panels and one decode kernel per layout; the AVX-512 panels have an L2 kernel
-    // each, and Q8_0's one without prefetch as well.
+    // The AVX2 path has no Q8_0 panels and one decode kernel per layout; the AVX-512 panels have three each: into
+    // L1, into L2, and without software prefetch.
     ASSERT_EQ(q8 != nullptr && q8->gemm_unprefetched != nullptr, isa == Isa::Avx512);
     const PackedGemm* q4k = kernels.panels(GgmlType::Q4_K);
     ASSERT_NE(q4k, nullptr);
     EXPECT_EQ(q4k->gemm_l2 != nullptr, isa == Isa::Avx512);
-    EXPECT_EQ(q4k->gemm_unprefetched, nullptr);
+    EXPECT_EQ(q4k->gemm_unprefetched != nullptr, isa == Isa::Avx512);
     if (isa != Isa::Avx512) continue;
-    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q4_0}) {
+    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::IQ4_XS, GgmlType::Q6_K,
+                          GgmlType::Q3_K, GgmlType::Q2_K, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
+                          GgmlType::Q5_1, GgmlType::IQ4_NL}) {
       expect_every_decode_kernel_runs_and_agrees(kernels, type);
     }
   }

@@ -67,15 +67,17 @@ struct Q2Format : K16Base<K16Format::Q2_K> {
   }
 };
 
-// One panel block: 8 rows x 256 elements: the units, then the scales in pairs of groups (byte 16p + 2r + h: group
-// 2p + h of row r, so one sign or zero extension gives each row's lane the words of both), then the rows' d (and
-// Q2_K's dmin) as fp16. Q6_K's and Q2_K's blocks are exactly the rows' bytes, Q3_K's 4% more.
+// One panel block: 8 rows x 256 elements: the scales in pairs of groups (byte 16p + 2r + h: group 2p + h of row r,
+// so one sign or zero extension gives each row's lane the words of both), then the units, then the rows' d (and
+// Q2_K's dmin) as fp16: front to back in the order the kernel reads (the scales behind the units slowed an AMD EPYC
+// Zen 4's stream, docs/benchmarks.md "Panels read front to back"). Q6_K's and Q2_K's blocks are exactly the rows'
+// bytes, Q3_K's 4% more.
 template <class F>
 struct Layout {
   static constexpr size_t kUnitBytes = 32 * F::kVectors;
-  static constexpr size_t kLevelBytes = 16 / F::kGroupsPerUnit * kUnitBytes;
-  static constexpr size_t kScOffset = kLevelBytes;
-  static constexpr size_t kDOffset = kScOffset + 128;
+  static constexpr size_t kScOffset = 0;
+  static constexpr size_t kLevelOffset = kScOffset + 128;
+  static constexpr size_t kDOffset = kLevelOffset + 16 / F::kGroupsPerUnit * kUnitBytes;
   static constexpr size_t kDminOffset = kDOffset + 2 * kRows;
   static constexpr size_t kBlockBytes = kDminOffset + (F::kMins ? 2 * kRows : 0);
   static_assert(kBlockBytes == kRows * sizeof(typename F::Block) + (F::kOffset == 4 ? 32 : 0));
@@ -105,7 +107,7 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
         uint8_t scales[16];
         k16_row(F::kFormat, &src, u, scales);
         for (int m = 0; m < kQKK / kUnitElements; ++m) {
-          k16_place(F::kFormat, u + kUnitElements * m, r, 32, blk + L::kUnitBytes * m);
+          k16_place(F::kFormat, u + kUnitElements * m, r, 32, blk + L::kLevelOffset + L::kUnitBytes * m);
         }
         for (int j = 0; j < 16; ++j) blk[L::kScOffset + 16 * (j / 2) + 2 * r + j % 2] = scales[j];
         std::memcpy(blk + L::kDOffset + 2 * r, &src.d, 2);
@@ -144,7 +146,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * L::kBlockBytes;
-    prefetch_stream<L::kBlockBytes - L::kLevelBytes>(blk + L::kLevelBytes);
+    prefetch_stream<L::kLevelOffset>(blk);  // the scales (and the line after them)
+    prefetch_stream<L::kBlockBytes - L::kDOffset>(blk + L::kDOffset);
     const BlockQ8_K* xb[T];
     __m256i isum[T], off[T];
     for (int t = 0; t < T; ++t) {
@@ -155,7 +158,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     for (int p = 0; p < 8; ++p) {
       __m256i lv[8];
       for (int h = 0; h < 2 / G; ++h) {
-        const uint8_t* unit = blk + L::kUnitBytes * static_cast<size_t>(2 / G * p + h);
+        const uint8_t* unit = blk + L::kLevelOffset + L::kUnitBytes * static_cast<size_t>(2 / G * p + h);
         prefetch_stream<L::kUnitBytes - 32>(unit);  // every line of 96- and 32-byte units
         __m256i v[F::kVectors];
         for (int k = 0; k < F::kVectors; ++k) v[k] = load256(unit + 32 * k);

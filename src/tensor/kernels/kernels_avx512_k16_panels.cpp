@@ -67,16 +67,18 @@ struct Q2Format : K16Base<K16Format::Q2_K> {
   }
 };
 
-// One panel block: 16 rows x 256 elements: the units, then the scales, then the rows' d (and dmin) as fp16, then
-// padding to whole lines.
+// One panel block: 16 rows x 256 elements: the scales, the rows' d (and dmin) as fp16 and padding to whole lines,
+// then the units. Front to back in the order the kernel reads: with the scales behind the units, the hardware
+// prefetcher of an AMD EPYC Zen 4 lost the stream and decode read memory well below a plain loop's pace
+// (docs/benchmarks.md, "Panels read front to back").
 template <class F>
 struct Layout {
   static constexpr size_t kUnitBytes = 64 * F::kVectors;
-  static constexpr size_t kLevelBytes = 16 / F::kGroupsPerUnit * kUnitBytes;
-  static constexpr size_t kScOffset = kLevelBytes;
+  static constexpr size_t kScOffset = 0;
   static constexpr size_t kDOffset = kScOffset + 256;
   static constexpr size_t kDminOffset = kDOffset + 2 * kRows;
-  static constexpr size_t kBlockBytes = (kDminOffset + (F::kMins ? 2 * kRows : 0) + 63) / 64 * 64;
+  static constexpr size_t kLevelOffset = (kDminOffset + (F::kMins ? 2 * kRows : 0) + 63) / 64 * 64;
+  static constexpr size_t kBlockBytes = kLevelOffset + 16 / F::kGroupsPerUnit * kUnitBytes;
   static_assert(kBlockBytes == (F::kMins ? 1344 : F::kOffset == 4 ? 1856 : 3392));  // Q2_K: the rows' bytes
 };
 
@@ -102,7 +104,7 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
         uint8_t scales[16];
         k16_row(F::kFormat, &src, u, scales);
         for (int m = 0; m < quant::kQKK / kUnitElements; ++m) {
-          k16_place(F::kFormat, u + kUnitElements * m, r, 64, blk + L::kUnitBytes * m);
+          k16_place(F::kFormat, u + kUnitElements * m, r, 64, blk + L::kLevelOffset + L::kUnitBytes * m);
         }
         for (int j = 0; j < 16; ++j) {
           blk[L::kScOffset + (F::kMins ? 32 * (j / 2) + 2 * r + j % 2 : 16 * j + r)] = scales[j];
@@ -141,7 +143,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * L::kBlockBytes;
-    prefetch_stream<L::kBlockBytes - L::kLevelBytes - 64, kPrefetchFarBytes, R>(blk + L::kLevelBytes);
+    prefetch_stream<L::kLevelOffset - 64, kPrefetchFarBytes, R>(blk);
     const int8_t* xq[T];
     __m512 blk_sum[T];
 #pragma GCC unroll 4
@@ -156,7 +158,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     for (int p = 0; p < 8; ++p) {
       __m512i lv[8];
       for (int h = 0; h < 2 / G; ++h) {
-        const uint8_t* unit = blk + L::kUnitBytes * (2 / G * p + h);
+        const uint8_t* unit = blk + L::kLevelOffset + L::kUnitBytes * (2 / G * p + h);
         prefetch_stream<L::kUnitBytes - 64, kPrefetchFarBytes, R>(unit);
         __m512i v[F::kVectors];
         for (int k = 0; k < F::kVectors; ++k) {
@@ -219,7 +221,7 @@ template <class F, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
-  constexpr auto kPanelTokens = token_kernels<kChunk, PanelFn>([]<int T>() { return &panel_tokens<F, T, R>; });
+  constexpr auto kPanelTokens = token_kernels<kChunk, PanelFn>([]<int T>() { return &panel_tokens<F, T, reach_for(R, T)>; });
   panel_gemm<kRows, kChunk, PanelAct>(
       p, group_bytes<F>(k), n_rows, x, xs, n_tok, k / quant::kQKK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return panel_act<F>(reinterpret_cast<const BlockQ8_K*>(xt)[b]); },
@@ -233,7 +235,8 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
 // Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
 // them against gemm and runs the faster.
 template <class F, int kMaxTokens>
-constexpr PackedGemm kPanels{kRows, 1, &group_bytes<F>, &pack<F>, &gemm<F>, kMaxTokens, nullptr, &gemm<F, Reach::L2>};
+constexpr PackedGemm kPanels{kRows,           1, &group_bytes<F>, &pack<F>, &gemm<F>, kMaxTokens, &gemm<F, Reach::None>,
+                             &gemm<F, Reach::L2>};
 const PackedGemm& kQ3KPanels = kPanels<Q3Format, 128>;
 const PackedGemm& kQ6KPanels = kPanels<Q6Format, 0>;
 const PackedGemm& kQ2KPanels = kPanels<Q2Format, 128>;

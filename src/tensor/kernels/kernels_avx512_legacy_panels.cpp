@@ -27,7 +27,7 @@ constexpr int kRows = kPanelRowCount;
 // of row r); the nibble formats have 4 chunks whose low nibbles are elements 4c + i and high nibbles 16 + 4c + i
 // (the rows' own byte order), Q8_0 8 chunks of elements 4c + i. The Q5 formats add a plane of fifth bits (byte
 // 4r + i: bit c for element 4c + i, bit 4 + c for element 16 + 4c + i). Blocks come in groups of about 4.6 KB
-// (kGroup): every block's levels, then every block's 16 d, then (Q4_1, Q5_1) every block's 16 m, all as fp16, so
+// (kGroup): every block's 16 d, then (Q4_1, Q5_1) every block's 16 m, all as fp16, then every block's levels, so
 // that every load is one whole cache line and a lone token's kernel asks for a group's lines in one burst
 // (stream_prefetch.h). Measured with the 1b decode's matmuls alternating step by step between two builds on the
 // Zen 5 VM, Q4_0 in groups of 16 ran 12-19% faster than single 288-byte blocks with the same bursts, groups of 8
@@ -90,8 +90,8 @@ struct Layout<BlockQ8_0> {
   static uint8_t byte(const BlockQ8_0& b, int c, int i) { return static_cast<uint8_t>(b.qs[4 * c + i] + 128); }
 };
 
-// Block h of a group of n blocks: its levels at h * kLevelBytes (a Q5 format's fifth-bit plane after its chunks),
-// its d at d_offset(n) + 32h, its m (Q4_1, Q5_1) at m_offset(n) + 32h.
+// Block h of a group of n blocks: its d at 32h, its m (Q4_1, Q5_1) at m_offset(n) + 32h, its levels at
+// levels_offset(n) + h * kLevelBytes (a Q5 format's fifth-bit plane after its chunks).
 template <class B>
 constexpr size_t kPlaneOffset = Layout<B>::kChunks * 64;
 template <class B>
@@ -107,13 +107,17 @@ constexpr size_t kGroupBytes = kGroup<B>* kBlockBytes<B>;
 static_assert(kGroupBytes<BlockQ4_0> == 4608 && kGroupBytes<BlockQ4_1> % 64 == 0 && kGroupBytes<BlockQ5_0> % 64 == 0 &&
               kGroupBytes<BlockQ5_1> % 64 == 0 && kGroupBytes<BlockQ8_0> == 4352);
 
-template <class B>
-constexpr size_t d_offset(int64_t n) {
-  return static_cast<size_t>(n) * kLevelBytes<B>;
-}
+// A group's scales come first, so that its bytes are read front to back: with them behind the levels (each block's
+// d read 4 KB ahead of its levels, then the levels), the hardware prefetcher of an AMD EPYC Zen 4 lost the stream,
+// and decode read memory at 55-70% of a plain loop's pace (docs/benchmarks.md).
 template <class B>
 constexpr size_t m_offset(int64_t n) {
-  return d_offset<B>(n) + static_cast<size_t>(n) * 2 * kRows;
+  return static_cast<size_t>(n) * 2 * kRows;
+}
+// Whole lines of scales (a panel's last group may have an odd number of blocks), so every level load is aligned.
+template <class B>
+constexpr size_t levels_offset(int64_t n) {
+  return (static_cast<size_t>(n) * (Layout<B>::kMin ? 4 : 2) * kRows + 63) / 64 * 64;
 }
 
 // The blocks of block b's group among nb: kGroup, fewer in a panel's last group, which takes only the bytes of its
@@ -143,7 +147,7 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
       uint8_t* group = panel + static_cast<size_t>(b / kGroup<B>) * kGroupBytes<B>;
       const size_t h = static_cast<size_t>(b % kGroup<B>);
       const int64_t n = group_size<B>(nb, b);
-      uint8_t* levels = group + h * kLevelBytes<B>;
+      uint8_t* levels = group + levels_offset<B>(n) + h * kLevelBytes<B>;
       for (int r = 0; r < kRows && p * kRows + r < n_rows; ++r) {
         const B& src = reinterpret_cast<const B*>(w + static_cast<size_t>(p * kRows + r) * w_stride)[b];
         for (int c = 0; c < Layout<B>::kChunks; ++c) {
@@ -152,7 +156,7 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
         if constexpr (Layout<B>::kFive) {
           for (int i = 0; i < 4; ++i) levels[kPlaneOffset<B> + 4 * r + i] = Layout<B>::fifth_bits(src, i);
         }
-        std::memcpy(group + d_offset<B>(n) + h * 2 * kRows + 2 * r, &src.d, 2);
+        std::memcpy(group + h * 2 * kRows + 2 * r, &src.d, 2);
         if constexpr (Layout<B>::kMin) std::memcpy(group + m_offset<B>(n) + h * 2 * kRows + 2 * r, &src.m, 2);
       }
     }
@@ -183,7 +187,7 @@ LegacyAct legacy_act(const ActBlock<B>& x) {
   return a;
 }
 
-template <class B, int T, bool kPrefetch, Reach R>
+template <class B, int T, Reach R>
 void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs, const LegacyAct* act, float* y,
                   int64_t ldy, int n_valid) {
   using Act = ActBlock<B>;
@@ -199,7 +203,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   // Block b, the h-th of its group of n.
   const auto block = [&](const uint8_t* group, size_t h, int64_t n, int64_t b) __attribute__((always_inline)) {
-    const uint8_t* blk = group + h * kLevelBytes<B>;
+    const uint8_t* blk = group + levels_offset<B>(n) + h * kLevelBytes<B>;
     __m512i lv[8];
     if constexpr (kNibbles) {
       for (int c = 0; c < 4; ++c) {
@@ -222,7 +226,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     } else {
       for (int c = 0; c < 8; ++c) lv[c] = load512(blk + 64 * c);
     }
-    const __m512 d = _mm512_cvtph_ps(load256(group + d_offset<B>(n) + h * 2 * kRows));
+    const __m512 d = _mm512_cvtph_ps(load256(group + h * 2 * kRows));
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) {
       const auto& xb = reinterpret_cast<const Act*>(x + t * xs)[b];
@@ -247,10 +251,10 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   // peeled off (why the loop is slower was not found; its code per block was the same). Asking into L2, the loop
   // below was 2-4% faster on the Zen 4 VM (1b Q4_0, steps alternated in one process).
   int64_t b = 0;
-  if constexpr (T == 1 && R == Reach::L1) {
+  if constexpr (T == 1 && R != Reach::L2) {
     for (; nb - b >= kGroup<B>; b += kGroup<B>) {
       const uint8_t* group = panel + static_cast<size_t>(b / kGroup<B>) * kGroupBytes<B>;
-      if constexpr (kPrefetch) prefetch_stream<kGroupBytes<B>, kPrefetchFarBytes, R>(group);
+      prefetch_stream<kGroupBytes<B>, kPrefetchFarBytes, R>(group);
 #pragma GCC unroll 16
       for (int h = 0; h < kGroup<B>; ++h) block(group, static_cast<size_t>(h), kGroup<B>, b + h);
     }
@@ -260,7 +264,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (; b < nb; ++b) {
     const uint8_t* group = panel + static_cast<size_t>(b / kGroup<B>) * kGroupBytes<B>;
     const auto h = static_cast<size_t>(b % kGroup<B>);
-    if constexpr (kPrefetch) prefetch_stream<kBlockBytes<B>, kPrefetchFarBytes, R>(group + h * kBlockBytes<B>);
+    prefetch_stream<kBlockBytes<B>, kPrefetchFarBytes, R>(group + h * kBlockBytes<B>);
     block(group, h, group_size<B>(nb, b), b);
   }
   const auto mask = static_cast<__mmask16>((1u << n_valid) - 1);
@@ -268,24 +272,21 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
-// kPrefetchOne: whether a lone token's kernel asks for lines ahead (stream_prefetch.h). Q8_0 has a kernel without
-// as its gemm_unprefetched: measured with the 1b models' matmuls alternating step by step between two builds on the
+// Each layout has a kernel whose lone token asks for no lines ahead (Reach::None) as its gemm_unprefetched. Q8_0's
+// came first: measured with the 1b models' matmuls alternating step by step between two builds on the
 // Zen 5 VM, Q8_0's decode without it ran 6-21% faster in one state of the machine and 2-5% slower in the other,
 // which came and went within minutes; matmul times both (PrefetchChoice). Q4_0's ran 9-12% slower without it in
 // pairs, 0-4% in single blocks, Q4_K_M's 34%. Several tokens per pass keep it: Q8_0's batched decode of 4
 // sequences ran at half speed without.
-template <int T, bool kPrefetchOne>
-constexpr bool kPrefetchAt = T > 1 || kPrefetchOne;  // several tokens ask for lines ahead in every kernel
-
-template <class B, bool kPrefetchOne = true, Reach R = Reach::L1>
+template <class B, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const LegacyAct*, float*, int64_t, int);
   constexpr auto kTokens =
-      token_kernels<kPanelTokenChunk, Fn>([]<int T>() { return &panel_tokens<B, T, kPrefetchAt<T, kPrefetchOne>, R>; });
+      token_kernels<kPanelTokenChunk, Fn>([]<int T>() { return &panel_tokens<B, T, reach_for(R, T)>; });
   // Q8_0's re-reads from L2 without the prefetch: pp64 7% faster. The other formats' pp64 ran 2% slower without it.
   constexpr auto kAgain =
-      token_kernels<kPanelTokenChunk, Fn>([]<int T>() { return &panel_tokens<B, T, false, Reach::L1>; });
+      token_kernels<kPanelTokenChunk, Fn>([]<int T>() { return &panel_tokens<B, T, Reach::None>; });
   panel_gemm<kRows, kPanelTokenChunk, LegacyAct>(
       p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / kQK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return legacy_act<B>(reinterpret_cast<const ActBlock<B>*>(xt)[b]); },
@@ -306,8 +307,8 @@ constexpr PackedGemm kPanels{kRows,
                              &pack<B>,
                              &gemm<B>,
                              kMaxTokens,
-                             std::is_same_v<B, BlockQ8_0> ? &gemm<B, false> : nullptr,
-                             &gemm<B, true, Reach::L2>};
+                             &gemm<B, Reach::None>,
+                             &gemm<B, Reach::L2>};
 const PackedGemm& kQ4_0Panels = kPanels<BlockQ4_0, 256>;
 const PackedGemm& kQ4_1Panels = kPanels<BlockQ4_1, 256>;
 const PackedGemm& kQ5_0Panels = kPanels<BlockQ5_0, 128>;

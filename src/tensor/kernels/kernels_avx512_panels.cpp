@@ -34,15 +34,19 @@ template <class B>
 struct Layout {
   static constexpr bool kFive = std::is_same_v<B, BlockQ5_K>;
   static constexpr bool kTable = std::is_same_v<B, BlockIQ4_XS>;  // signed scales, no mins
-  static constexpr size_t kQsBytes = 2048;
-  static constexpr size_t kHiOffset = kQsBytes;
-  static constexpr size_t kScOffset = kHiOffset + (kFive ? 512 : 0);
+  // Front to back in the order the kernel reads: the scales (and mins) and d (and dmin), then each group's levels
+  // (and Q5_K's fifth bits).
+  static constexpr size_t kScOffset = 0;
   static constexpr size_t kSmhOffset = kScOffset + (kTable ? 64 : 128);
   static constexpr size_t kDOffset = kSmhOffset + (kTable ? 32 : 64);
   static constexpr size_t kDminOffset = kDOffset + 32;  // not for IQ4_XS
+  static constexpr size_t kMetaBytes = kTable ? kDOffset + 32 : kDminOffset + 32;
+  static constexpr size_t kGroupBytes = 256 + (kFive ? 64 : 0);
+  static constexpr size_t qs(int g, int c) { return kMetaBytes + g * kGroupBytes + 64 * c; }
+  static constexpr size_t hi(int g) { return kMetaBytes + g * kGroupBytes + 256; }  // Q5_K only
   // 2304 = 36 * 64, 2816 = 44, 2176 = 34: 64-byte aligned
-  static constexpr size_t kBlockBytes = kTable ? kDOffset + 32 : kDminOffset + 32;
-  static_assert(kBlockBytes % 64 == 0);
+  static constexpr size_t kBlockBytes = kMetaBytes + 8 * kGroupBytes;
+  static_assert(kBlockBytes % 64 == 0 && kMetaBytes % 64 == 0);
   // How far ahead a lone token's kernel asks for lines (stream_prefetch.h). Q4_K's 1.5x as far: measured on the Zen 5
   // VM with the decode alternating step by step between the two distances in one process (median of 167 pairs of
   // steps, nine runs), 1b Q4_K_M 1.4% faster (0.97-1.01 per run) and moe-small Q4_K_M 2.2% (0.97-1.01); 1.25x
@@ -72,7 +76,7 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
         if constexpr (L::kTable) {
           // Its qs already hold element 32g + j in the low nibble of byte 16g + j and 32g + 16 + j in the high one.
           for (int g = 0; g < 8; ++g) {
-            for (int c = 0; c < 4; ++c) std::memcpy(blk + (4 * g + c) * 64 + 4 * r, src.qs + 16 * g + 4 * c, 4);
+            for (int c = 0; c < 4; ++c) std::memcpy(blk + L::qs(g, c) + 4 * r, src.qs + 16 * g + 4 * c, 4);
             const int ls = quant::iq4xs_scale(src, g) + 32;
             blk[L::kScOffset + 16 * (g % 4) + r] |= static_cast<uint8_t>((ls & 15) << (g < 4 ? 0 : 4));
             blk[L::kSmhOffset + 16 * (g / 4) + r] |= static_cast<uint8_t>((ls >> 4) << (2 * (g % 4)));
@@ -81,8 +85,8 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
         } else {
           const Q4KPanelRow row = q4k_panel_row(src);
           for (int g = 0; g < 8; ++g) {
-            for (int c = 0; c < 4; ++c) std::memcpy(blk + (4 * g + c) * 64 + 4 * r, row.qs + 16 * g + 4 * c, 4);
-            if constexpr (L::kFive) std::memcpy(blk + L::kHiOffset + 64 * g + 4 * r, row.high + 4 * g, 4);
+            for (int c = 0; c < 4; ++c) std::memcpy(blk + L::qs(g, c) + 4 * r, row.qs + 16 * g + 4 * c, 4);
+            if constexpr (L::kFive) std::memcpy(blk + L::hi(g) + 4 * r, row.high + 4 * g, 4);
             blk[L::kScOffset + 16 * g + r] = static_cast<uint8_t>((row.scales[g] & 15) | (row.mins[g] & 15) << 4);
             const int top = row.scales[g] >> 4 | (row.mins[g] >> 4) << 2;
             blk[L::kSmhOffset + 16 * (g % 4) + r] |= static_cast<uint8_t>(top << (g < 4 ? 0 : 4));
@@ -173,7 +177,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     const uint8_t* blk = panel + static_cast<size_t>(b) * kBlockBytes;
     // Spread over the block (a group's 4 lines at a time), not one burst of 37 lines: a burst fills the core's
     // miss buffers and stalls the loads behind it.
-    prefetch_stream<kBlockBytes - L::kScOffset - 64, kFar, R>(blk + L::kScOffset);
+    prefetch_stream<L::kMetaBytes - 64, kFar, R>(blk);
     const int8_t* xq[T];
     __m512 blk_sum[T];
 #pragma GCC unroll 8
@@ -190,11 +194,10 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       unpack_scales_mins(blk + L::kScOffset, blk + L::kSmhOffset, scales, mn_bytes);
     }
     for (int g = 0; g < 8; ++g) {
-      prefetch_stream<256 - 64, kFar, R>(blk + 256 * g);
-      if constexpr (L::kFive) prefetch_stream<0, kFar, R>(blk + L::kHiOffset + 64 * g);
+      prefetch_stream<L::kGroupBytes - 64, kFar, R>(blk + L::qs(g, 0));
       __m512i lo[4], hi[4];
       for (int c = 0; c < 4; ++c) {
-        __m512i v = _mm512_load_si512(blk + (4 * g + c) * 64);
+        __m512i v = _mm512_load_si512(blk + L::qs(g, c));
         in_register(v);
         lo[c] = kSixteen ? _mm512_and_si512(_mm512_slli_epi16(v, 4), m_hi) : _mm512_and_si512(v, m_lo);
         // Q4_K: 16 x level, the sum shifted back once per group unless kSixteen. Q5_K: the level, as 16 x level
@@ -206,7 +209,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
         }
       }
       if constexpr (L::kFive) {
-        __m512i plane = _mm512_load_si512(blk + L::kHiOffset + 64 * g);
+        __m512i plane = _mm512_load_si512(blk + L::hi(g));
         in_register(plane);
         merge_fifth_bits(plane, lo, hi);
       }
@@ -264,7 +267,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
           int64_t ldy) {
   using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
   constexpr auto kPanelTokens =
-      token_kernels<kPanelTokenChunk, PanelFn>([]<int T>() { return &panel_tokens<B, T, R>; });
+      token_kernels<kPanelTokenChunk, PanelFn>([]<int T>() { return &panel_tokens<B, T, reach_for(R, T)>; });
   panel_gemm<kRows, kPanelTokenChunk, PanelAct>(
       p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / quant::kQKK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return panel_act<B>(reinterpret_cast<const BlockQ8_K*>(xt)[b]); },
@@ -279,7 +282,8 @@ constexpr int kPanelMaxTokens = 0;
 // Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
 // them against gemm and runs the faster.
 template <class B, int kMaxTokens>
-constexpr PackedGemm kPanels{kRows, 1, &group_bytes<B>, &pack<B>, &gemm<B>, kMaxTokens, nullptr, &gemm<B, Reach::L2>};
+constexpr PackedGemm kPanels{kRows,           1, &group_bytes<B>, &pack<B>, &gemm<B>, kMaxTokens, &gemm<B, Reach::None>,
+                             &gemm<B, Reach::L2>};
 const PackedGemm& kQ4KPanels = kPanels<BlockQ4_K, kPanelMaxTokens>;
 const PackedGemm& kQ5KPanels = kPanels<BlockQ5_K, kPanelMaxTokens>;
 // IQ4_XS's plain gemm catches up at 512 tokens (1b IQ4_XS, -t 2: panels 2-3x at 16 tokens, +25-55% at 64, 2-10%

@@ -23,12 +23,20 @@ constexpr int kPrefetchFarBytes = 4736;
 // L2 as well) the same steps took 2-22% less time (Q4_K most, Q6_K least), while prefetcht1 was 4-17% slower than
 // it on the Zen 5.
 // So the AVX-512 panels have a kernel of each, and matmul runs the one that streams faster (PrefetchChoice).
-enum class Reach { L1, L2 };
+// None: no software prefetch for a lone token, the hardware prefetcher alone, which follows a stream read front to
+// back (every panel layout since "Panels read front to back" in docs/benchmarks.md); several tokens a pass keep L1's
+// (reach_for), as they re-read each line and Q8_0's batched decode ran at half speed without.
+enum class Reach { L1, L2, None };
+
+// The reach a kernel of T tokens a pass takes from its layout's choice R.
+constexpr Reach reach_for(Reach r, int tokens) { return r == Reach::None && tokens > 1 ? Reach::L1 : r; }
 
 template <int kStep, int kFar = kPrefetchFarBytes, Reach kReach = Reach::L1>
 [[gnu::always_inline]] inline void prefetch_stream(const void* p) {
-  const char* far = static_cast<const char*>(p) + kFar;
-  for (int o = 0; o <= kStep; o += 64) _mm_prefetch(far + o, kReach == Reach::L1 ? _MM_HINT_NTA : _MM_HINT_T1);
+  if constexpr (kReach != Reach::None) {
+    const char* far = static_cast<const char*>(p) + kFar;
+    for (int o = 0; o <= kStep; o += 64) _mm_prefetch(far + o, kReach == Reach::L1 ? _MM_HINT_NTA : _MM_HINT_T1);
+  }
 }
 
 // The lines a lone token's kernel over small blocks (the 32-element formats' AVX-512 panels, 288-544 bytes a block)
