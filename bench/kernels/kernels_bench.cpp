@@ -448,6 +448,7 @@ int register_all() {
         const std::string label =
             std::string("stream/") + std::string(isa_name(isa)) + "/" + std::string(type_name(t)) + "/" + name;
         benchmark::RegisterBenchmark(label.c_str(), bench_stream, isa, t, mode)
+            ->Threads(1)
             ->Threads(2)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond)

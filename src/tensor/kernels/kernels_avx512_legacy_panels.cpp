@@ -26,12 +26,13 @@ constexpr int kRows = kPanelRowCount;
 // One panel block: 16 rows x 32 elements. Chunk c of 64 bytes holds 4 consecutive levels of each row (byte 4r + i
 // of row r); the nibble formats have 4 chunks whose low nibbles are elements 4c + i and high nibbles 16 + 4c + i
 // (the rows' own byte order), Q8_0 8 chunks of elements 4c + i. The Q5 formats add a plane of fifth bits (byte
-// 4r + i: bit c for element 4c + i, bit 4 + c for element 16 + 4c + i). Blocks come in groups of about 4.6 KB
+// 4r + i: bit c for element 4c + i, bit 4 + c for element 16 + 4c + i). Blocks come in groups of about 2.3 KB
 // (kGroup): every block's 16 d, then (Q4_1, Q5_1) every block's 16 m, all as fp16, then every block's levels, so
-// that every load is one whole cache line and a lone token's kernel asks for a group's lines in one burst
-// (stream_prefetch.h). Measured with the 1b decode's matmuls alternating step by step between two builds on the
-// Zen 5 VM, Q4_0 in groups of 16 ran 12-19% faster than single 288-byte blocks with the same bursts, groups of 8
-// 8-10%, of 4 2%, of 32 (9.2 KB bursts) 2% slower, of 64 19% slower.
+// that every load is one whole cache line, the group is read front to back, and a lone token's kernel asks for a
+// group's lines in one burst (stream_prefetch.h). Measured with the 1b decode's matmuls alternating step by step
+// between two builds on the Zen 5 VM, with the d behind the levels, Q4_0 in groups of 16 ran 12-19% faster than
+// single 288-byte blocks with the same bursts, groups of 8 8-10%, of 4 2%, of 32 (9.2 KB bursts) 2% slower, of 64
+// 19% slower; with the d in front, groups of 8 stream the fastest on a Zen 4 (kGroup).
 template <class B>
 struct Layout;
 
@@ -98,14 +99,17 @@ template <class B>
 constexpr size_t kLevelBytes = kPlaneOffset<B> + (Layout<B>::kFive ? 64 : 0);
 template <class B>
 constexpr size_t kBlockBytes = kLevelBytes<B> + (Layout<B>::kMin ? 4 : 2) * kRows;
-// Blocks per group: as many as fit one prefetch burst, an even number so that the group's d (and m) fill whole
-// lines: 16 (Q4_0, IQ4_NL: 4,608 bytes), 14 (Q4_1), 12 (Q5_0, Q5_1), 8 (Q8_0: 4,352).
+// Blocks per group: as many as fit 2.3 KB (a Q4_K panel block's size), an even number so that the group's d (and m)
+// fill whole lines: 8 (Q4_0, IQ4_NL: 2,304 bytes), 6 (Q4_1, Q5_0, Q5_1), 4 (Q8_0: 2,176). With 4.6 KB groups (one
+// prefetch burst, kPrefetchBurstBytes) and their d in front, one thread on an AMD EPYC Zen 4 read Q4_0's panels
+// without software prefetch at 9 GB/s, at 24 GB/s in groups of 2.3 KB, where a plain read loop ran at 21.5 (Q8_0:
+// 23.6 against 20.6; docs/benchmarks.md, "Panels read front to back").
 template <class B>
-constexpr int kGroup = static_cast<int>(kPrefetchBurstBytes / kBlockBytes<B>) / 2 * 2;
+constexpr int kGroup = static_cast<int>(2304 / kBlockBytes<B>) / 2 * 2;
 template <class B>
 constexpr size_t kGroupBytes = kGroup<B>* kBlockBytes<B>;
-static_assert(kGroupBytes<BlockQ4_0> == 4608 && kGroupBytes<BlockQ4_1> % 64 == 0 && kGroupBytes<BlockQ5_0> % 64 == 0 &&
-              kGroupBytes<BlockQ5_1> % 64 == 0 && kGroupBytes<BlockQ8_0> == 4352);
+static_assert(kGroupBytes<BlockQ4_0> == 2304 && kGroupBytes<BlockQ4_1> % 64 == 0 && kGroupBytes<BlockQ5_0> % 64 == 0 &&
+              kGroupBytes<BlockQ5_1> % 64 == 0 && kGroupBytes<BlockQ8_0> == 2176);
 
 // A group's scales come first, so that its bytes are read front to back: with them behind the levels (each block's
 // d read 4 KB ahead of its levels, then the levels), the hardware prefetcher of an AMD EPYC Zen 4 lost the stream,
