@@ -19,17 +19,20 @@ using quant::BlockQ4_K;
 using quant::BlockQ5_K;
 using quant::BlockQ8_K;
 
-// One panel block: 16 rows x 256 elements. qs: per group g (32 elements) and chunk c, 64 bytes where byte 4r + i
-// of row r holds element 32g + 4c + i in its low nibble and element 32g + 16 + 4c + i in its high nibble; Q5_K
-// only, hi: per group 64 bytes, byte 4r + i holding the fifth bits as Q4KPanelRow::high. Q4_K and Q5_K then keep
-// the 6-bit scales and mins in 12 bytes a row, as the rows do: sm, byte 16g + r holding the low four bits of row
-// r's scale of group g and, above them, of its min; smh, byte 16(g % 4) + r holding the top two bits of that scale
+// One panel block: 16 rows x 256 elements, in the order the kernel reads it. Q4_K and Q5_K first keep the 6-bit
+// scales and mins in 12 bytes a row, as the rows do: sm, byte 16g + r holding the low four bits of row r's scale of
+// group g (32 elements) and, above them, of its min; smh, byte 16(g % 4) + r holding the top two bits of that scale
 // and, above them, of that min, in its low nibble for g < 4 and its high one for the others; then the rows' d and
-// dmin as fp16 (2304 and 2816 bytes: the rows' own). With the scales and mins a byte each the panels were 2.8% larger
-// than the rows, and decode streams every byte once. IQ4_XS: qs, its 6-bit scales ls in 12 bytes a row as well: sm,
-// byte 16(g % 4) + r holding the low four bits of row r's ls of group g, in its low nibble for g < 4 and its high
-// one for the others; smh, byte 16(g / 4) + r holding the top two bits of ls at bit 2(g % 4); then d (2176 bytes,
-// the rows' own; 2240 with a byte per scale).
+// dmin as fp16. Then per group g, qs: per chunk c 64 bytes where byte 4r + i of row r holds element 32g + 4c + i in
+// its low nibble and element 32g + 16 + 4c + i in its high nibble; Q5_K only, after them hi, 64 bytes whose byte
+// 4r + i holds the fifth bits as Q4KPanelRow::high (2304 and 2816 bytes: the rows' own). With the scales and mins a
+// byte each the panels were 2.8% larger than the rows, and decode streams every byte once. IQ4_XS: its 6-bit scales
+// ls in 12 bytes a row as well: sm, byte 16(g % 4) + r holding the low four bits of row r's ls of group g, in its
+// low nibble for g < 4 and its high one for the others; smh, byte 16(g / 4) + r holding the top two bits of ls at
+// bit 2(g % 4); then d, then qs (2176 bytes, the rows' own; 2240 with a byte per scale). With the scales and d
+// behind the levels (read first all the same), the hardware prefetcher of an AMD EPYC Zen 4 lost the stream at every
+// block: one thread read Q4_K's panels at 13.6 GB/s against a plain loop's 23.5; in this order at the loop's pace
+// (docs/benchmarks.md, "Panels read front to back").
 template <class B>
 struct Layout {
   static constexpr bool kFive = std::is_same_v<B, BlockQ5_K>;
