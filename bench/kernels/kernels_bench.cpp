@@ -323,9 +323,9 @@ void bench_stream(benchmark::State& state, Isa isa, GgmlType type, Stream mode) 
 // across sizes, what each call costs beyond its stream (fork and join, cold starts, the threads' last takes).
 // Its in-process comparisons (--benchmark_enable_random_interleaving) found the prefetch distance of
 // stream_prefetch.h.
-void bench_matmul(benchmark::State& state, Isa isa, GgmlType type, int64_t k, int64_t rows) {
+void bench_matmul(benchmark::State& state, Isa isa, GgmlType type, int64_t k, int64_t rows, int threads) {
   const StreamSet& s = stream_set(isa, type, k);
-  ThreadPool pool(2);
+  ThreadPool pool(threads);
   MatmulScratch scratch;
   scratch.kernels = &Kernels::get(isa);
   const size_t group = s.fns->group_bytes(s.k);
@@ -458,13 +458,17 @@ int register_all() {
       // down, 2048 rows.
       for (auto [k, rows] :
            {std::pair<int64_t, int64_t>{2048, 512}, {2048, 2048}, {2048, 8192}, {2048, 262144}, {5632, 2048}}) {
-        const std::string label = std::string("matmul/") + std::string(isa_name(isa)) + "/" +
-                                  std::string(type_name(t)) + "/k" + std::to_string(k) + "/" + std::to_string(rows) +
-                                  "rows";
-        benchmark::RegisterBenchmark(label.c_str(), bench_matmul, isa, t, k, rows)
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond)
-            ->MinTime(0.2);
+        // /t1: the same calls on a pool of one thread (no fork or join), to set the calls' cost apart from their
+        // stream's.
+        for (int threads : {2, 1}) {
+          const std::string label = std::string("matmul/") + std::string(isa_name(isa)) + "/" +
+                                    std::string(type_name(t)) + "/k" + std::to_string(k) + "/" + std::to_string(rows) +
+                                    "rows" + (threads == 1 ? "/t1" : "");
+          benchmark::RegisterBenchmark(label.c_str(), bench_matmul, isa, t, k, rows, threads)
+              ->UseRealTime()
+              ->Unit(benchmark::kMillisecond)
+              ->MinTime(0.2);
+        }
       }
     }
   }
