@@ -67,18 +67,28 @@ struct Q2Format : K16Base<K16Format::Q2_K> {
   }
 };
 
-// One panel block: 16 rows x 256 elements: the scales, the rows' d (and dmin) as fp16 and padding to whole lines,
-// then the units. Front to back in the order the kernel reads: with the scales behind the units, the hardware
-// prefetcher of an AMD EPYC Zen 4 lost the stream and decode read memory well below a plain loop's pace
-// (docs/benchmarks.md, "Panels read front to back").
+// One panel block: 16 rows x 256 elements, in four quarters of 64 elements (two pairs of groups), each the pairs'
+// scales (one line) and then their units, and last the rows' d (and dmin) as fp16 in one line: read front to back,
+// a line of scales every 0.3-0.8 KB. With all the scales behind the units, the hardware prefetcher of an AMD EPYC
+// Zen 4 lost the stream, and decode read memory well below a plain loop's pace; with them all in front of a 3.4 KB
+// Q6_K block one thread still read at 15-20 GB/s against the loop's 21.8 (docs/benchmarks.md, "Panels read front to
+// back").
 template <class F>
 struct Layout {
   static constexpr size_t kUnitBytes = 64 * F::kVectors;
-  static constexpr size_t kScOffset = 0;
-  static constexpr size_t kDOffset = kScOffset + 256;
+  static constexpr int kPairUnits = 2 / F::kGroupsPerUnit;
+  static constexpr size_t kPairBytes = kPairUnits * kUnitBytes;
+  static constexpr size_t kQuarterBytes = 64 + 2 * kPairBytes;
+  // Pair p's scales (32 bytes: 16 per group, or Q2_K's pairs of scale-and-min bytes).
+  static constexpr size_t scales(int p) { return p / 2 * kQuarterBytes + 32 * (p % 2); }
+  // Unit m (the m-th of the block's 16 / kGroupsPerUnit, in element order).
+  static constexpr size_t unit(int m) {
+    const int p = m / kPairUnits;
+    return p / 2 * kQuarterBytes + 64 + p % 2 * kPairBytes + m % kPairUnits * kUnitBytes;
+  }
+  static constexpr size_t kDOffset = 4 * kQuarterBytes;
   static constexpr size_t kDminOffset = kDOffset + 2 * kRows;
-  static constexpr size_t kLevelOffset = (kDminOffset + (F::kMins ? 2 * kRows : 0) + 63) / 64 * 64;
-  static constexpr size_t kBlockBytes = kLevelOffset + 16 / F::kGroupsPerUnit * kUnitBytes;
+  static constexpr size_t kBlockBytes = kDOffset + 64;
   static_assert(kBlockBytes == (F::kMins ? 1344 : F::kOffset == 4 ? 1856 : 3392));  // Q2_K: the rows' bytes
 };
 
@@ -104,10 +114,10 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
         uint8_t scales[16];
         k16_row(F::kFormat, &src, u, scales);
         for (int m = 0; m < quant::kQKK / kUnitElements; ++m) {
-          k16_place(F::kFormat, u + kUnitElements * m, r, 64, blk + L::kLevelOffset + L::kUnitBytes * m);
+          k16_place(F::kFormat, u + kUnitElements * m, r, 64, blk + L::unit(m));
         }
         for (int j = 0; j < 16; ++j) {
-          blk[L::kScOffset + (F::kMins ? 32 * (j / 2) + 2 * r + j % 2 : 16 * j + r)] = scales[j];
+          blk[L::scales(j / 2) + (F::kMins ? 2 * r + j % 2 : 16 * (j % 2) + r)] = scales[j];
         }
         std::memcpy(blk + L::kDOffset + 2 * r, &src.d, 2);
         if constexpr (F::kMins) std::memcpy(blk + L::kDminOffset + 2 * r, &src.dmin, 2);
@@ -143,7 +153,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = panel + static_cast<size_t>(b) * L::kBlockBytes;
-    prefetch_stream<L::kLevelOffset - 64, kPrefetchFarBytes, R>(blk);
+    prefetch_stream<0, kPrefetchFarBytes, R>(blk + L::kDOffset);
     const int8_t* xq[T];
     __m512 blk_sum[T];
 #pragma GCC unroll 4
@@ -156,9 +166,10 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     for (int t = 0; t < T; ++t) min_sum[t] = _mm512_setzero_si512();
     // Pairs of groups: 8 operands, and Q2_K's scales and mins come a pair at a time.
     for (int p = 0; p < 8; ++p) {
+      if (p % 2 == 0) prefetch_stream<0, kPrefetchFarBytes, R>(blk + L::scales(p));
       __m512i lv[8];
       for (int h = 0; h < 2 / G; ++h) {
-        const uint8_t* unit = blk + L::kLevelOffset + L::kUnitBytes * (2 / G * p + h);
+        const uint8_t* unit = blk + L::unit(2 / G * p + h);
         prefetch_stream<L::kUnitBytes - 64, kPrefetchFarBytes, R>(unit);
         __m512i v[F::kVectors];
         for (int k = 0; k < F::kVectors; ++k) {
@@ -172,14 +183,14 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       __m512 sc[2];
       __m512i mins;
       if constexpr (F::kMins) {
-        const __m512i both = _mm512_cvtepu8_epi16(load256(blk + L::kScOffset + 32 * p));
+        const __m512i both = _mm512_cvtepu8_epi16(load256(blk + L::scales(p)));
         const __m512i low = _mm512_set1_epi32(0x0f);
         sc[0] = _mm512_cvtepi32_ps(_mm512_and_si512(both, low));
         sc[1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(both, 16), low));
         mins = _mm512_srli_epi16(both, 4);
       } else {
         for (int h = 0; h < 2; ++h) {
-          sc[h] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(blk + L::kScOffset + 16 * (2 * p + h))));
+          sc[h] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load128(blk + L::scales(p) + 16 * h)));
         }
       }
 #pragma GCC unroll 4
