@@ -64,7 +64,10 @@ DecodeKernel PrefetchChoice::pick(const PackedGemm* fns, uint64_t bytes) {
   }
   const int64_t phase = call % kPeriod;
   if (n_others == 0 || phase >= kExplore) return e.running;
-  return others[(call / kPeriod) % n_others];
+  const int64_t turn = call / kPeriod;
+  const DecodeKernel k = others[turn % n_others];
+  if (e.ratio[index_of(k)] > kFarRatio && turn / n_others % kFarTurns != 0) return e.running;
+  return k;
 }
 
 void PrefetchChoice::record(const PackedGemm* fns, uint64_t bytes, DecodeKernel kernel, uint64_t ns) {

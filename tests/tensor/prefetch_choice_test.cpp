@@ -1,5 +1,6 @@
-// PrefetchChoice: each kernel tried, the fastest one run outside short exploring runs of each other one in turn, a
-// change of pace followed, a layout's missing kernels never picked, calls of different shapes kept apart.
+// PrefetchChoice: each kernel tried, the fastest one run outside short exploring runs of each other one in turn (a
+// far slower one's less often), a change of pace followed, a layout's missing kernels never picked, calls of
+// different shapes kept apart.
 #include "tensor/prefetch_choice.h"
 
 #include <gtest/gtest.h>
@@ -55,8 +56,8 @@ TEST(PrefetchChoice, NeverPicksAKernelTheLayoutLacks) {
   fns.gemm_unprefetched = nullptr;
   EXPECT_FALSE(has_kernel(fns, DecodeKernel::Unprefetched));
   EXPECT_TRUE(has_kernel(fns, DecodeKernel::L2));
-  EXPECT_EQ(run_calls(c, &fns, kPeriod, {2000, 1000, 500})[2], 0);
-  const auto runs = run_calls(c, &fns, 4 * kPeriod, {2000, 1000, 500});
+  EXPECT_EQ(run_calls(c, &fns, kPeriod, {1100, 1000, 500})[2], 0);
+  const auto runs = run_calls(c, &fns, 4 * kPeriod, {1100, 1000, 500});
   EXPECT_EQ(runs, (std::array<int, 3>{static_cast<int>(4 * kExplore), static_cast<int>(4 * (kPeriod - kExplore)), 0}));
   const PackedGemm only{};
   EXPECT_EQ(run_calls(c, &only, kPeriod, {1000, 1, 1}), (std::array<int, 3>{static_cast<int>(kPeriod), 0, 0}));
@@ -65,14 +66,28 @@ TEST(PrefetchChoice, NeverPicksAKernelTheLayoutLacks) {
 TEST(PrefetchChoice, RunsTheFastestKernelExceptWhileExploringEachOtherInTurn) {
   PrefetchChoice c;
   const PackedGemm fns = three_kernels();
-  run_calls(c, &fns, kPeriod, {2000, 1000, 3000});  // every kernel measured
+  const std::array<uint64_t, 3> ns{1100, 1000, 1120};  // the others within kFarRatio of L2
+  run_calls(c, &fns, kPeriod, ns);                     // every kernel measured
   const int64_t n = 10 * kPeriod;
-  const auto runs = run_calls(c, &fns, n, {2000, 1000, 3000});
+  const auto runs = run_calls(c, &fns, n, ns);
   EXPECT_EQ(runs[1], n - 10 * kExplore) << "L2 is the fastest";
   EXPECT_EQ(runs[0], 5 * kExplore) << "L1 explored every other period";
   EXPECT_EQ(runs[2], 5 * kExplore) << "no prefetch explored every other period";
   EXPECT_NEAR(c.ns_per_byte(&fns, kBytes, DecodeKernel::L2), 1000.0 / kBytes, 1e-12);
-  EXPECT_NEAR(c.ns_per_byte(&fns, kBytes, DecodeKernel::Unprefetched), 3000.0 / kBytes, 1e-12);
+  EXPECT_NEAR(c.ns_per_byte(&fns, kBytes, DecodeKernel::Unprefetched), 1120.0 / kBytes, 1e-12);
+}
+
+TEST(PrefetchChoice, ExploresAFarSlowerKernelOneTurnInKFarTurns) {
+  PrefetchChoice c;
+  const PackedGemm fns = three_kernels();
+  const std::array<uint64_t, 3> ns{1100, 1000, 1600};  // L1 near L2, no prefetch far slower
+  run_calls(c, &fns, kPeriod, ns);
+  const int64_t turns = 4 * PrefetchChoice::kFarTurns;  // each of the two others has 2 x kFarTurns turns
+  const auto runs = run_calls(c, &fns, turns * kPeriod, ns);
+  EXPECT_EQ(runs[0], turns / 2 * kExplore) << "L1 explored at every one of its turns";
+  EXPECT_EQ(runs[2], 2 * kExplore) << "no prefetch explored one turn in kFarTurns";
+  EXPECT_EQ(runs[1], turns * kPeriod - runs[0] - runs[2]);
+  EXPECT_NEAR(c.ns_per_byte(&fns, kBytes, DecodeKernel::Unprefetched), 1600.0 / kBytes, 1e-12);
 }
 
 TEST(PrefetchChoice, FollowsAChangeOfPaceWithinAFewPeriods) {
@@ -81,19 +96,23 @@ TEST(PrefetchChoice, FollowsAChangeOfPaceWithinAFewPeriods) {
   fns.gemm_l2 = nullptr;
   run_calls(c, &fns, 4 * kPeriod, {1000, 1, 1300});  // prefetching 30% faster
   EXPECT_LT(c.ns_per_byte(&fns, kBytes, DecodeKernel::L1), c.ns_per_byte(&fns, kBytes, DecodeKernel::Unprefetched));
-  // The machine changes: now the kernel without prefetch is 30% faster.
-  run_calls(c, &fns, 3 * kPeriod, {1300, 1, 1000});
-  const int64_t n = 4 * kPeriod;
-  EXPECT_EQ(run_calls(c, &fns, n, {1300, 1, 1000})[0], 4 * kExplore);
+  // The machine changes: now the kernel without prefetch is 30% faster. It stood 1.3x slower, past kFarRatio, so it
+  // is explored one turn in kFarTurns: found within two rounds of those.
+  run_calls(c, &fns, 2 * PrefetchChoice::kFarTurns * kPeriod, {1300, 1, 1000});
+  // No prefetch runs; L1, now 1.3x slower than it, is explored one turn in kFarTurns.
+  const int64_t n = PrefetchChoice::kFarTurns * kPeriod;
+  const auto runs = run_calls(c, &fns, n, {1300, 1, 1000});
+  EXPECT_EQ(runs[0], kExplore);
+  EXPECT_EQ(runs[2], n - kExplore);
 }
 
 TEST(PrefetchChoice, KeepsEachLayoutApart) {
   PrefetchChoice c;
   const PackedGemm a = three_kernels(), b = three_kernels();
-  run_calls(c, &a, 4 * kPeriod, {1000, 2000, 2000});
-  run_calls(c, &b, 4 * kPeriod, {2000, 1000, 2000});
-  EXPECT_EQ(run_calls(c, &a, kPeriod, {1000, 2000, 2000})[0], kPeriod - kExplore);
-  EXPECT_EQ(run_calls(c, &b, kPeriod, {2000, 1000, 2000})[1], kPeriod - kExplore);
+  run_calls(c, &a, 4 * kPeriod, {1000, 1100, 1100});
+  run_calls(c, &b, 4 * kPeriod, {1100, 1000, 1100});
+  EXPECT_EQ(run_calls(c, &a, kPeriod, {1000, 1100, 1100})[0], kPeriod - kExplore);
+  EXPECT_EQ(run_calls(c, &b, kPeriod, {1100, 1000, 1100})[1], kPeriod - kExplore);
 }
 
 // Two shapes of one layout, called in turn: the small one slower per byte with every kernel (as a 2.4 MB matrix
