@@ -289,7 +289,9 @@ void bench_stream(benchmark::State& state, Isa isa, GgmlType type, Stream mode) 
              y.data() + r, s.rows);
       return;
     }
-    const auto gemm = mode == Stream::OwnL2 ? s.fns->gemm_l2 : mode == Stream::OwnNone ? s.fns->gemm_unprefetched : s.fns->gemm;
+    const auto gemm = mode == Stream::OwnL2     ? s.fns->gemm_l2
+                      : mode == Stream::OwnNone ? s.fns->gemm_unprefetched
+                                                : s.fns->gemm;
     gemm(s.panels + static_cast<size_t>(r / s.fns->group_rows) * group, count, s.x.data(), s.x.size(), 1, s.k,
          y.data() + r, s.rows);
   };
@@ -440,9 +442,8 @@ int register_all() {
       // "own_l2": "own" with the layout's kernel that prefetches into L2 (PackedGemm::gemm_l2), where it has one;
       // "own_none": with its kernel without software prefetch (PackedGemm::gemm_unprefetched).
       for (auto [name, mode] : {std::pair{"own", Stream::Own}, std::pair{"own_l2", Stream::OwnL2},
-                                std::pair{"own_none", Stream::OwnNone},
-                                std::pair{"interleaved", Stream::Interleaved}, std::pair{"rows", Stream::Rows},
-                                std::pair{"read", Stream::Read}}) {
+                                std::pair{"own_none", Stream::OwnNone}, std::pair{"interleaved", Stream::Interleaved},
+                                std::pair{"rows", Stream::Rows}, std::pair{"read", Stream::Read}}) {
         if (mode == Stream::OwnL2 && Kernels::get(isa).panels(t)->gemm_l2 == nullptr) continue;
         if (mode == Stream::OwnNone && Kernels::get(isa).panels(t)->gemm_unprefetched == nullptr) continue;
         const std::string label =

@@ -355,9 +355,9 @@ TEST(Matmul, EveryDecodeKernelOfALayoutRunsAndAgrees) {
     EXPECT_EQ(q4k->gemm_l2 != nullptr, isa == Isa::Avx512);
     EXPECT_EQ(q4k->gemm_unprefetched != nullptr, isa == Isa::Avx512);
     if (isa != Isa::Avx512) continue;
-    for (GgmlType type : {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::IQ4_XS, GgmlType::Q6_K,
-                          GgmlType::Q3_K, GgmlType::Q2_K, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
-                          GgmlType::Q5_1, GgmlType::IQ4_NL}) {
+    for (GgmlType type :
+         {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::IQ4_XS, GgmlType::Q6_K, GgmlType::Q3_K,
+          GgmlType::Q2_K, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL}) {
       expect_every_decode_kernel_runs_and_agrees(kernels, type);
     }
   }

@@ -232,7 +232,8 @@ template <class F, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using PanelFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const PanelAct*, float*, int64_t, int);
-  constexpr auto kPanelTokens = token_kernels<kChunk, PanelFn>([]<int T>() { return &panel_tokens<F, T, reach_for(R, T)>; });
+  constexpr auto kPanelTokens =
+      token_kernels<kChunk, PanelFn>([]<int T>() { return &panel_tokens<F, T, reach_for(R, T)>; });
   panel_gemm<kRows, kChunk, PanelAct>(
       p, group_bytes<F>(k), n_rows, x, xs, n_tok, k / quant::kQKK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return panel_act<F>(reinterpret_cast<const BlockQ8_K*>(xt)[b]); },
@@ -246,8 +247,8 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
 // Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
 // them against gemm and runs the faster.
 template <class F, int kMaxTokens>
-constexpr PackedGemm kPanels{kRows,           1, &group_bytes<F>, &pack<F>, &gemm<F>, kMaxTokens, &gemm<F, Reach::None>,
-                             &gemm<F, Reach::L2>};
+constexpr PackedGemm kPanels{kRows,    1,          &group_bytes<F>,       &pack<F>,
+                             &gemm<F>, kMaxTokens, &gemm<F, Reach::None>, &gemm<F, Reach::L2>};
 const PackedGemm& kQ3KPanels = kPanels<Q3Format, 128>;
 const PackedGemm& kQ6KPanels = kPanels<Q6Format, 0>;
 const PackedGemm& kQ2KPanels = kPanels<Q2Format, 128>;

@@ -289,8 +289,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
   constexpr auto kTokens =
       token_kernels<kPanelTokenChunk, Fn>([]<int T>() { return &panel_tokens<B, T, reach_for(R, T)>; });
   // Q8_0's re-reads from L2 without the prefetch: pp64 7% faster. The other formats' pp64 ran 2% slower without it.
-  constexpr auto kAgain =
-      token_kernels<kPanelTokenChunk, Fn>([]<int T>() { return &panel_tokens<B, T, Reach::None>; });
+  constexpr auto kAgain = token_kernels<kPanelTokenChunk, Fn>([]<int T>() { return &panel_tokens<B, T, Reach::None>; });
   panel_gemm<kRows, kPanelTokenChunk, LegacyAct>(
       p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / kQK, y, ldy,
       [](const uint8_t* xt, int64_t b) { return legacy_act<B>(reinterpret_cast<const ActBlock<B>*>(xt)[b]); },
@@ -305,14 +304,8 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
 // Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
 // them against gemm and runs the faster.
 template <class B, int kMaxTokens>
-constexpr PackedGemm kPanels{kRows,
-                             1,
-                             &group_bytes<B>,
-                             &pack<B>,
-                             &gemm<B>,
-                             kMaxTokens,
-                             &gemm<B, Reach::None>,
-                             &gemm<B, Reach::L2>};
+constexpr PackedGemm kPanels{kRows,    1,          &group_bytes<B>,       &pack<B>,
+                             &gemm<B>, kMaxTokens, &gemm<B, Reach::None>, &gemm<B, Reach::L2>};
 const PackedGemm& kQ4_0Panels = kPanels<BlockQ4_0, 256>;
 const PackedGemm& kQ4_1Panels = kPanels<BlockQ4_1, 256>;
 const PackedGemm& kQ5_0Panels = kPanels<BlockQ5_0, 128>;

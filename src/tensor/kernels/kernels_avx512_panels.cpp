@@ -285,8 +285,8 @@ constexpr int kPanelMaxTokens = 0;
 // Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
 // them against gemm and runs the faster.
 template <class B, int kMaxTokens>
-constexpr PackedGemm kPanels{kRows,           1, &group_bytes<B>, &pack<B>, &gemm<B>, kMaxTokens, &gemm<B, Reach::None>,
-                             &gemm<B, Reach::L2>};
+constexpr PackedGemm kPanels{kRows,    1,          &group_bytes<B>,       &pack<B>,
+                             &gemm<B>, kMaxTokens, &gemm<B, Reach::None>, &gemm<B, Reach::L2>};
 const PackedGemm& kQ4KPanels = kPanels<BlockQ4_K, kPanelMaxTokens>;
 const PackedGemm& kQ5KPanels = kPanels<BlockQ5_K, kPanelMaxTokens>;
 // IQ4_XS's plain gemm catches up at 512 tokens (1b IQ4_XS, -t 2: panels 2-3x at 16 tokens, +25-55% at 64, 2-10%
