@@ -23,11 +23,11 @@ class PrefetchChoice {
   // 3-4% against always running the fastest kernel, 128 within 1%.
   static constexpr int64_t kPeriod = 128;
   static constexpr int64_t kExplore = 4;
-  // A kernel whose ratio to the running one is above kFarRatio is explored one turn in kFarTurns: since the panels
-  // are read front to back, the kernel without software prefetch runs 1.2-1.6x faster on the Zen 4 VM than the two
-  // that prefetch, so exploring each of those at the full rate cost ~1% of decode; a change of the machine's state
-  // that turns a far kernel into the fastest is still found within 2 x kFarTurns periods of its shape (a fraction
-  // of a second of decode).
+  // A kernel whose ratio to the running one is above kFarRatio is explored one turn in kFarTurns: since the panels are
+  // read front to back, the kernel without software prefetch runs 1.2-1.6x faster on the Zen 4 VM than the two that
+  // prefetch, so exploring those at the full rate costs about 1% of decode (3% of the calls at 1.2-1.6x); a change of
+  // the machine's state that turns a far kernel into the fastest is still found within 2 x kFarTurns periods of its
+  // shape (a fraction of a second of decode).
   static constexpr double kFarRatio = 1.15;
   static constexpr int64_t kFarTurns = 4;
 

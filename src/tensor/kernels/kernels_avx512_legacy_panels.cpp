@@ -113,11 +113,8 @@ static_assert(kGroupBytes<BlockQ4_0> == 2304 && kGroupBytes<BlockQ4_1> % 64 == 0
 
 // A group's scales come first, so that its bytes are read front to back: with them behind the levels (each block's
 // d read 4 KB ahead of its levels, then the levels), the hardware prefetcher of an AMD EPYC Zen 4 lost the stream,
-// and decode read memory at 55-70% of a plain loop's pace (docs/benchmarks.md).
-template <class B>
-constexpr size_t m_offset(int64_t n) {
-  return static_cast<size_t>(n) * 2 * kRows;
-}
+// and decode read memory at 53-75% of a plain loop's pace (docs/benchmarks.md).
+constexpr size_t m_offset(int64_t n) { return static_cast<size_t>(n) * 2 * kRows; }
 // Whole lines of scales (a panel's last group may have an odd number of blocks), so every level load is aligned.
 template <class B>
 constexpr size_t levels_offset(int64_t n) {
@@ -161,7 +158,7 @@ void pack(const uint8_t* w, size_t w_stride, int64_t n_rows, int64_t k, uint8_t*
           for (int i = 0; i < 4; ++i) levels[kPlaneOffset<B> + 4 * r + i] = Layout<B>::fifth_bits(src, i);
         }
         std::memcpy(group + h * 2 * kRows + 2 * r, &src.d, 2);
-        if constexpr (Layout<B>::kMin) std::memcpy(group + m_offset<B>(n) + h * 2 * kRows + 2 * r, &src.m, 2);
+        if constexpr (Layout<B>::kMin) std::memcpy(group + m_offset(n) + h * 2 * kRows + 2 * r, &src.m, 2);
       }
     }
   }
@@ -245,8 +242,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       const __m512i dot = _mm512_sub_epi32(_mm512_add_epi32(s0, s1), _mm512_set1_epi32(a.offset_sum));
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(d, _mm512_set1_ps(a.d)), acc[t]);
       if constexpr (Layout<B>::kMin) {
-        acc[t] = _mm512_fmadd_ps(_mm512_cvtph_ps(load256(group + m_offset<B>(n) + h * 2 * kRows)), _mm512_set1_ps(a.s),
-                                 acc[t]);
+        acc[t] =
+            _mm512_fmadd_ps(_mm512_cvtph_ps(load256(group + m_offset(n) + h * 2 * kRows)), _mm512_set1_ps(a.s), acc[t]);
       }
     }
   };

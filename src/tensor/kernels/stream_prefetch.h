@@ -40,13 +40,13 @@ template <int kStep, int kFar = kPrefetchFarBytes, Reach kReach = Reach::L1>
 }
 
 // The lines the probe's burst loop asks for at once (engine/probe_avx512.cpp): as a lone token's kernel over small
-// blocks (the 32-element formats' AVX-512 panels, 288-544 bytes a block) did, whose groups were of this size and
-// asked for a group's lines together, the same distance ahead. Their groups are 2.3 KB since their d come first
-// (kernels_avx512_legacy_panels.cpp's kGroup), each still asked for at once. Measured with the 1b decode's matmuls alternating step by step between two builds on the
-// Zen 5 VM, with the blocks as they were: Q4_0 5-13% faster than each block asking for its own 5 lines (also when
-// each line was asked for exactly once, so not the repeats), Q4_1 9%, Q5_0 5%, Q5_1 and IQ4_NL 4%; 9.2 KB bursts
-// 10% slower. The K-quants' 2.2-2.9 KB blocks ran 2-4% slower in bursts of two, and the AVX2 path's 8-row Q4_0
-// blocks 4-10% slower in bursts of 32: they keep asking for each step's lines.
+// blocks (the 32-element formats' AVX-512 panels, 288-544 bytes a block) did, whose groups were of this size and asked
+// for a group's lines together, the same distance ahead. Their groups are 2.3 KB since their d come first
+// (kernels_avx512_legacy_panels.cpp's kGroup), each still asked for at once. Measured with the 1b decode's matmuls
+// alternating step by step between two builds on the Zen 5 VM, with the blocks as they were: Q4_0 5-13% faster than
+// each block asking for its own 5 lines (also when each line was asked for exactly once, so not the repeats), Q4_1 9%,
+// Q5_0 5%, Q5_1 and IQ4_NL 4%; 9.2 KB bursts 10% slower. The K-quants' 2.2-2.9 KB blocks ran 2-4% slower in bursts of
+// two, and the AVX2 path's 8-row Q4_0 blocks 4-10% slower in bursts of 32: they keep asking for each step's lines.
 constexpr int kPrefetchBurstBytes = 4608;
 
 }  // namespace tessera::kernels
