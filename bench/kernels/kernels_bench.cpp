@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <random>
@@ -320,6 +321,39 @@ void bench_stream(benchmark::State& state, Isa isa, GgmlType type, Stream mode) 
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(s.bytes) / n);
 }
 
+// The access order alone ("Panels read front to back" in docs/benchmarks.md): each thread sums its half of 600 MB
+// in 2304-byte blocks (a Q4_K panel block), each block's 36 lines either in order ("in_order") or its last 4 first,
+// as the panels' kernels read them while the scales sat behind the levels ("last_lines_first"). No software
+// prefetch: what the hardware prefetcher makes of each order.
+void bench_read_order(benchmark::State& state, bool last_lines_first) {
+  constexpr size_t kBlock = 2304, kLines = kBlock / 64, kFirst = kLines - 4;
+  static const HugeBuffer buf = [] {
+    HugeBuffer b(size_t{600} << 20);
+    std::memset(b.data(), 1, size_t{600} << 20);
+    return b;
+  }();
+  const size_t blocks = (size_t{600} << 20) / kBlock;
+  const auto t = static_cast<size_t>(state.thread_index()), n = static_cast<size_t>(state.threads());
+  const size_t b0 = blocks * t / n, b1 = blocks * (t + 1) / n;
+  for (auto _ : state) {
+    uint64_t sum = 0;
+    for (size_t b = b0; b < b1; ++b) {
+      const auto* blk = reinterpret_cast<const uint64_t*>(buf.data() + b * kBlock);
+      const auto line = [&](size_t l) {
+        for (size_t i = 0; i < 8; ++i) sum += blk[8 * l + i];
+      };
+      if (last_lines_first) {
+        for (size_t l = kFirst; l < kLines; ++l) line(l);
+        for (size_t l = 0; l < kFirst; ++l) line(l);
+      } else {
+        for (size_t l = 0; l < kLines; ++l) line(l);
+      }
+    }
+    benchmark::DoNotOptimize(sum);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((b1 - b0) * kBlock));
+}
+
 // The engine's decode path itself (matmul on a 2-thread pool, each call naming the next so the worker reads its
 // start ahead) over consecutive matrices of `rows` rows carved from the stream set's panels: set beside "own" and
 // across sizes, what each call costs beyond its stream (fork and join, cold starts, the threads' last takes).
@@ -433,6 +467,14 @@ int register_all() {
     benchmark::RegisterBenchmark(("read/" + std::to_string(mb) + "MB").c_str(), bench_read, mb)
         ->Unit(benchmark::kMillisecond)
         ->MinTime(0.2);
+  }
+  for (auto [name, last_first] : {std::pair{"in_order", false}, std::pair{"last_lines_first", true}}) {
+    benchmark::RegisterBenchmark((std::string("order/") + name).c_str(), bench_read_order, last_first)
+        ->Threads(1)
+        ->Threads(2)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->MinTime(0.5);
   }
   const CpuFeatures f = detect_cpu_features();
   for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
