@@ -1,5 +1,5 @@
 #!/bin/bash
-# Every figure of docs/benchmarks.md's "quiet machine" section in one run: single node (cores 0-1), a 2-worker
+# Every figure of docs/perf-log/probe-roofline.md's "quiet machine" section in one run: single node (cores 0-1), a 2-worker
 # pipeline (workers on cores 2 and 3, head on core 4) against one node on core 2, and batched decode through the
 # server (clients on core 5) and in the engine. Needs 6 cores and python3.
 #   TESSERA=build/src/cli/tessera OUT=/tmp/bench-out bash bench/run_all_figures.sh    (PHASE=single|dist|serve|all)

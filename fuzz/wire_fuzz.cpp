@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "dist/messages.h"
-#include "engine/probe.h"
+#include "hw/probe.h"
+#include "net/messages.h"
 #include "util/error.h"
 
-using namespace tessera::dist;
+using namespace tessera::net;
 
 #ifndef TESSERA_WIRE_FUZZ_SEEDS
 

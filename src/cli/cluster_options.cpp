@@ -5,12 +5,12 @@
 #include <thread>
 
 #include "cli/table.h"
-#include "dist/local_stage_endpoint.h"
-#include "dist/micro_batches.h"
-#include "dist/pipeline_executor.h"
-#include "dist/progress.h"
-#include "dist/remote_stage_endpoint.h"
-#include "dist/stage_memory.h"
+#include "cluster/local_stage_endpoint.h"
+#include "cluster/micro_batches.h"
+#include "cluster/pipeline_executor.h"
+#include "cluster/progress.h"
+#include "cluster/remote_stage_endpoint.h"
+#include "cluster/stage_memory.h"
 #include "model/model_profile.h"
 #include "plan/split_spec.h"
 #include "util/error.h"
@@ -61,11 +61,12 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     }
   }
 
-  std::optional<dist::ClusterKey> key;
-  if (!co.key_file.empty()) key = dist::load_cluster_key(co.key_file);
-  const auto wire = dist::wire_type_from_name(co.wire_type);
+  std::optional<net::ClusterKey> key;
+  if (!co.key_file.empty()) key = net::load_cluster_key(co.key_file);
+  const auto wire = net::wire_type_from_name(co.wire_type);
   const StageOptions so = stage_options(mo, c, n_slots);
-  auto pipeline = std::make_unique<PipelineExecutor>(c, so.n_ctx, so.n_slots, PipelineOptions{co.micro_batch});
+  auto pipeline =
+      std::make_unique<cluster::PipelineExecutor>(c, so.n_ctx, so.n_slots, cluster::PipelineOptions{co.micro_batch});
   const int threads = mo.threads > 0 ? mo.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
   // The largest micro-batch a stage sees: a prompt chunk of n_batch tokens, or one token of every slot.
@@ -82,41 +83,42 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
       uint64_t mapped = first ? profile.embd_bytes : 0;
       if (last) mapped += profile.output_bytes + (c.tied_output && !first ? profile.embd_bytes : 0);
       for (int64_t l = r.first; l <= r.last; ++l) mapped += profile.layer_bytes[static_cast<size_t>(l)];
-      auto ep = std::make_unique<LocalStageEndpoint>("local", static_cast<int>(i), w, so, threads,
-                                                     pipeline->completions(), mo.pin);
+      auto ep = std::make_unique<cluster::LocalStageEndpoint>("local", static_cast<int>(i), w, so, threads,
+                                                              pipeline->completions(), mo.pin);
       // As a worker reports it: the weights column includes the packed copy of --repack.
       const uint64_t packed = ep->packed_bytes();
       const std::string how =
           fmt::format(" ({}{})", so.copy_weights ? "copied" : "mapped", packed > 0 ? " + packed" : "");
       table.add_row({"local", fmt::format("{}-{}", r.first, r.last), human_bytes(mapped + packed) + how,
-                     human_bytes(ep->kv_bytes()), human_bytes(dist::stage_buffer_bytes(c, max_batch, so.n_ctx, last)),
-                     "0 B", describe_batch_times(ep->batch_times()), "-"});
+                     human_bytes(ep->kv_bytes()),
+                     human_bytes(cluster::stage_buffer_bytes(c, max_batch, so.n_ctx, last)), "0 B",
+                     cluster::describe_batch_times(ep->batch_times()), "-"});
       pipeline->add_stage(std::move(ep));
       continue;
     }
     const auto& addr = std::find_if(workers.begin(), workers.end(), [&](const auto& w) { return w.name == r.node; });
-    dist::RemoteStageOptions ro;
+    cluster::RemoteStageOptions ro;
     ro.stage = so;
     ro.wire = *wire;
     ro.max_batch = max_batch;
-    std::unique_ptr<dist::TransferProgress> sending;
+    std::unique_ptr<cluster::TransferProgress> sending;
     ro.progress = [&](uint64_t done, uint64_t total) {
       if (!sending)
-        sending = std::make_unique<dist::TransferProgress>(fmt::format("sending weights to {}", r.node), total);
+        sending = std::make_unique<cluster::TransferProgress>(fmt::format("sending weights to {}", r.node), total);
       sending->update(done);
     };
-    auto ep =
-        std::make_unique<dist::RemoteStageEndpoint>(r.node, addr->address, key ? &*key : nullptr, static_cast<int>(i),
-                                                    *model.weights, layers, first, last, ro, pipeline->completions());
+    auto ep = std::make_unique<cluster::RemoteStageEndpoint>(r.node, addr->address, key ? &*key : nullptr,
+                                                             static_cast<int>(i), *model.weights, layers, first, last,
+                                                             ro, pipeline->completions());
     const auto& rep = ep->load_report();
     table.add_row({r.node, fmt::format("{}-{}", r.first, r.last), human_bytes(rep.weights_bytes),
                    human_bytes(rep.kv_bytes), human_bytes(rep.buffer_bytes), human_bytes(rep.weight_bytes_sent),
-                   describe_batch_times(ep->batch_times()), dist::describe(ep->link())});
+                   cluster::describe_batch_times(ep->batch_times()), net::describe(ep->link())});
     pipeline->add_stage(std::move(ep));
   }
   pipeline->check_complete();
   log_info("pipeline: {}\n{}{}-token prompt chunks: {}{}", plan::format_ranges(ranges), table.render("  "), mo.n_batch,
-           describe_chunks(pipeline->prompt_cut(mo.n_batch)),
+           cluster::describe_chunks(pipeline->prompt_cut(mo.n_batch)),
            co.micro_batch > 0 ? " (--micro-batch)" : " (the fastest the stages' measured batch times predict)");
   return pipeline;
 }

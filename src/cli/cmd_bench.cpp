@@ -15,10 +15,10 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/table.h"
-#include "dist/pipeline_executor.h"
-#include "dist/remote_stage_endpoint.h"
+#include "cluster/pipeline_executor.h"
+#include "cluster/remote_stage_endpoint.h"
 #include "engine/benchmark.h"
-#include "engine/probe.h"
+#include "hw/probe.h"
 #include "plan/plan_cli.h"
 #include "plan/split_spec.h"
 #include "tensor/kernels.h"
@@ -227,12 +227,12 @@ class MarkdownPrinter : public Printer {
 
 // Bytes on every link of a pipeline, both ways; nullopt for an executor without links (a local run).
 std::optional<uint64_t> wire_bytes(const Executor& e) {
-  const auto* p = dynamic_cast<const PipelineExecutor*>(&e);
+  const auto* p = dynamic_cast<const cluster::PipelineExecutor*>(&e);
   if (p == nullptr) return std::nullopt;
   std::optional<uint64_t> total;
   for (size_t i = 0; i < p->n_stages(); ++i) {
-    if (const auto* r = dynamic_cast<const dist::RemoteStageEndpoint*>(&p->stage(i))) {
-      const dist::LinkStats st = r->link_stats();
+    if (const auto* r = dynamic_cast<const cluster::RemoteStageEndpoint*>(&p->stage(i))) {
+      const net::LinkStats st = r->link_stats();
       total = total.value_or(0) + st.bytes_sent + st.bytes_received;
     }
   }
@@ -241,7 +241,7 @@ std::optional<uint64_t> wire_bytes(const Executor& e) {
 
 // "0-10@local,11-21@b": the stages as built.
 std::string pipeline_split(const Executor& e) {
-  const auto* p = dynamic_cast<const PipelineExecutor*>(&e);
+  const auto* p = dynamic_cast<const cluster::PipelineExecutor*>(&e);
   if (p == nullptr) return "";
   std::vector<plan::LayerRange> ranges;
   for (size_t i = 0; i < p->n_stages(); ++i) {

@@ -1,6 +1,6 @@
 // `tessera keygen`: write a new random cluster key file (mode 0600) that every node of a cluster shares.
 #include "cli/commands.h"
-#include "dist/keys.h"
+#include "net/keys.h"
 #include "util/log.h"
 
 namespace tessera {
@@ -12,8 +12,8 @@ Command add_keygen_command(CLI::App& root) {
   app->add_option("-o,--output", *out, "Key file to write")->required();
   app->add_flag("--force", *force, "Replace an existing file (nodes holding the old key can no longer connect)");
   return {app, [out, force] {
-            const dist::ClusterKey key = dist::ClusterKey::generate();
-            dist::write_cluster_key(*out, key, *force);
+            const net::ClusterKey key = net::ClusterKey::generate();
+            net::write_cluster_key(*out, key, *force);
             log_info("keygen: wrote {} (mode 0600, fingerprint {})", *out, key.fingerprint());
             return 0;
           }};

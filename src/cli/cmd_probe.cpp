@@ -7,7 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/table.h"
-#include "engine/probe.h"
+#include "hw/probe.h"
 #include "util/log.h"
 
 namespace tessera {

@@ -10,7 +10,7 @@
 #include "cli/cluster_options.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "dist/pipeline_executor.h"
+#include "cluster/pipeline_executor.h"
 #include "engine/generator.h"
 #include "plan/plan_cli.h"
 #include "tokenizer/chat_template.h"
@@ -133,7 +133,7 @@ int run_once(const RunArgs& a) {
   cb.on_logits = [&](std::span<const float> row) { logits.write(row); };
   Generator gen(executor, *m.tokenizer);
   const bool strip = text.empty() && m.tokenizer->vocab().add_space_prefix();
-  const auto* pipeline = dynamic_cast<const PipelineExecutor*>(distributed.get());
+  const auto* pipeline = dynamic_cast<const cluster::PipelineExecutor*>(distributed.get());
   const uint64_t wire_before = pipeline ? pipeline->wire_bytes() : 0;
   const GenerationResult r = gen.generate(prompt, sampler, gp, cb, strip);
   std::fputc('\n', stdout);

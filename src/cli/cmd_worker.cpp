@@ -3,7 +3,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "dist/worker.h"
+#include "cluster/worker.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -51,10 +51,10 @@ Command add_worker_command(CLI::App& root) {
   add_mmap_option(*app, a->mmap);
   add_pin_option(*app, a->pin);
   return {app, [a] {
-            dist::WorkerOptions o;
+            cluster::WorkerOptions o;
             o.listen = a->listen;
             o.name = a->name;
-            if (!a->key_file.empty()) o.key = dist::load_cluster_key(a->key_file);
+            if (!a->key_file.empty()) o.key = net::load_cluster_key(a->key_file);
             if (!a->models.empty()) o.weights.models_dir = a->models;
             if (!a->cache.empty()) o.weights.cache_dir = a->cache;
             o.mem_limit = a->mem_limit;
@@ -62,7 +62,7 @@ Command add_worker_command(CLI::App& root) {
             o.repack = a->repack;
             o.copy_weights = !a->mmap;
             o.pin = a->pin;
-            dist::Worker worker(o);
+            cluster::Worker worker(o);
             std::signal(SIGINT, on_stop_signal);
             std::signal(SIGTERM, on_stop_signal);
             // The line tests and scripts wait for: the real endpoint (port 0 picks a free one).

@@ -1,8 +1,8 @@
 // Building serve's replicas: local copies, or pipelines over groups of workers, with their node descriptions.
 #include "cli/serve_replicas.h"
 
-#include "dist/pipeline_executor.h"
-#include "dist/remote_stage_endpoint.h"
+#include "cluster/pipeline_executor.h"
+#include "cluster/remote_stage_endpoint.h"
 #include "model/model_profile.h"
 #include "util/error.h"
 
@@ -77,7 +77,7 @@ server::ReplicaSpec pipeline_replica(const ModelOptions& o, const ClusterOptions
   // are mapped again by its stage), so it can go once the pipeline stands.
   const LoadedModel m = load_model(o, n_slots, false);
   auto executor = build_pipeline(m, o, cluster, n_slots);
-  auto* pipeline = dynamic_cast<PipelineExecutor*>(executor.get());
+  auto* pipeline = dynamic_cast<cluster::PipelineExecutor*>(executor.get());
   if (!pipeline) fail("internal error: a distributed replica is not a pipeline");
   const ModelProfile profile = profile_model(m.weights->source(), m.weights->config());
   const uint64_t kv_per_token =
@@ -85,13 +85,13 @@ server::ReplicaSpec pipeline_replica(const ModelOptions& o, const ClusterOptions
 
   server::ReplicaSpec spec;
   for (size_t i = 0; i < pipeline->n_stages(); ++i) {
-    const StageEndpoint& stage = pipeline->stage(i);
+    const cluster::StageEndpoint& stage = pipeline->stage(i);
     server::NodeInfo n;
     n.name = stage.node();
     n.layers = stage.layers();
     n.embedding = i == 0;
     n.head = i + 1 == pipeline->n_stages();
-    if (const auto* remote = dynamic_cast<const dist::RemoteStageEndpoint*>(&stage)) {
+    if (const auto* remote = dynamic_cast<const cluster::RemoteStageEndpoint*>(&stage)) {
       n.address = remote->address();
       n.weight_bytes = remote->load_report().weights_bytes;
       n.kv_bytes = remote->load_report().kv_bytes;
@@ -106,8 +106,8 @@ server::ReplicaSpec pipeline_replica(const ModelOptions& o, const ClusterOptions
   spec.live = [pipeline] {
     std::vector<server::NodeLive> out(pipeline->n_stages());
     for (size_t i = 0; i < pipeline->n_stages(); ++i) {
-      if (const auto* remote = dynamic_cast<const dist::RemoteStageEndpoint*>(&pipeline->stage(i))) {
-        const dist::LinkStats s = remote->link_stats();
+      if (const auto* remote = dynamic_cast<const cluster::RemoteStageEndpoint*>(&pipeline->stage(i))) {
+        const net::LinkStats s = remote->link_stats();
         out[i].bytes_sent = s.bytes_sent;
         out[i].bytes_received = s.bytes_received;
         out[i].link_rtt_seconds = remote->link().rtt_s;

@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "engine/probe.h"
+#include "hw/probe.h"
 #include "model/model_profile.h"
 #include "model/quant_mix.h"
 #include "tensor/kernels.h"
@@ -456,8 +456,9 @@ std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchMo
     std::optional<ReadRate> rate;
     std::string read_on;
     if (config.probe) {
-      // The weights' own pages when the executor has them here: on a virtual machine two buffers' pages read up to
-      // 20% apart (docs/benchmarks.md), so a fresh buffer's bandwidth may sit above or below the one decode meets.
+      // The weights' own pages when the executor has them here: on a virtual machine two buffers' pages may read at
+      // different rates (docs/perf-log/probe-roofline.md), so a fresh buffer's bandwidth may sit above or below the one
+      // decode meets.
       const std::span<const uint8_t> weights = executor->weight_memory();
       if (config.probe_buffer_bytes == 0 && reads_past_caches(weights.size())) {
         probe.emplace(t, weights);

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "engine/executor.h"
-#include "engine/probe.h"
+#include "hw/probe.h"
 #include "model/model_weights.h"
 
 namespace tessera {

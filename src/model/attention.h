@@ -34,7 +34,7 @@ class AlignedFloats {
 };
 
 // Each thread's query rows and converted key/value blocks, kept from call to call: a decode step attends once per
-// layer, and allocating them per call cost ~15% of the attention's time at short contexts.
+// layer, and allocating them per call is a visible share of the attention's time at short contexts.
 struct AttentionScratch {
   struct Thread {
     // The item's scaled query rows, outputs, maxima and sums; a key block, as rows and transposed.

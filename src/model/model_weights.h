@@ -50,7 +50,7 @@ class ModelWeights {
   static std::shared_ptr<const ModelWeights> packed(const std::shared_ptr<const ModelWeights>& weights,
                                                     const Kernels& kernels, ThreadPool& pool);
   // The same weights copied out of the mapped file into huge pages (HugeBuffer): every token streams them, and
-  // through 4 KiB page-cache pages that costs a TLB miss per page (measured: decode 10-15% slower). Costs their
+  // through 4 KiB page-cache pages that costs a TLB miss per page (docs/perf-log/probe-roofline.md). Costs their
   // size in private memory; the file's page cache stays, reclaimable. Matrices the kernels keep as panels
   // (Kernels::panels) are copied as panels instead of rows.
   static std::shared_ptr<const ModelWeights> copied(const std::shared_ptr<const ModelWeights>& weights,

@@ -7,10 +7,10 @@
 #include <optional>
 #include <set>
 
-#include "dist/handshake.h"
-#include "dist/keys.h"
-#include "dist/link_measure.h"
-#include "dist/transport.h"
+#include "net/handshake.h"
+#include "net/keys.h"
+#include "net/link_measure.h"
+#include "net/transport.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -51,24 +51,24 @@ std::string plan_node_name(std::string_view typed) {
 }
 
 WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& o) {
-  std::optional<dist::ClusterKey> key;
-  if (!o.key_file.empty()) key = dist::load_cluster_key(o.key_file);
+  std::optional<net::ClusterKey> key;
+  if (!o.key_file.empty()) key = net::load_cluster_key(o.key_file);
   const std::string name = plan_node_name(worker.name);
   WorkerProbe r;
   try {
-    auto conn = dist::connect(worker.address, key ? &*key : nullptr, o.timeout);
-    dist::client_handshake(*conn, dist::make_hello(dist::Role::Head, "head"), o.timeout);
+    auto conn = net::connect(worker.address, key ? &*key : nullptr, o.timeout);
+    net::client_handshake(*conn, net::make_hello(net::Role::Head, "head"), o.timeout);
     r.link = {"local", name, 0.0002, 10.0, "assumed (not measured)"};
     if (o.measure_links) {
-      dist::MeasureOptions mo;
+      net::MeasureOptions mo;
       mo.timeout = o.timeout;
-      const dist::LinkMeasurement m = dist::measure_link(*conn, mo);
+      const net::LinkMeasurement m = net::measure_link(*conn, mo);
       // The planner's links are symmetric: the slower direction stands for both.
       const double bytes_per_s = std::min(m.upload_bytes_per_s, m.download_bytes_per_s);
       r.link = {"local", name, m.rtt_s, std::min(bytes_per_s * 8.0 / 1e9, 10000.0),
-                fmt::format("measured: {}", dist::describe(m))};
+                fmt::format("measured: {}", net::describe(m))};
     }
-    dist::ProbeRequest req;
+    net::ProbeRequest req;
     req.seconds = static_cast<float>(std::clamp(o.worker_seconds, 0.05, 60.0));
     req.max_age_s = static_cast<uint32_t>(std::clamp(o.worker_max_age_s, 0.0, 86400.0));
     conn->send(req);
@@ -76,9 +76,9 @@ WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& o
     const auto wait = o.timeout + std::chrono::milliseconds(static_cast<int64_t>(req.seconds * 3000));
     const auto reply = conn->recv(wait);
     if (!reply) fail("no answer to the profile request within {:.0f} s", std::chrono::duration<double>(wait).count());
-    if (const auto* err = std::get_if<dist::ErrorMsg>(&*reply)) fail("{}", err->message);
-    const auto* p = std::get_if<dist::ProbeReply>(&*reply);
-    if (p == nullptr) fail("expected ProbeReply, got {}", dist::msg_type_name(dist::type_of(*reply)));
+    if (const auto* err = std::get_if<net::ErrorMsg>(&*reply)) fail("{}", err->message);
+    const auto* p = std::get_if<net::ProbeReply>(&*reply);
+    if (p == nullptr) fail("expected ProbeReply, got {}", net::msg_type_name(net::type_of(*reply)));
     conn->close("profile taken");
     NodeProfile& n = r.node;
     n.name = name;

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "engine/probe.h"
+#include "hw/probe.h"
 #include "plan/node_profile.h"
 
 namespace tessera::plan {

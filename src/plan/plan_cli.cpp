@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "dist/pipeline_executor.h"
+#include "cluster/pipeline_executor.h"
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_profile.h"
@@ -84,7 +84,8 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
     // Predict the micro-batches that will run: the user's, or PipelineExecutor's rule (about four per stage of
     // each prompt batch, at least 16 tokens, the first and last halved).
     const auto stages = static_cast<int64_t>(o.split->parts.size());
-    const auto chunks = PipelineExecutor::prompt_chunks(std::min(r.prompt_tokens, r.n_batch), stages, r.micro_batch);
+    const auto chunks =
+        cluster::PipelineExecutor::prompt_chunks(std::min(r.prompt_tokens, r.n_batch), stages, r.micro_batch);
     const bool halved = chunks.size() > 2 && chunks.front() < chunks[1];
     o.workload.micro_batch = halved ? chunks[1] : chunks.front();
     o.workload.end_batch = halved ? chunks.front() : 0;

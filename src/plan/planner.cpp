@@ -9,7 +9,7 @@
 #include <set>
 #include <tuple>
 
-#include "engine/probe.h"
+#include "hw/probe.h"
 #include "plan/plan_explain.h"
 #include "util/error.h"
 

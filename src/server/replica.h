@@ -1,5 +1,5 @@
-// Data parallel serving: a replica is one complete copy of the model (an Executor: one local Stage today, a
-// pipeline over workers later) with its own scheduler; the router sends each request to the least loaded one.
+// Data parallel serving: a replica is one complete copy of the model (an Executor: one local Stage, or a
+// pipeline over workers) with its own scheduler; the router sends each request to the least loaded one.
 // A replica also describes its nodes (which layers and experts each holds, memory) for /health and the web page.
 #pragma once
 

@@ -33,7 +33,7 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<u
 // The futex system call on the pool's own 32-bit words. std::atomic<uint64_t>::wait parks every such waiter of the
 // process whose address hashes alike (any 64-byte aligned one) on one shared word, which each notify_all wakes:
 // every job of the bench's decode pool woke the probe pool's sleeping thread, which then took turns with the
-// compute threads on the cores (decode 4-8% slower, docs/benchmarks.md).
+// compute threads on the cores (docs/perf-log/threads.md).
 void futex_wait(const std::atomic<uint32_t>& word, uint32_t old) {
   syscall(SYS_futex, reinterpret_cast<const uint32_t*>(&word), FUTEX_WAIT_PRIVATE, old, nullptr, nullptr, 0);
 }
@@ -170,7 +170,7 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     return;
   }
   // Causal attention is the case in point: with one contiguous range per thread, the thread holding the last
-  // tokens did three quarters of the work of a 2-thread prefill.
+  // tokens would do most of the work.
   const int64_t grain = std::max<int64_t>(1, n / (threads * 8));
   std::atomic<int64_t> next{0};
   run([&](int) {

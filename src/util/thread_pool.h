@@ -38,7 +38,7 @@ class ThreadPool {
 
   // A callable taken by reference for one run (no copy, no allocation): a worker starting a job reads the caller's
   // callable itself, where a std::function sent it through the wrapper and, past two captures, a heap copy: each a
-  // cross-core miss waiting for the one before (docs/benchmarks.md).
+  // cross-core miss waiting for the one before (docs/perf-log/threads.md).
   class Job {
    public:
     template <class F>

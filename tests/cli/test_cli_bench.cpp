@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "../dist/worker_process.h"
 #include "support/test_paths.h"
+#include "support/worker_process.h"
 
 namespace tessera {
 namespace {

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "../dist/worker_process.h"
 #include "support/test_paths.h"
+#include "support/worker_process.h"
 
 namespace tessera {
 namespace {

@@ -9,7 +9,7 @@
 
 #include "engine/benchmark.h"
 #include "engine/local_executor.h"
-#include "engine/probe.h"
+#include "hw/probe.h"
 #include "model/model_profile.h"
 #include "support/test_paths.h"
 #include "util/error.h"

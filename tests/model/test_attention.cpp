@@ -8,18 +8,14 @@
 #include <vector>
 
 #include "model/attention.h"
+#include "support/isa_test.h"
 #include "tensor/fp16.h"
 
 namespace tessera {
 namespace {
 
-std::vector<Isa> paths() {
-  std::vector<Isa> out{Isa::Scalar};
-  const CpuFeatures f = detect_cpu_features();
-  if (isa_supported(Isa::Avx2, f)) out.push_back(Isa::Avx2);
-  if (isa_supported(Isa::Avx512, f)) out.push_back(Isa::Avx512);
-  return out;
-}
+class Attention : public test::IsaTest {};
+TESSERA_ISA_TEST_SUITE(Attention);
 
 struct Fixture {
   AttentionShape shape;
@@ -106,7 +102,7 @@ std::vector<size_t> all_queries(const Fixture& f) {
   return picks;
 }
 
-TEST(Attention, MatchesTheDoubleReferenceOnEveryPath) {
+TEST_P(Attention, MatchesTheDoubleReference) {
   ThreadPool pool(2);
   struct Case {
     AttentionShape shape;
@@ -123,7 +119,8 @@ TEST(Attention, MatchesTheDoubleReferenceOnEveryPath) {
   for (const Case& c : cases) {
     // Sequence 0 spans three key blocks and a partial fourth; 1 and 2 are short; all share the batch.
     const Fixture f(c.shape, c.type, {150, 3, 65}, c.q_spread);
-    for (Isa isa : paths()) {
+    {
+      const Isa isa = this->isa();
       const std::vector<float> out = f.run(all_queries(f), isa, pool);
       double worst = 0;
       for (size_t j = 0; j < static_cast<size_t>(f.queries.size()); ++j) {
@@ -144,11 +141,12 @@ TEST(Attention, MatchesTheDoubleReferenceOnEveryPath) {
   }
 }
 
-TEST(Attention, ATokensResultDoesNotDependOnItsBatch) {
+TEST_P(Attention, ATokensResultDoesNotDependOnItsBatch) {
   ThreadPool pool(2);
   const Fixture f({32, 4, 64, 64}, GgmlType::F16, {150, 3, 65}, 3.0f);
   const std::vector<size_t> all = all_queries(f);
-  for (Isa isa : paths()) {
+  {
+    const Isa isa = this->isa();
     const std::vector<float> together = f.run(all, isa, pool);
     const size_t width = static_cast<size_t>(f.shape.n_head * f.shape.head_dim_v);
     // Each query alone (decode), and sequence 0 in reverse order in batches of 7 (other tile compositions).
@@ -173,11 +171,12 @@ TEST(Attention, ATokensResultDoesNotDependOnItsBatch) {
 
 // A scratch kept across calls (as a stage keeps one) serves shapes that need more and less room, in any order,
 // with the results of a fresh one.
-TEST(Attention, AScratchKeptAcrossCallsGivesTheSameResults) {
+TEST_P(Attention, AScratchKeptAcrossCallsGivesTheSameResults) {
   ThreadPool pool(2);
   const Fixture small({8, 8, 16, 16}, GgmlType::F32, {20}, 1.0f);
   const Fixture large({32, 2, 80, 64}, GgmlType::F16, {90, 40}, 2.0f);
-  for (Isa isa : paths()) {
+  {
+    const Isa isa = this->isa();
     AttentionScratch kept;
     for (const Fixture* f : {&small, &large, &small, &large}) {
       for (const std::vector<size_t>& picks : {all_queries(*f), std::vector<size_t>{0}, std::vector<size_t>{19}}) {

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "model/stage.h"
+#include "support/isa_test.h"
 #include "support/test_paths.h"
 #include "tensor/kernels.h"
 #include "util/error.h"
@@ -275,15 +276,14 @@ TEST(Stage, PackedWeightsGiveIdenticalLogits) {
 // On the SIMD paths the copy holds Q4_K (and Q4_0; Q8_0 on AVX-512) matrices as panels in place of their rows: no
 // more memory than the rows (3% for Q4_K's unpacked scales), the rows themselves left in the mapped file. The scalar
 // path and other types copy rows.
-TEST(Stage, CopiedQ4KMatricesArePanelsInPlaceOfRows) {
+class StagePaths : public test::IsaTest {};
+TESSERA_ISA_TEST_SUITE(StagePaths);
+
+TEST_P(StagePaths, CopiedQ4KMatricesArePanelsInPlaceOfRows) {
   const auto weights = ModelWeights::load(test::shared_dir() / "fixtures/models/mixtral-q4_k_m.gguf");
   ThreadPool pool(2);
-  std::vector<Isa> paths = {Isa::Scalar};
-  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
-    if (isa_supported(isa, detect_cpu_features())) paths.push_back(isa);
-  }
-  for (Isa isa : paths) {
-    SCOPED_TRACE(isa_name(isa));
+  {
+    const Isa isa = this->isa();
     const auto copied = ModelWeights::copied(weights, Kernels::get(isa), pool);
     uint64_t rows_bytes = 0;
     int n_panels = 0, n_q4k = 0;

@@ -99,7 +99,7 @@ to_gbit() {
 }
 
 # check_head_links WHAT FILE: every worker has a line naming it with the head's figures for its link, as
-# dist::describe(LinkMeasurement) formats them ("... w1 ... rtt X ms, up R U, down R U"), within the ranges.
+# net::describe(LinkMeasurement) formats them ("... w1 ... rtt X ms, up R U, down R U"), within the ranges.
 check_head_links() {
   local what="$1" file="$2" entry w line up down
   IFS=, read -r -a entries <<<"$TESSERA_NET_WORKERS"
@@ -110,7 +110,7 @@ check_head_links() {
       echo "---- output of $what ----" >&2
       cat "$file" >&2
       fail "$what printed no link figures for worker $w (expected a line naming it with 'rtt X ms, up R, down R'" \
-        "as dist::describe(LinkMeasurement) formats them)"
+        "as net::describe(LinkMeasurement) formats them)"
     fi
     [[ "$line" =~ rtt\ ([0-9.]+)\ ms,\ up\ ([0-9.]+)\ ([kMG]B/s),\ down\ ([0-9.]+)\ ([kMG]B/s) ]]
     up=$(to_gbit "${BASH_REMATCH[2]}" "${BASH_REMATCH[3]}")

@@ -4,15 +4,15 @@
 
 #include <cmath>
 
-#include "../dist/worker_process.h"
-#include "dist/handshake.h"
-#include "dist/messages.h"
-#include "engine/probe.h"
+#include "hw/probe.h"
 #include "model/stage.h"
+#include "net/handshake.h"
+#include "net/messages.h"
 #include "plan/live_cluster.h"
 #include "plan/plan_cli.h"
 #include "support/test_paths.h"
 #include "support/tiny_model.h"
+#include "support/worker_process.h"
 #include "util/error.h"
 
 namespace tessera::plan {
@@ -29,7 +29,7 @@ LiveProbeOptions quick(const std::filesystem::path& cache) {
 }
 
 TEST(LiveCluster, ProbeMessagesRoundTrip) {
-  dist::ProbeReply reply;
+  net::ProbeReply reply;
   reply.threads = 2;
   reply.cores = 4;
   reply.mem_read_gbps = 12.5f;
@@ -41,14 +41,14 @@ TEST(LiveCluster, ProbeMessagesRoundTrip) {
   reply.age_s = 12.0f;
   reply.cpu = "Some CPU";
   reply.isa = "avx512";
-  for (const dist::Message& m : {dist::Message(dist::ProbeRequest{0.5f, 60}), dist::Message(reply)}) {
-    EXPECT_EQ(dist::decode_frame(dist::encode_frame(m)), m);
+  for (const net::Message& m : {net::Message(net::ProbeRequest{0.5f, 60}), net::Message(reply)}) {
+    EXPECT_EQ(net::decode_frame(net::encode_frame(m)), m);
   }
-  EXPECT_THROW(dist::encode_frame(dist::ProbeRequest{0.0f, 60}), Error);  // below 0.05 s
-  dist::ProbeReply bad = reply;
+  EXPECT_THROW(net::encode_frame(net::ProbeRequest{0.0f, 60}), Error);  // below 0.05 s
+  net::ProbeReply bad = reply;
   bad.threads = 0;
-  EXPECT_THROW(dist::encode_frame(bad), Error);
-  EXPECT_EQ(dist::msg_type_name(dist::MsgType::ProbeReply), "ProbeReply");
+  EXPECT_THROW(net::encode_frame(bad), Error);
+  EXPECT_EQ(net::msg_type_name(net::MsgType::ProbeReply), "ProbeReply");
 }
 
 TEST(LiveCluster, ParsesWorkerListsAndNamesNodes) {

@@ -2,8 +2,8 @@
 // as `tessera run` on one node does, and /health and /metrics describe every node of every replica.
 #include <future>
 
-#include "dist/worker_process.h"
 #include "server/serve_test_util.h"
+#include "support/worker_process.h"
 
 namespace tessera::test {
 namespace {

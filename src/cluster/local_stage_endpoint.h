@@ -1,0 +1,48 @@
+// A pipeline stage computed on the head itself, on a thread this object owns, so the head's layers overlap
+// with the remote stages' work.
+#pragma once
+
+#include <memory>
+#include <thread>
+
+#include "cluster/stage_endpoint.h"
+#include "cluster/stage_sampler.h"
+#include "model/stage.h"
+#include "util/thread_pool.h"
+
+namespace tessera::cluster {
+
+class LocalStageEndpoint : public StageEndpoint {
+ public:
+  LocalStageEndpoint(std::string node, int stage_index, std::shared_ptr<const ModelWeights> weights,
+                     const StageOptions& options, int threads, CompletionQueue& done, bool pin = false);
+  ~LocalStageEndpoint() override;
+
+  const std::string& node() const override { return node_; }
+  LayerRange layers() const override { return stage_.layers(); }
+  void submit(StageJob job) override;
+  void clear_sequence(int64_t seq) override;
+  void truncate_sequence(int64_t seq, int64_t n) override;
+  const std::vector<BatchTime>& batch_times() const override { return batch_times_; }
+  uint64_t kv_bytes() const { return stage_.cache().bytes(); }
+  uint64_t packed_bytes() const { return stage_.packed_bytes(); }  // --repack's copy (0 without it)
+
+ private:
+  void run();
+
+  std::string node_;
+  int index_;
+  ThreadPool pool_;
+  Stage stage_;
+  std::vector<BatchTime> batch_times_;
+  StageSampler sampler_;  // used by the job thread only
+  CompletionQueue& done_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<StageJob> jobs_;
+  bool busy_ = false;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tessera::cluster

@@ -1,0 +1,85 @@
+// StageSampler: a small cache of Samplers keyed by sequence. A cached one is reused when its parameters match the
+// request (its random stream then only moves forward); the penalty window is always replaced by the request's.
+#include "cluster/stage_sampler.h"
+
+#include <algorithm>
+#include <map>
+
+#include "model/stage.h"
+#include "util/error.h"
+
+namespace tessera::cluster {
+
+StageSampler::StageSampler(int32_t n_vocab, size_t max_cached) : n_vocab_(n_vocab), max_cached_(max_cached) {}
+
+SampledToken StageSampler::sample(const StageSample& request, std::span<const float> logits) {
+  if (request.state.params.seed == SamplerParams::kRandomSeed) {
+    fail("sequence {}: the sampler's seed must be resolved by the head", request.seq);
+  }
+  auto it = std::find_if(cache_.begin(), cache_.end(), [&](const Entry& e) { return e.seq == request.seq; });
+  if (it != cache_.end() && !(it->sampler->params() == request.state.params)) {
+    cache_.erase(it);
+    it = cache_.end();
+  }
+  if (it == cache_.end()) {
+    if (cache_.size() >= max_cached_) {
+      cache_.erase(std::min_element(cache_.begin(), cache_.end(),
+                                    [](const Entry& a, const Entry& b) { return a.last_use < b.last_use; }));
+    }
+    cache_.push_back({request.seq, std::make_unique<Sampler>(request.state.params, n_vocab_), 0});
+    it = cache_.end() - 1;
+  }
+  it->last_use = ++clock_;
+  Sampler& s = *it->sampler;
+  s.restore(request.state.draws, request.state.history);
+  if (request.top_logprobs >= 0) return s.sample_with_logprobs(logits, request.top_logprobs);
+  return SampledToken{s.sample(logits), 0.0f, {}};
+}
+
+void StageSampler::sample_outputs(const Batch& batch, std::span<const StageSample> requests, std::vector<float>& logits,
+                                  std::vector<SampledToken>& sampled) {
+  sampled.clear();
+  if (requests.empty()) return;
+  std::map<int32_t, size_t> request_of;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (!request_of.emplace(requests[i].seq, i).second) fail("sequence {} has two sampling requests", requests[i].seq);
+  }
+  const auto n_vocab = static_cast<size_t>(n_vocab_);
+  if (logits.size() != static_cast<size_t>(batch.n_outputs()) * n_vocab) {
+    fail("{} logits for {} output tokens of {} entries", logits.size(), batch.n_outputs(), n_vocab);
+  }
+  std::vector<int> outputs_of(requests.size(), 0);
+  size_t row = 0;
+  size_t kept = 0;
+  for (int64_t t = 0; t < batch.size(); ++t) {
+    const auto tt = static_cast<size_t>(t);
+    if (!batch.want_logits[tt]) continue;
+    const float* src = logits.data() + row * n_vocab;
+    ++row;
+    const auto found = request_of.find(batch.seq[tt]);
+    if (found == request_of.end()) {
+      // Compacts in place: a kept row only moves to an earlier, already consumed row.
+      if (kept + 1 != row) std::copy_n(src, n_vocab, logits.data() + kept * n_vocab);
+      ++kept;
+      continue;
+    }
+    if (++outputs_of[found->second] > 1) {
+      fail("sequence {} has several output tokens in the batch; sampling takes one", batch.seq[tt]);
+    }
+    sampled.push_back(sample(requests[found->second], std::span<const float>(src, n_vocab)));
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (outputs_of[i] == 0) fail("sequence {} has a sampling request but no output token", requests[i].seq);
+  }
+  logits.resize(kept * n_vocab);
+}
+
+void forward_and_sample(Stage& stage, const Batch& batch, const float* hidden, std::span<const StageSample> requests,
+                        StageSampler& sampler, StageOutput& out, std::vector<SampledToken>& sampled) {
+  if (!requests.empty() && !stage.is_last()) fail("sampling asked of a stage without the output head");
+  stage.forward(batch, hidden, out);
+  sampled.clear();
+  if (stage.is_last()) sampler.sample_outputs(batch, requests, out.logits, sampled);
+}
+
+}  // namespace tessera::cluster

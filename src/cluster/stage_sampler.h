@@ -1,0 +1,55 @@
+// Sampling on the stage that holds the output head: a Sampler per sequence, rebuilt from the SamplerState that
+// every request carries, so the stage keeps nothing the head could not resend and picks what the head would.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "cluster/stage_endpoint.h"
+#include "engine/sampler.h"
+#include "model/batch.h"
+
+namespace tessera {
+class Stage;
+struct StageOutput;
+}  // namespace tessera
+
+namespace tessera::cluster {
+
+class StageSampler {
+ public:
+  // Caches at most max_cached samplers (each holds about 16-24 bytes per vocabulary entry: 3 MiB at 128k tokens);
+  // the least recently used is dropped and rebuilt on demand (a reseed and the draws skipped again).
+  explicit StageSampler(int32_t n_vocab, size_t max_cached = 16);
+
+  // Samples one row of logits for the sequence the request names. Throws Error for bad parameters.
+  SampledToken sample(const StageSample& request, std::span<const float> logits);
+
+  // The last stage's output: `logits` holds one row per output token of `batch`, in order. Rows of sequences
+  // with a request are sampled into `sampled` (batch order) and removed from `logits`; the rest stay, in order.
+  // Throws Error when a request names a sequence without exactly one output token in the batch.
+  void sample_outputs(const Batch& batch, std::span<const StageSample> requests, std::vector<float>& logits,
+                      std::vector<SampledToken>& sampled);
+
+ private:
+  struct Entry {
+    int32_t seq;
+    std::unique_ptr<Sampler> sampler;
+    uint64_t last_use;
+  };
+
+  int32_t n_vocab_;
+  size_t max_cached_;
+  uint64_t clock_ = 0;
+  std::vector<Entry> cache_;
+};
+
+// One step of a stage, the same on a worker and on the head: the forward pass, then, on the stage with the output
+// head, the requested rows sampled (and removed from out.logits, as sample_outputs does). Throws Error when
+// sampling is asked of a stage without the output head.
+void forward_and_sample(Stage& stage, const Batch& batch, const float* hidden, std::span<const StageSample> requests,
+                        StageSampler& sampler, StageOutput& out, std::vector<SampledToken>& sampled);
+
+}  // namespace tessera::cluster

@@ -1,0 +1,58 @@
+// The worker daemon (`tessera worker`): holds one stage for one head at a time, tells a second head it is busy,
+// and is ready for the next head when the current one goes away.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "cluster/stage_assembler.h"
+#include "hw/probe.h"
+#include "net/keys.h"
+#include "net/transport.h"
+
+namespace tessera::cluster {
+
+struct WorkerOptions {
+  std::string listen = "127.0.0.1:50052";
+  std::string name;  // default: the listen address
+  std::optional<net::ClusterKey> key;
+  AssemblerOptions weights;
+  uint64_t mem_limit = 0;    // bytes; 0: no limit
+  int threads = 0;           // 0: all cores
+  bool repack = false;       // pack weights at load (StageOptions::repack)
+  bool pin = false;          // each compute thread bound to its own CPU (ThreadPool's pin)
+  bool copy_weights = true;  // copy weights into huge pages at load (StageOptions::copy_weights)
+  net::TransportOptions transport;
+};
+
+class Worker {
+ public:
+  explicit Worker(WorkerOptions options);
+  ~Worker();
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  std::string endpoint() const { return listener_.endpoint(); }
+  const std::string& name() const { return options_.name; }
+
+  // Accepts heads until `stop` becomes true (checked several times a second).
+  void serve(const std::atomic<bool>& stop);
+
+ private:
+  void session(std::unique_ptr<net::Connection> connection, std::string head_name);
+
+  WorkerOptions options_;
+  net::Listener listener_;
+  std::mutex mutex_;
+  std::string active_head_;  // empty when idle
+  std::thread session_thread_;
+  std::atomic<bool> stopping_{false};
+  ProbeCache probe_cache_;  // this machine's profile for heads' ProbeRequests, kept a few minutes between heads
+};
+
+}  // namespace tessera::cluster

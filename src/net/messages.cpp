@@ -1,0 +1,591 @@
+// Wire messages: one field description per message drives both the encoder and the decoder, so the two cannot
+// drift apart and every validation the receiver makes also stops a sender from emitting a bad message.
+#include "net/messages.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <unordered_set>
+
+#include "net/field_io.h"
+#include "util/error.h"
+
+namespace tessera::net {
+namespace {
+
+using field_io::Decoder;
+using field_io::Encoder;
+using field_io::kFloatMax;
+using field_io::kMaxByteCount;
+using field_io::kTypeOf;
+
+// ---- Field descriptions (M is the message, const when encoding) ----
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, Hello> {
+  io.u16("protocol_version", m.protocol_version, 1);
+  io.enumeration("role", m.role);
+  io.string("node_name", m.node_name, 1, kMaxNodeName, Charset::NodeName);
+  io.string("software_version", m.software_version, 0, kMaxVersionText, Charset::Printable);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, HelloAck> {
+  io.enumeration("status", m.status);
+  io.u16("protocol_version", m.protocol_version, 1);
+  io.string("node_name", m.node_name, 1, kMaxNodeName, Charset::NodeName);
+  io.string("software_version", m.software_version, 0, kMaxVersionText, Charset::Printable);
+  io.string("reason", m.reason, m.status == HelloStatus::Accepted ? 0 : 1, kMaxReason, Charset::Text);
+}
+
+template <typename IO, typename M>
+void fields(IO& /*io*/, M& /*m*/) requires std::is_same_v<std::remove_const_t<M>, Heartbeat> {}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, Ping> {
+  io.u64("id", m.id);
+  io.u32("reply_bytes", m.reply_bytes, 0, kMaxPingBytes);
+  io.bytes("payload", m.payload, 0, kMaxPingBytes);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, Pong> {
+  io.u64("id", m.id);
+  io.bytes("payload", m.payload, 0, kMaxPingBytes);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ErrorMsg> {
+  io.enumeration("code", m.code);
+  io.string("message", m.message, 1, kMaxErrorText, Charset::Text);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, Bye> {
+  io.string("reason", m.reason, 0, kMaxReason, Charset::Text);
+}
+
+template <typename IO, typename T>
+void tensor_fields(IO& io, T& t, int64_t i) {
+  io.string(Field("tensors", i, "name"), t.name, 1, kMaxTensorName, Charset::TensorName);
+  io.hash(Field("tensors", i, "hash"), t.hash);
+  io.u64(Field("tensors", i, "n_bytes"), t.n_bytes, kMaxByteCount);
+  io.enumeration(Field("tensors", i, "type"), t.type);
+  const size_t n_dims = io.count(Field("tensors", i, "n_dims"), t.shape.size(), 1, kMaxDims, 8);
+  io.sized(Field("tensors", i, "shape"), t.shape, n_dims);
+  const TypeTraits& traits = type_traits(t.type);
+  uint64_t elements = 1;
+  for (size_t d = 0; d < n_dims; ++d) {
+    io.u64(Field("tensors", i, "shape"), t.shape[d], kMaxByteCount);
+    if (t.shape[d] == 0) io.bad(Field("tensors", i, "shape"), fmt::format("dimension {} is 0", d));
+    if (elements > kMaxByteCount / t.shape[d]) io.bad(Field("tensors", i, "shape"), "too many elements");
+    elements *= t.shape[d];
+  }
+  const auto block = static_cast<uint64_t>(traits.block_size);
+  if (t.shape[0] % block != 0) {
+    io.bad(Field("tensors", i, "shape"),
+           fmt::format("ne[0] = {} is not a multiple of {}'s block size {}", t.shape[0], traits.name, block));
+  }
+  const uint64_t expected = elements / block * traits.type_size;
+  if (t.n_bytes != expected) {
+    io.bad(Field("tensors", i, "n_bytes"),
+           fmt::format("{} bytes, but a {} tensor of {} elements has {}", t.n_bytes, traits.name, elements, expected));
+  }
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadStage> {
+  io.string("file_name", m.file_name, 1, kMaxFileName, Charset::FileName);
+  io.u64("file_size", m.file_size, kMaxByteCount);
+  io.string("model_name", m.model_name, 0, kMaxModelName, Charset::Text);
+  io.bytes("model_metadata", m.model_metadata, 0, kMaxModelMetadata);
+  // Smallest tensor entry: name length 4, hash 16, n_bytes 8, type 4, n_dims 4, one dimension 8.
+  const size_t n = io.count("n_tensors", m.tensors.size(), 0, kMaxTensors, 44);
+  io.sized("tensors", m.tensors, n);
+  std::unordered_set<std::string_view> names;
+  for (size_t i = 0; i < n; ++i) {
+    tensor_fields(io, m.tensors[i], static_cast<int64_t>(i));
+    if (!names.insert(m.tensors[i].name).second) {
+      io.bad(Field("tensors", static_cast<int64_t>(i), "name"), fmt::format("'{}' appears twice", m.tensors[i].name));
+    }
+  }
+  io.u32("layer_begin", m.layer_begin, 0, kMaxLayers);
+  io.u32("layer_end", m.layer_end, m.layer_begin, kMaxLayers);
+  io.boolean("has_embedding", m.has_embedding);
+  io.boolean("has_head", m.has_head);
+  if (m.layer_end == m.layer_begin && !m.has_embedding && !m.has_head) {
+    io.bad("layer_end", "the stage holds no layer, no embedding and no head");
+  }
+  io.u32("n_slots", m.n_slots, 1, kMaxSlots);
+  io.u32("n_ctx", m.n_ctx, 1, kMaxCtx);
+  io.enumeration("kv_type", m.kv_type);
+  if (m.kv_type != GgmlType::F16 && m.kv_type != GgmlType::F32) {
+    io.bad("kv_type", fmt::format("{} is not a KV cache type (f16 or f32)", type_name(m.kv_type)));
+  }
+  io.enumeration("wire_type", m.wire_type);
+  io.u16("threads", m.threads);
+  if (m.threads > kMaxThreads) io.bad("threads", fmt::format("{} exceeds the limit {}", m.threads, kMaxThreads));
+  io.u32("max_batch", m.max_batch, 1, kMaxBatchTokens);
+}
+
+template <typename IO, typename V>
+void hash_list(IO& io, const char* name, V& hashes) {
+  const size_t n = io.count(name, hashes.size(), 0, kMaxTensors, 16);
+  io.sized(name, hashes, n);
+  for (size_t i = 0; i < n; ++i) io.hash(Field(name, static_cast<int64_t>(i)), hashes[i]);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadReply> {
+  hash_list(io, "have", m.have);
+  hash_list(io, "need", m.need);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, WeightChunk> {
+  io.hash("hash", m.hash);
+  io.u64("offset", m.offset, kMaxByteCount);
+  io.bytes("data", m.data, 1, kMaxChunkBytes);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadProgress> {
+  io.u64("bytes_done", m.bytes_done, kMaxByteCount);
+  io.u64("bytes_total", m.bytes_total, kMaxByteCount);
+  if (m.bytes_done > m.bytes_total) {
+    io.bad("bytes_done", fmt::format("{} exceeds bytes_total {}", m.bytes_done, m.bytes_total));
+  }
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadDone> {
+  io.u64("weights_bytes", m.weights_bytes, kMaxByteCount);
+  io.u64("kv_bytes", m.kv_bytes, kMaxByteCount);
+  io.u64("buffer_bytes", m.buffer_bytes, kMaxByteCount);
+  const size_t n = io.count("n_batch_times", m.batch_times.size(), 0, kMaxBatchTimes, 8);
+  io.sized("batch_times", m.batch_times, n);
+  for (size_t i = 0; i < n; ++i) {
+    auto& t = m.batch_times[i];
+    const auto at = static_cast<int64_t>(i);
+    io.u32(Field("batch_times", at, "tokens"), t.tokens, 1, kMaxBatchTokens);
+    io.f32(Field("batch_times", at, "seconds"), t.seconds, 0.0f, kMaxBatchSeconds);
+    if (i > 0 && t.tokens <= m.batch_times[i - 1].tokens) {
+      io.bad(Field("batch_times", at, "tokens"),
+             fmt::format("{} does not follow {}: the sizes must increase", t.tokens, m.batch_times[i - 1].tokens));
+    }
+  }
+}
+
+// A matrix; n_rows is fixed by the message when rows_must_be is set.
+template <typename IO, typename A>
+void activation_fields(IO& io, const char* name, A& a, uint32_t max_cols, std::optional<uint32_t> rows_must_be) {
+  io.enumeration(Field(name, -1, "type"), a.type);
+  io.u32(Field(name, -1, "n_rows"), a.n_rows, rows_must_be.value_or(1), rows_must_be.value_or(kMaxBatchTokens));
+  io.u32(Field(name, -1, "n_cols"), a.n_cols, 1, max_cols);
+  const uint64_t n_bytes = uint64_t{a.n_rows} * a.n_cols * wire_type_size(a.type);
+  io.bytes_exact(Field(name, -1, "data"), a.data, n_bytes, kMaxChunkBytes);
+}
+
+template <typename IO, typename S>
+void sampling_fields(IO& io, S& s, int64_t i) {
+  io.i32(Field("sampling", i, "seq"), s.seq, 0, kMaxSeq - 1);
+  io.f32(Field("sampling", i, "temperature"), s.temperature, -kFloatMax, kFloatMax);
+  io.i32(Field("sampling", i, "top_k"), s.top_k, -1, std::numeric_limits<int32_t>::max());
+  io.f32(Field("sampling", i, "top_p"), s.top_p, 0.0f, 1.0f);
+  if (s.top_p == 0.0f) io.bad(Field("sampling", i, "top_p"), "0 is outside (0, 1]");
+  io.f32(Field("sampling", i, "min_p"), s.min_p, 0.0f, 1.0f);
+  io.f32(Field("sampling", i, "repeat_penalty"), s.repeat_penalty, 0.0f, kFloatMax);
+  if (s.repeat_penalty == 0.0f) io.bad(Field("sampling", i, "repeat_penalty"), "must be > 0");
+  io.i32(Field("sampling", i, "repeat_last_n"), s.repeat_last_n, -1, std::numeric_limits<int32_t>::max());
+  io.f32(Field("sampling", i, "presence_penalty"), s.presence_penalty, -kFloatMax, kFloatMax);
+  io.f32(Field("sampling", i, "frequency_penalty"), s.frequency_penalty, -kFloatMax, kFloatMax);
+  io.u64(Field("sampling", i, "seed"), s.seed);
+  // 0xFFFFFFFF means "pick a random seed" to a Sampler: the sampling stage must use the head's seed instead.
+  if (s.seed == 0xFFFFFFFFu) io.bad(Field("sampling", i, "seed"), "0xFFFFFFFF (random) must be resolved by the head");
+  io.u64(Field("sampling", i, "draws"), s.draws);
+  // The window holds at most repeat_last_n tokens (-1: the whole sequence); 0 turns penalties off.
+  const size_t max_history = s.repeat_last_n < 0 ? kMaxCtx : static_cast<size_t>(s.repeat_last_n);
+  const size_t n_history = io.count(Field("sampling", i, "n_history"), s.history.size(), 0, max_history, 4);
+  io.sized(Field("sampling", i, "history"), s.history, n_history);
+  for (size_t k = 0; k < n_history; ++k) {
+    io.i32(Field("sampling", i, "history"), s.history[k], 0, static_cast<int32_t>(kMaxVocab) - 1);
+  }
+  io.boolean(Field("sampling", i, "logprobs"), s.logprobs);
+  io.u16(Field("sampling", i, "top_logprobs"), s.top_logprobs);
+  if (s.top_logprobs > kMaxLogprobs) {
+    io.bad(Field("sampling", i, "top_logprobs"), fmt::format("{} exceeds the limit {}", s.top_logprobs, kMaxLogprobs));
+  }
+  if (!s.logprobs && s.top_logprobs != 0) io.bad(Field("sampling", i, "top_logprobs"), "given but logprobs is 0");
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, Forward> {
+  io.u64("request_id", m.request_id);
+  // Smallest token: seq 4, pos 4, want_output 1.
+  const size_t n = io.count("n_tokens", m.seq.size(), 1, kMaxBatchTokens, 9);
+  io.sized("seq", m.seq, n);
+  io.sized("pos", m.pos, n);
+  io.sized("want_output", m.want_output, n);
+  for (size_t i = 0; i < n; ++i) io.i32(Field("seq", static_cast<int64_t>(i)), m.seq[i], 0, kMaxSeq - 1);
+  for (size_t i = 0; i < n; ++i)
+    io.i32(Field("pos", static_cast<int64_t>(i)), m.pos[i], 0, static_cast<int32_t>(kMaxCtx) - 1);
+  for (size_t i = 0; i < n; ++i) io.flag(Field("want_output", static_cast<int64_t>(i)), m.want_output[i]);
+  bool has_tokens = !m.tokens.empty();
+  io.boolean("has_tokens", has_tokens);
+  io.sized("tokens", m.tokens, has_tokens ? n : 0);
+  for (size_t i = 0; i < m.tokens.size(); ++i) {
+    io.i32(Field("tokens", static_cast<int64_t>(i)), m.tokens[i], 0, static_cast<int32_t>(kMaxVocab) - 1);
+  }
+  io.optional("activations", m.activations,
+              [&](auto& a) { activation_fields(io, "activations", a, kMaxEmbd, static_cast<uint32_t>(n)); });
+  if (!has_tokens && !m.activations) io.bad("has_tokens", "a Forward needs tokens or activations");
+  // Smallest entry: 4 x 9 numbers + seed 8 + draws 8 + n_history 4 + logprobs 1 + top_logprobs 2.
+  const size_t n_sampling = io.count("n_sampling", m.sampling.size(), 0, n, 59);
+  io.sized("sampling", m.sampling, n_sampling);
+  for (size_t i = 0; i < n_sampling; ++i) {
+    const auto idx = static_cast<int64_t>(i);
+    sampling_fields(io, m.sampling[i], idx);
+    bool output = false;
+    for (size_t t = 0; t < n && !output; ++t) output = m.seq[t] == m.sampling[i].seq && m.want_output[t] != 0;
+    if (!output) {
+      io.bad(Field("sampling", idx, "seq"),
+             fmt::format("sequence {} has no output token in this batch", m.sampling[i].seq));
+    }
+    for (size_t k = 0; k < i; ++k) {
+      if (m.sampling[k].seq == m.sampling[i].seq) {
+        io.bad(Field("sampling", idx, "seq"), fmt::format("sequence {} has two entries", m.sampling[i].seq));
+      }
+    }
+  }
+}
+
+template <typename IO, typename S>
+void sampled_fields(IO& io, S& s, int64_t i) {
+  io.i32(Field("sampled", i, "seq"), s.seq, 0, kMaxSeq - 1);
+  io.i32(Field("sampled", i, "token"), s.token, 0, static_cast<int32_t>(kMaxVocab) - 1);
+  io.boolean(Field("sampled", i, "has_logprob"), s.has_logprob);
+  io.logprob(Field("sampled", i, "logprob"), s.logprob);
+  const size_t n_top = io.count(Field("sampled", i, "n_top"), s.top.size(), 0, kMaxLogprobs, 8);
+  io.sized(Field("sampled", i, "top"), s.top, n_top);
+  for (size_t k = 0; k < n_top; ++k) {
+    io.i32(Field("sampled", i, "top.token"), s.top[k].token, 0, static_cast<int32_t>(kMaxVocab) - 1);
+    io.logprob(Field("sampled", i, "top.logprob"), s.top[k].logprob);
+  }
+  // One encoding per meaning: without logprobs the fields stay zero.
+  if (!s.has_logprob && (s.logprob != 0.0f || n_top != 0)) {
+    io.bad(Field("sampled", i, "has_logprob"), "logprobs are given but has_logprob is 0");
+  }
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ForwardResult> {
+  io.u64("request_id", m.request_id);
+  io.optional("hidden", m.hidden, [&](auto& a) { activation_fields(io, "hidden", a, kMaxEmbd, std::nullopt); });
+  io.optional("logits", m.logits, [&](auto& a) { activation_fields(io, "logits", a, kMaxVocab, std::nullopt); });
+  // Smallest entry: seq 4, token 4, has_logprob 1, logprob 4, n_top 4.
+  const size_t n = io.count("n_sampled", m.sampled.size(), 0, kMaxBatchTokens, 17);
+  io.sized("sampled", m.sampled, n);
+  for (size_t i = 0; i < n; ++i) sampled_fields(io, m.sampled[i], static_cast<int64_t>(i));
+  if (m.hidden && (m.logits || n > 0)) io.bad("hidden", "a result holds hidden states or outputs, not both");
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ClearSequence> {
+  io.i32("seq", m.seq, 0, kMaxSeq - 1);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, TruncateSequence> {
+  io.i32("seq", m.seq, 0, kMaxSeq - 1);
+  io.i32("n", m.n, 0, static_cast<int32_t>(kMaxCtx));
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeRequest> {
+  io.f32("seconds", m.seconds, 0.05f, 60.0f);
+  io.u32("max_age_s", m.max_age_s, 0, 86400);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeReply> {
+  io.u32("threads", m.threads, 1, kMaxThreads);
+  io.u32("cores", m.cores, 1, 1u << 20);
+  io.f32("mem_read_gbps", m.mem_read_gbps, 0.0f, 1e6f);
+  io.f32("mem_read_gbps_1t", m.mem_read_gbps_1t, 0.0f, 1e6f);
+  io.f32("int8_gops", m.int8_gops, 0.0f, 1e9f);
+  io.f32("f32_gflops", m.f32_gflops, 0.0f, 1e9f);
+  io.u64("mem_total_bytes", m.mem_total_bytes, kMaxByteCount);
+  io.u64("mem_available_bytes", m.mem_available_bytes, kMaxByteCount);
+  io.f32("age_s", m.age_s, 0.0f, 1e7f);
+  io.string("cpu", m.cpu, 0, kMaxModelName, Charset::Printable);
+  io.string("isa", m.isa, 0, kMaxVersionText, Charset::Printable);
+  io.boolean("repack", m.repack);
+  io.string("machine", m.machine, 0, kMaxVersionText, Charset::Printable);
+  io.string("cpus", m.cpus, 0, kMaxCpuListText, Charset::Printable);
+}
+
+template <typename M>
+Message decode_as(std::span<const uint8_t> body) {
+  constexpr MsgType type = kTypeOf<M>;
+  Decoder io(body, msg_type_name(type));
+  M m;
+  fields(io, m);
+  // Hello and HelloAck tolerate fields appended by later versions, so a version mismatch can be reported.
+  if constexpr (type == MsgType::Hello || type == MsgType::HelloAck) {
+    io.reader().skip_rest();
+  } else {
+    io.reader().finish();
+  }
+  return m;
+}
+
+}  // namespace
+
+std::string_view msg_type_name(MsgType type) {
+  switch (type) {
+    case MsgType::Hello:
+      return "Hello";
+    case MsgType::HelloAck:
+      return "HelloAck";
+    case MsgType::Heartbeat:
+      return "Heartbeat";
+    case MsgType::Ping:
+      return "Ping";
+    case MsgType::Pong:
+      return "Pong";
+    case MsgType::Error:
+      return "Error";
+    case MsgType::Bye:
+      return "Bye";
+    case MsgType::LoadStage:
+      return "LoadStage";
+    case MsgType::LoadReply:
+      return "LoadReply";
+    case MsgType::WeightChunk:
+      return "WeightChunk";
+    case MsgType::LoadProgress:
+      return "LoadProgress";
+    case MsgType::LoadDone:
+      return "LoadDone";
+    case MsgType::Forward:
+      return "Forward";
+    case MsgType::ForwardResult:
+      return "ForwardResult";
+    case MsgType::ClearSequence:
+      return "ClearSequence";
+    case MsgType::TruncateSequence:
+      return "TruncateSequence";
+    case MsgType::ProbeRequest:
+      return "ProbeRequest";
+    case MsgType::ProbeReply:
+      return "ProbeReply";
+  }
+  return "?";
+}
+
+std::optional<MsgType> msg_type_from_id(uint16_t id) {
+  const auto type = static_cast<MsgType>(id);
+  if (msg_type_name(type) == "?") return std::nullopt;
+  return type;
+}
+
+size_t max_body_bytes(MsgType type) {
+  constexpr size_t kSmall = 64u << 10;
+  constexpr size_t kSlack = 64u << 10;  // headers and small fields around a large payload
+  switch (type) {
+    case MsgType::Ping:
+    case MsgType::Pong:
+      return kMaxPingBytes + kSlack;
+    case MsgType::LoadStage:
+      return 64u << 20;
+    case MsgType::LoadReply:
+      return 2 * 16 * kMaxTensors + kSlack;
+    case MsgType::WeightChunk:
+      return kMaxChunkBytes + kSlack;
+    case MsgType::Forward:
+    case MsgType::ForwardResult:
+      return kMaxChunkBytes + (16u << 20);  // the matrix plus per-token fields and logprobs
+    default:
+      return kSmall;
+  }
+}
+
+std::string_view role_name(Role role) {
+  switch (role) {
+    case Role::Head:
+      return "head";
+    case Role::Worker:
+      return "worker";
+  }
+  return "?";
+}
+
+std::string_view hello_status_name(HelloStatus status) {
+  switch (status) {
+    case HelloStatus::Accepted:
+      return "accepted";
+    case HelloStatus::VersionMismatch:
+      return "version mismatch";
+    case HelloStatus::Busy:
+      return "busy";
+    case HelloStatus::BadRole:
+      return "wrong role";
+    case HelloStatus::Refused:
+      return "refused";
+  }
+  return "?";
+}
+
+std::string_view error_code_name(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::Protocol:
+      return "protocol error";
+    case ErrorCode::BadRequest:
+      return "bad request";
+    case ErrorCode::LoadFailed:
+      return "load failed";
+    case ErrorCode::OutOfMemory:
+      return "out of memory";
+    case ErrorCode::Internal:
+      return "internal error";
+  }
+  return "?";
+}
+
+ErrorMsg error_message(ErrorCode code, std::string_view text) {
+  ErrorMsg m{code, wire_text(text, kMaxErrorText)};
+  if (m.message.empty()) m.message = std::string(error_code_name(code));
+  return m;
+}
+
+MsgType type_of(const Message& message) {
+  return std::visit([](const auto& m) { return kTypeOf<std::decay_t<decltype(m)>>; }, message);
+}
+
+FrameHeader parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> header) {
+  uint32_t length;
+  uint16_t id;
+  uint16_t flags;
+  std::memcpy(&length, header.data(), 4);
+  std::memcpy(&id, header.data() + 4, 2);
+  std::memcpy(&flags, header.data() + 6, 2);
+  const auto type = msg_type_from_id(id);
+  if (!type) fail("bad frame: unknown message type {} (this node speaks protocol {})", id, kProtocolVersion);
+  if (flags != 0) fail("bad frame: {} with flags 0x{:04x} (must be 0)", msg_type_name(*type), flags);
+  if (length > max_body_bytes(*type)) {
+    fail("bad frame: {} of {} bytes exceeds its limit of {} bytes", msg_type_name(*type), length,
+         max_body_bytes(*type));
+  }
+  return {*type, length};
+}
+
+void write_frame_header(MsgType type, size_t body_bytes, uint8_t* out) {
+  if (body_bytes > max_body_bytes(type)) {
+    fail("cannot send {} of {} bytes: its limit is {} bytes", msg_type_name(type), body_bytes, max_body_bytes(type));
+  }
+  const auto length = static_cast<uint32_t>(body_bytes);
+  const auto id = static_cast<uint16_t>(type);
+  const uint16_t flags = 0;
+  std::memcpy(out, &length, 4);
+  std::memcpy(out + 4, &id, 2);
+  std::memcpy(out + 6, &flags, 2);
+}
+
+namespace {
+
+// Encodes into `out` after `prefix` reserved bytes (a frame needs no second buffer for its header), reusing
+// out's capacity.
+void encode_after(const Message& message, size_t prefix, std::vector<uint8_t>& out) {
+  std::visit(
+      [prefix, &out](const auto& m) {
+        using M = std::decay_t<decltype(m)>;
+        Encoder io(msg_type_name(kTypeOf<M>));
+        std::vector<uint8_t>& data = io.writer().data();
+        data.swap(out);
+        data.clear();
+        data.resize(prefix);
+        fields(io, m);
+        data.swap(out);
+      },
+      message);
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_body(const Message& message) {
+  std::vector<uint8_t> body;
+  encode_after(message, 0, body);
+  return body;
+}
+
+Message decode_body(MsgType type, std::span<const uint8_t> body) {
+  if (body.size() > max_body_bytes(type)) {
+    fail("bad frame: {} of {} bytes exceeds its limit of {} bytes", msg_type_name(type), body.size(),
+         max_body_bytes(type));
+  }
+  switch (type) {
+    case MsgType::Hello:
+      return decode_as<Hello>(body);
+    case MsgType::HelloAck:
+      return decode_as<HelloAck>(body);
+    case MsgType::Heartbeat:
+      return decode_as<Heartbeat>(body);
+    case MsgType::Ping:
+      return decode_as<Ping>(body);
+    case MsgType::Pong:
+      return decode_as<Pong>(body);
+    case MsgType::Error:
+      return decode_as<ErrorMsg>(body);
+    case MsgType::Bye:
+      return decode_as<Bye>(body);
+    case MsgType::LoadStage:
+      return decode_as<LoadStage>(body);
+    case MsgType::LoadReply:
+      return decode_as<LoadReply>(body);
+    case MsgType::WeightChunk:
+      return decode_as<WeightChunk>(body);
+    case MsgType::LoadProgress:
+      return decode_as<LoadProgress>(body);
+    case MsgType::LoadDone:
+      return decode_as<LoadDone>(body);
+    case MsgType::Forward:
+      return decode_as<Forward>(body);
+    case MsgType::ForwardResult:
+      return decode_as<ForwardResult>(body);
+    case MsgType::ClearSequence:
+      return decode_as<ClearSequence>(body);
+    case MsgType::TruncateSequence:
+      return decode_as<TruncateSequence>(body);
+    case MsgType::ProbeRequest:
+      return decode_as<ProbeRequest>(body);
+    case MsgType::ProbeReply:
+      return decode_as<ProbeReply>(body);
+  }
+  fail("bad frame: unknown message type {}", static_cast<int>(type));
+}
+
+void encode_frame(const Message& message, std::vector<uint8_t>& out) {
+  encode_after(message, kFrameHeaderBytes, out);
+  write_frame_header(type_of(message), out.size() - kFrameHeaderBytes, out.data());
+}
+
+std::vector<uint8_t> encode_frame(const Message& message) {
+  std::vector<uint8_t> frame;
+  encode_frame(message, frame);
+  return frame;
+}
+
+Message decode_frame(std::span<const uint8_t> frame) {
+  if (frame.size() < kFrameHeaderBytes) fail("truncated frame: {} bytes, the header alone has 8", frame.size());
+  const FrameHeader h = parse_frame_header(frame.first<kFrameHeaderBytes>());
+  if (frame.size() - kFrameHeaderBytes != h.body_bytes) {
+    fail("bad frame: {} header says {} body bytes, the frame has {}", msg_type_name(h.type), h.body_bytes,
+         frame.size() - kFrameHeaderBytes);
+  }
+  return decode_body(h.type, frame.subspan(kFrameHeaderBytes));
+}
+
+}  // namespace tessera::net
