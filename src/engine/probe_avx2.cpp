@@ -3,7 +3,7 @@
 #include <immintrin.h>
 
 #include "engine/probe.h"
-#include "tensor/kernels/stream_prefetch.h"
+#include "tensor/kernels/x86/stream_prefetch.h"
 
 namespace tessera::probe_kernels {
 namespace {

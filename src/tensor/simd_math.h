@@ -2,7 +2,7 @@
 // softmax, SwiGLU and attention share.
 #pragma once
 
-#include "tensor/simd_intrinsics.h"
+#include "tensor/kernels/x86/simd_intrinsics.h"
 
 #define TESSERA_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define TESSERA_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))

@@ -15,7 +15,7 @@ namespace tessera::kernels {
 // every format read panels, 4.6 KB against 9.3 KB: Q4_0 +19%, moe-small +10%, Q4_K_M +4.5%, Q8_0 +4% (alternated
 // rounds); 2.3, 3.5 and 5.8 KB were no better than 4.6, prefetcht0 and prefetcht2 at 4.6 KB 4-17% slower. Lines
 // asked for much earlier than they are used are partly gone again by then. (The Q4_K panels' lone token asks 1.5x as
-// far: Layout::kLoneFar in kernels_avx512_panels.cpp.)
+// far: Layout::kLoneFar in x86/avx512/panels_q4k.cpp.)
 constexpr int kPrefetchFarBytes = 4736;
 
 // Which cache the lines go to. L1 (prefetchnta) is what the Zen 5 VM liked; on an AMD EPYC Zen 4 VM (~33 GB/s, one
@@ -42,7 +42,7 @@ template <int kStep, int kFar = kPrefetchFarBytes, Reach kReach = Reach::L1>
 // The lines the probe's burst loop asks for at once (engine/probe_avx512.cpp): as a lone token's kernel over small
 // blocks (the 32-element formats' AVX-512 panels, 288-544 bytes a block) did, whose groups were of this size and asked
 // for a group's lines together, the same distance ahead. Their groups are 2.3 KB since their d come first
-// (kernels_avx512_legacy_panels.cpp's kGroup), each still asked for at once. Measured with the 1b decode's matmuls
+// (x86/avx512/panels_legacy.cpp's kGroup), each still asked for at once. Measured with the 1b decode's matmuls
 // alternating step by step between two builds on the Zen 5 VM, with the blocks as they were: Q4_0 5-13% faster than
 // each block asking for its own 5 lines (also when each line was asked for exactly once, so not the repeats), Q4_1 9%,
 // Q5_0 5%, Q5_1 and IQ4_NL 4%; 9.2 KB bursts 10% slower. The K-quants' 2.2-2.9 KB blocks ran 2-4% slower in bursts of

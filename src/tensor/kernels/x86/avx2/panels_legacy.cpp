@@ -6,9 +6,9 @@
 // slower on an AMD EPYC VM, though 4 sequences 2.2x faster.
 #include <type_traits>
 
-#include "tensor/kernels/avx2_common.h"
 #include "tensor/kernels/legacy_panel_rows.h"
 #include "tensor/kernels/panel_loops.h"
+#include "tensor/kernels/x86/avx2/common.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx2 {

@@ -9,15 +9,18 @@
 
 #include "tensor/kernels.h"
 #include "tensor/kernels/scratch_buffer.h"
-#include "tensor/kernels/stream_prefetch.h"
-#include "tensor/simd_intrinsics.h"
+#include "tensor/kernels/x86/simd_intrinsics.h"
+#include "tensor/kernels/x86/stream_prefetch.h"
 
 namespace tessera::kernels::avx512 {
 
 // Rows [0, n_rows) of a weight matrix against one activation row: y[r] = dot(row r, x).
 using GemvFn = void (*)(const uint8_t* w, size_t w_stride, int64_t n_rows, const uint8_t* x, int64_t k, float* y);
 
-// The families each file provides; nullptr for types it does not handle.
+// The families each file provides; nullptr for types it does not handle. register.cpp combines them.
+ActQuantFn quantize_act(GgmlType act);    // act.cpp
+VecDotFn float_vec_dot(GgmlType weight);  // float.cpp: F32, F16, BF16
+GemmFn float_gemm(GgmlType weight);       // float.cpp
 VecDotFn legacy_vec_dot(GgmlType weight);
 GemvFn legacy_gemv(GgmlType weight);
 VecDotFn kquant_vec_dot(GgmlType weight);
@@ -26,15 +29,15 @@ GemvFn kquant_gemv(GgmlType weight);
 GemmFn kquant_gemm_batch(GgmlType weight);
 GemmFn quant_gemm(GgmlType weight);
 const PackedGemm* quant_packed(GgmlType weight);
-// The panels' shape (kernels_avx512_panels.cpp, kernels_avx512_legacy_panels.cpp): 16 rows, one per 32-bit lane.
+// The panels' shape (x86/avx512/panels_q4k.cpp, x86/avx512/panels_legacy.cpp): 16 rows, one per 32-bit lane.
 constexpr int kPanelRowCount = 16;
 // Tokens per pass over a panel: 8 unpacked level registers + 2 or 3 per token stay in the 32 registers. Against 4,
 // 8 shares each unpack among twice the tokens and gives the multipliers twice the independent chains.
 constexpr int kPanelTokenChunk = 8;
-// Weights as 16-row panels written at load in place of the rows (kernels_avx512_panels.cpp); nullptr if none.
+// Weights as 16-row panels written at load in place of the rows (x86/avx512/panels_q4k.cpp); nullptr if none.
 const PackedGemm* kquant_panels(GgmlType weight);
-const PackedGemm* legacy_panels(GgmlType weight);  // kernels_avx512_legacy_panels.cpp
-const PackedGemm* k16_panels(GgmlType weight);     // Q3_K, Q6_K: kernels_avx512_k16_panels.cpp
+const PackedGemm* legacy_panels(GgmlType weight);  // x86/avx512/panels_legacy.cpp
+const PackedGemm* k16_panels(GgmlType weight);     // Q3_K, Q6_K: x86/avx512/panels_k16.cpp
 
 // Keeps v in a register: the compiler would otherwise fold its load into each instruction that uses it, reading
 // the same 64 bytes from L1 once per use.

@@ -1,4 +1,4 @@
-// The loop both AVX2 gemms share (kernels_avx2_gemm.cpp, kernels_avx2_gemm_k.cpp): rows in passes of 8 panels of
+// The loop both AVX2 gemms share (x86/avx2/gemm.cpp, x86/avx2/gemm_kquants.cpp): rows in passes of 8 panels of
 // 8 rows built per call, each pass against all tokens in steps of kTokens, so a step's tokens are read once per
 // 64 rows; and the vec_dot loop that serves calls too small to pay for building panels.
 #pragma once
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "tensor/kernels/avx2_common.h"
+#include "tensor/kernels/x86/avx2/common.h"
 
 namespace tessera::kernels::avx2 {
 

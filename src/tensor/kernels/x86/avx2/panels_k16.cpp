@@ -3,9 +3,9 @@
 // levels (4 of each of 8 rows) by 4 broadcast activations; a group's products sum in 16 bits and one vpmaddwd
 // applies the rows' scales, so a group costs a handful of instructions where the row kernels spend tens on bit
 // planes, per-row horizontal sums and float scales.
-#include "tensor/kernels/avx2_common.h"
 #include "tensor/kernels/k16_panel_rows.h"
 #include "tensor/kernels/panel_loops.h"
+#include "tensor/kernels/x86/avx2/common.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx2 {

@@ -11,17 +11,22 @@
 
 #include "tensor/kernels.h"
 #include "tensor/kernels/scratch_buffer.h"
-#include "tensor/kernels/stream_prefetch.h"
+#include "tensor/kernels/x86/stream_prefetch.h"
 
 namespace tessera::kernels::avx2 {
 
-// The families each file provides; nullptr for types it does not handle.
-VecDotFn quant_vec_dot(GgmlType weight);
-GemmFn quant_gemm(GgmlType weight);
-GemmFn kquant_gemm(GgmlType weight);               // kernels_avx2_gemm_k.cpp: Q2_K..Q6_K
-const PackedGemm* panels(GgmlType weight);         // kernels_avx2_panels.cpp
-const PackedGemm* k16_panels(GgmlType weight);     // Q2_K, Q3_K, Q6_K: kernels_avx2_k16_panels.cpp
-const PackedGemm* legacy_panels(GgmlType weight);  // Q4_0, Q4_1, Q5_0, Q5_1: kernels_avx2_legacy_panels.cpp
+// The families each file provides; nullptr for types it does not handle. register.cpp combines them.
+ActQuantFn quantize_act(GgmlType act);             // act.cpp
+VecDotFn float_vec_dot(GgmlType weight);           // float.cpp: F32, F16, BF16
+GemmFn float_gemm(GgmlType weight);                // float.cpp
+VecDotFn legacy_vec_dot(GgmlType weight);          // dot_legacy.cpp: the 32-element formats
+VecDotFn kquant_vec_dot(GgmlType weight);          // dot_kquants.cpp: Q2_K..Q6_K, IQ4_XS
+VecDotFn quant_vec_dot(GgmlType weight);           // register.cpp: the two above
+GemmFn quant_gemm(GgmlType weight);                // gemm.cpp: the 32-element formats, IQ4_XS, then kquant_gemm
+GemmFn kquant_gemm(GgmlType weight);               // gemm_kquants.cpp: Q2_K..Q6_K
+const PackedGemm* q4k_panels(GgmlType weight);     // panels_q4k.cpp: Q4_K, Q5_K, IQ4_XS
+const PackedGemm* k16_panels(GgmlType weight);     // panels_k16.cpp: Q2_K, Q3_K, Q6_K
+const PackedGemm* legacy_panels(GgmlType weight);  // panels_legacy.cpp: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL
 
 inline uint16_t load_u16(const void* p) {
   uint16_t v;
@@ -107,7 +112,7 @@ inline __m256i bcast4(const void* p) { return _mm256_set1_epi32(static_cast<int>
 inline __m256i or_and(__m256i a, __m256i b, __m256i mask) { return _mm256_or_si256(a, _mm256_and_si256(b, mask)); }
 inline __m256i load_q(const void* p) { return _mm256_load_si256(static_cast<const __m256i*>(p)); }
 
-// The panels' 32-element groups of 8 rows (kernels_avx2_panels.cpp, kernels_avx2_legacy_panels.cpp): 4 vectors at
+// The panels' 32-element groups of 8 rows (x86/avx2/panels_q4k.cpp, x86/avx2/panels_legacy.cpp): 4 vectors at
 // qs whose byte 4r + i holds element 4c + i of row r in its low nibble, 16 + 4c + i in its high one.
 // group_products: their products with activations xq, pairs summed in 16 bits. The levels are 0..15, so a pair is
 // at most 2 * 15 * 128 = 3840 in size and a group's 8 of them sum exactly.

@@ -3,13 +3,13 @@
 // 16 bits for as many 4-element steps as cannot saturate, then vpmaddwd by the group's integer scale into one int32
 // per row and block; mins and offsets come from the activations' 16-element sums (bsums), so the floats are touched
 // once per 256 elements instead of once per group, and a group's quads stay in registers for all tokens of a step.
-#include "tensor/kernels/avx2_gemm_passes.h"
+#include "tensor/kernels/x86/avx2/gemm_passes.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx2 {
 namespace {
 
-#include "tensor/kernels/kernels_unpack.inl"
+#include "tensor/kernels/x86/unpack.inl"
 
 // One 256-element block of an 8-row panel: quads [group][group / 4][8 rows][4 bytes] of unsigned levels, each
 // group's scale as int16 pairs (sc, sc) per row, 8 pairs of per-16-element coefficients c (the mins, or for the

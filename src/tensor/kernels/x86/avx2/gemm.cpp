@@ -1,14 +1,14 @@
-// AVX2 path, part 3: gemm for the legacy formats and IQ4_XS (the K-quants: kernels_avx2_gemm_k.cpp), the AVX2 twin
-// of kernels_avx512_gemm.cpp: 8-row panels (4 levels of a row per 32-bit lane), activations as levels + 128, and
+// AVX2 path, part 3: gemm for the legacy formats and IQ4_XS (the K-quants: x86/avx2/gemm_kquants.cpp), the AVX2 twin
+// of x86/avx512/gemm.cpp: 8-row panels (4 levels of a row per 32-bit lane), activations as levels + 128, and
 // vpmaddubsw products summed in 16 bits for as many 4-element steps as cannot saturate. Levels beyond +-32 (Q8_0,
 // IQ4) are split into two planes, 16 * high + low, so two product pairs still sum below 2^15.
-#include "tensor/kernels/avx2_gemm_passes.h"
+#include "tensor/kernels/x86/avx2/gemm_passes.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx2 {
 namespace {
 
-#include "tensor/kernels/kernels_unpack.inl"
+#include "tensor/kernels/x86/unpack.inl"
 
 // A group record: quads [kGroup/4][8 rows][4 bytes] (two planes when split), then per row int32
 // -128 * sum(levels), f32 dsc and f32 dmm when the format has mins.

@@ -1,12 +1,12 @@
 // AVX-512 path, part 6: the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) as 16-row panels (the rows'
-// bytes), written at load in place of the rows' copy, as kernels_avx512_panels.cpp does for Q4_K. Levels
+// bytes), written at load in place of the rows' copy, as x86/avx512/panels_q4k.cpp does for Q4_K. Levels
 // are stored unsigned (the nibbles as they are, Q8_0's bytes + 128) so one vpdpbusd takes 4 levels of 16 rows; an
 // offset comes back as offset * the activation block's sum, a minimum (Q4_1, Q5_1) as m * the Q8_1 block's s.
 #include <type_traits>
 
-#include "tensor/kernels/avx512_common.h"
 #include "tensor/kernels/legacy_panel_rows.h"
 #include "tensor/kernels/panel_loops.h"
+#include "tensor/kernels/x86/avx512/common.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx512 {

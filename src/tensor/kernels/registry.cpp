@@ -1,9 +1,10 @@
-// Kernels::get and the accessors: per-ISA tables built once from the lookups in kernels_internal.h, each entry
+// Kernels::get and the accessors: per-ISA tables built once from the registrations in registry.h, each entry
 // falling back to the next slower path (avx512 -> avx2 -> scalar) where a path has no kernel of its own.
+#include "tensor/kernels/registry.h"
+
 #include <cstring>
 
 #include "tensor/kernels.h"
-#include "tensor/kernels/kernels_internal.h"
 #include "tensor/quant.h"
 
 namespace tessera {
@@ -29,19 +30,23 @@ struct KernelTables {
           g = g2;
         }
       };
-      if (isa == Isa::Avx512)
-        offer(kernels::avx512_quantize_act(t), kernels::avx512_vec_dot(t), kernels::avx512_gemm(t));
-      if (isa != Isa::Scalar) offer(kernels::avx2_quantize_act(t), kernels::avx2_vec_dot(t), kernels::avx2_gemm(t));
-      offer(kernels::scalar_quantize_act(t), kernels::scalar_vec_dot(t), kernels::scalar_gemm(t));
+      const kernels::IsaKernels* paths[3] = {};
+      int n_paths = 0;
+#if defined(__x86_64__) || defined(__i386__)
+      if (isa == Isa::Avx512) paths[n_paths++] = &kernels::avx512_kernels();
+      if (isa != Isa::Scalar) paths[n_paths++] = &kernels::avx2_kernels();
+#endif
+      paths[n_paths++] = &kernels::scalar_kernels();
+      for (int i = 0; i < n_paths; ++i) {
+        const kernels::IsaKernels& p = *paths[i];
+        offer(p.quantize_act(t), p.vec_dot(t), p.gemm(t));
+      }
       k.quantize_[id] = q;
       k.dot_[id] = d;
       k.gemm_[id] = g;
-      if (isa == Isa::Avx512) {
-        k.packed_[id] = kernels::avx512_packed(t);
-        k.panels_[id] = kernels::avx512_panels(t);
-      } else if (isa == Isa::Avx2) {
-        k.panels_[id] = kernels::avx2_panels(t);
-      }
+      const kernels::IsaKernels& own = *paths[0];
+      if (own.packed) k.packed_[id] = own.packed(t);
+      if (own.panels) k.panels_[id] = own.panels(t);
     }
     return k;
   }

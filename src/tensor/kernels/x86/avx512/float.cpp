@@ -1,99 +1,10 @@
-// AVX-512 path, part 1: activation quantizers (byte-identical to quant.h's), F32/F16/BF16 dots and gemm with
-// f32 activations, and this path's lookups. Quantized dots and gemm live in the kernels_avx512_*.cpp files.
+// AVX-512 dots and gemm of the float formats (F32, F16, BF16) with f32 activations.
 #include <cstring>
 
-#include "tensor/kernels/avx512_common.h"
-#include "tensor/kernels/kernels_internal.h"
-#include "tensor/quant_blocks.h"
+#include "tensor/kernels/x86/avx512/common.h"
 
-namespace tessera::kernels {
-namespace avx512 {
+namespace tessera::kernels::avx512 {
 namespace {
-
-using quant::BlockQ8_0;
-using quant::BlockQ8_1;
-using quant::BlockQ8_K;
-
-// Explicit round-to-nearest-even: the reference uses nearbyint in the default rounding mode.
-constexpr int kRne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-
-// Wraps to int8 like the reference's static_cast (vpmovdb truncates too, but the sums must see the same values).
-// That only matters when a block's amax is so small that 127 / amax overflows to inf: conversion gives INT_MIN.
-inline __m512i wrap_i8(__m512i q) { return _mm512_srai_epi32(_mm512_slli_epi32(q, 24), 24); }
-
-// Shared by Q8_0 and Q8_1: id = 127/amax and round half to even. Returns amax / 127 and sets *sum to the sum of
-// the quantized values.
-inline float quantize_block32(const float* x, int8_t* qs, int* sum) {
-  const __m512 v0 = _mm512_loadu_ps(x);
-  const __m512 v1 = _mm512_loadu_ps(x + 16);
-  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-  const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-  const __m512i q0 = wrap_i8(_mm512_cvt_roundps_epi32(_mm512_mul_ps(v0, id), kRne));
-  const __m512i q1 = wrap_i8(_mm512_cvt_roundps_epi32(_mm512_mul_ps(v1, id), kRne));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs), _mm512_cvtepi32_epi8(q0));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(qs + 16), _mm512_cvtepi32_epi8(q1));
-  *sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-  return amax / 127.0f;
-}
-
-void quantize_q8_0(const float* x, void* vy, int64_t n) {
-  auto* y = static_cast<BlockQ8_0*>(vy);
-  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
-    int sum;
-    const float d = quantize_block32(x, y[i].qs, &sum);
-    y[i].d = to_half(d);
-  }
-}
-
-void quantize_q8_1(const float* x, void* vy, int64_t n) {
-  auto* y = static_cast<BlockQ8_1*>(vy);
-  for (int64_t i = 0; i < n / 32; ++i, x += 32) {
-    int sum;
-    const float d = quantize_block32(x, y[i].qs, &sum);
-    y[i].d = to_half(d);
-    y[i].s = to_half(d * static_cast<float>(sum));
-  }
-}
-
-// Q8_K: the scale comes from the signed value of largest magnitude, the first one on ties (its sign decides
-// which end gets -127), iscale = -127/max, levels capped at 127, f32 d = 1/iscale and 16 group sums.
-void quantize_q8_k(const float* x, void* vy, int64_t n) {
-  auto* y = static_cast<BlockQ8_K*>(vy);
-  for (int64_t i = 0; i < n / 256; ++i, x += 256) {
-    __m512 v[16];
-    __m512 amax_v = _mm512_setzero_ps();
-    for (int j = 0; j < 16; ++j) {
-      v[j] = _mm512_loadu_ps(x + 16 * j);
-      amax_v = _mm512_max_ps(amax_v, _mm512_abs_ps(v[j]));
-    }
-    const float amax = _mm512_reduce_max_ps(amax_v);
-    if (amax == 0.0f) {
-      std::memset(&y[i], 0, sizeof y[i]);
-      continue;
-    }
-    int first = 0;
-    for (int j = 0; j < 16; ++j) {
-      const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(v[j]), _mm512_set1_ps(amax), _CMP_EQ_OQ);
-      if (hit != 0) {
-        first = 16 * j + __builtin_ctz(hit);
-        break;
-      }
-    }
-    const float iscale = -127.0f / x[first];
-    const __m512 s = _mm512_set1_ps(iscale);
-    for (int j = 0; j < 16; ++j) {
-      const __m512i q =
-          wrap_i8(_mm512_min_epi32(_mm512_cvt_roundps_epi32(_mm512_mul_ps(v[j], s), kRne), _mm512_set1_epi32(127)));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(y[i].qs + 16 * j), _mm512_cvtepi32_epi8(q));
-      y[i].bsums[j] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
-    }
-    y[i].d = 1 / iscale;
-  }
-}
-
-void copy_f32(const float* x, void* y, int64_t n) {
-  if (n > 0) std::memcpy(y, x, static_cast<size_t>(n) * sizeof(float));
-}
 
 // Weight loaders for the float formats: 16 weights from element i of a row as f32, or the first `m` of them.
 struct F32W {
@@ -213,56 +124,31 @@ void gemm_float(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, s
 }
 
 }  // namespace
-}  // namespace avx512
 
-ActQuantFn avx512_quantize_act(GgmlType act) {
-  switch (act) {
+VecDotFn float_vec_dot(GgmlType weight) {
+  switch (weight) {
     case GgmlType::F32:
-      return &avx512::copy_f32;
-    case GgmlType::Q8_0:
-      return &avx512::quantize_q8_0;
-    case GgmlType::Q8_1:
-      return &avx512::quantize_q8_1;
-    case GgmlType::Q8_K:
-      return &avx512::quantize_q8_k;
+      return &dot_float<F32W>;
+    case GgmlType::F16:
+      return &dot_float<F16W>;
+    case GgmlType::BF16:
+      return &dot_float<BF16W>;
     default:
       return nullptr;
   }
 }
 
-VecDotFn avx512_vec_dot(GgmlType weight) {
+GemmFn float_gemm(GgmlType weight) {
   switch (weight) {
     case GgmlType::F32:
-      return &avx512::dot_float<avx512::F32W>;
+      return &gemm_float<F32W>;
     case GgmlType::F16:
-      return &avx512::dot_float<avx512::F16W>;
+      return &gemm_float<F16W>;
     case GgmlType::BF16:
-      return &avx512::dot_float<avx512::BF16W>;
+      return &gemm_float<BF16W>;
     default:
-      break;
-  }
-  if (VecDotFn f = avx512::legacy_vec_dot(weight)) return f;
-  return avx512::kquant_vec_dot(weight);
-}
-
-const PackedGemm* avx512_packed(GgmlType weight) { return avx512::quant_packed(weight); }
-const PackedGemm* avx512_panels(GgmlType weight) {
-  if (const PackedGemm* p = avx512::kquant_panels(weight)) return p;
-  if (const PackedGemm* p = avx512::k16_panels(weight)) return p;
-  return avx512::legacy_panels(weight);
-}
-
-GemmFn avx512_gemm(GgmlType weight) {
-  switch (weight) {
-    case GgmlType::F32:
-      return &avx512::gemm_float<avx512::F32W>;
-    case GgmlType::F16:
-      return &avx512::gemm_float<avx512::F16W>;
-    case GgmlType::BF16:
-      return &avx512::gemm_float<avx512::BF16W>;
-    default:
-      return avx512::quant_gemm(weight);
+      return nullptr;
   }
 }
 
-}  // namespace tessera::kernels
+}  // namespace tessera::kernels::avx512

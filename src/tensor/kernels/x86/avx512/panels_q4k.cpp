@@ -6,9 +6,9 @@
 // and starts each group's dot from -128 x the activations' group sum.
 #include <type_traits>
 
-#include "tensor/kernels/avx512_common.h"
 #include "tensor/kernels/panel_loops.h"
 #include "tensor/kernels/q4k_panel_row.h"
+#include "tensor/kernels/x86/avx512/common.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx512 {

@@ -5,9 +5,9 @@
 // unpacked group with no per-call repacking. IQ4_XS's looked-up values (up to 127 in size) widen every product.
 #include <type_traits>
 
-#include "tensor/kernels/avx2_common.h"
 #include "tensor/kernels/panel_loops.h"
 #include "tensor/kernels/q4k_panel_row.h"
+#include "tensor/kernels/x86/avx2/common.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx2 {
@@ -247,7 +247,7 @@ const PackedGemm kIQ4XSPanels{kRows, 1, &iq4_xs_group_bytes, &iq4_xs_pack, &iq4_
 
 }  // namespace
 
-const PackedGemm* panels(GgmlType weight) {
+const PackedGemm* q4k_panels(GgmlType weight) {
   switch (weight) {
     case GgmlType::Q4_K:
       return &kQ4KPanels;
@@ -256,8 +256,7 @@ const PackedGemm* panels(GgmlType weight) {
     case GgmlType::IQ4_XS:
       return &kIQ4XSPanels;
     default:
-      if (const PackedGemm* p = k16_panels(weight)) return p;
-      return legacy_panels(weight);
+      return nullptr;
   }
 }
 

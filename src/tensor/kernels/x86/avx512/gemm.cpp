@@ -5,7 +5,7 @@
 // every token of a group. The +128 is taken back per row and group with a precomputed -128 * sum(levels).
 #include <algorithm>
 
-#include "tensor/kernels/avx512_common.h"
+#include "tensor/kernels/x86/avx512/common.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx512 {
@@ -16,7 +16,7 @@ constexpr int kPanelsPerPass = 4;  // panels built together, so a token group is
 
 inline void store256(void* p, __m256i v) { _mm256_storeu_si256(static_cast<__m256i*>(p), v); }
 
-#include "tensor/kernels/kernels_unpack.inl"
+#include "tensor/kernels/x86/unpack.inl"
 
 // ---- panels ----
 

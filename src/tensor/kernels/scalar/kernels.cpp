@@ -3,7 +3,7 @@
 #include <cstring>
 
 #include "tensor/fp16.h"
-#include "tensor/kernels/kernels_internal.h"
+#include "tensor/kernels/registry.h"
 #include "tensor/quant.h"
 
 namespace tessera::kernels {
@@ -50,9 +50,7 @@ void gemm_by_dot(const uint8_t* w, size_t w_stride, int64_t n_rows, const uint8_
   }
 }
 
-}  // namespace
-
-ActQuantFn scalar_quantize_act(GgmlType act) {
+ActQuantFn find_quantize_act(GgmlType act) {
   switch (act) {
     case GgmlType::F32:
       return &quantize_act<GgmlType::F32>;
@@ -88,7 +86,7 @@ ActQuantFn scalar_quantize_act(GgmlType act) {
   X(IQ4_NL)                  \
   X(IQ4_XS)
 
-VecDotFn scalar_vec_dot(GgmlType weight) {
+VecDotFn find_vec_dot(GgmlType weight) {
   switch (weight) {
 #define TESSERA_CASE(T) \
   case GgmlType::T:     \
@@ -104,7 +102,7 @@ VecDotFn scalar_vec_dot(GgmlType weight) {
   }
 }
 
-GemmFn scalar_gemm(GgmlType weight) {
+GemmFn find_gemm(GgmlType weight) {
   switch (weight) {
 #define TESSERA_CASE(T) \
   case GgmlType::T:     \
@@ -121,5 +119,12 @@ GemmFn scalar_gemm(GgmlType weight) {
 }
 
 #undef TESSERA_REF_TYPES
+
+}  // namespace
+
+const IsaKernels& scalar_kernels() {
+  static constexpr IsaKernels k{&find_quantize_act, &find_vec_dot, &find_gemm, nullptr, nullptr};
+  return k;
+}
 
 }  // namespace tessera::kernels

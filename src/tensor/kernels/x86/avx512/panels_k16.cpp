@@ -1,10 +1,10 @@
 // AVX-512 path, part 7: the K-quants with a scale per 16 elements (Q2_K, Q3_K, Q6_K) as 16-row panels written at
-// load in place of the rows' copy, as kernels_avx512_panels.cpp does for Q4_K. Their row kernels spend 10-15
+// load in place of the rows' copy, as x86/avx512/panels_q4k.cpp does for Q4_K. Their row kernels spend 10-15
 // instructions per cache line on bit-plane shuffles and a horizontal sum per row; here each vector of a panel takes
 // a load and a few logic ops to give vpdpbusd operands of 16 rows, so decode keeps up with the memory.
-#include "tensor/kernels/avx512_common.h"
 #include "tensor/kernels/k16_panel_rows.h"
 #include "tensor/kernels/panel_loops.h"
+#include "tensor/kernels/x86/avx512/common.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx512 {
@@ -240,7 +240,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
       kPanelTokens.data());
 }
 
-// Q6_K's serve every token count, as the Q4_K panels (kernels_avx512_panels.cpp); Q2_K's and Q3_K's up to 128
+// Q6_K's serve every token count, as the Q4_K panels (x86/avx512/panels_q4k.cpp); Q2_K's and Q3_K's up to 128
 // tokens, above which the plain gemm's tiles win (Zen 5 VM, -t 2, 1b Q3_K_M: panels 375 vs 250-340 t/s at 64
 // tokens, even at 128-256, 365 vs 400-475 at 512; 1b Q2_K: 350 vs 255 at 64, 365 vs 290 at 128, even at 512;
 // docs/benchmarks.md).
