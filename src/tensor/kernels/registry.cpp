@@ -48,6 +48,23 @@ struct KernelTables {
       if (own.packed) k.packed_[id] = own.packed(t);
       if (own.panels) k.panels_[id] = own.panels(t);
     }
+    const kernels::IsaKernels* paths[3] = {};
+    int n_paths = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    if (isa == Isa::Avx512) paths[n_paths++] = &kernels::avx512_kernels();
+    if (isa != Isa::Scalar) paths[n_paths++] = &kernels::avx2_kernels();
+#endif
+    paths[n_paths++] = &kernels::scalar_kernels();
+    for (int i = n_paths - 1; i >= 0; --i) {  // slowest first: each faster path overrides what it has
+      const OpsFns* o = paths[i]->ops;
+      if (o == nullptr) continue;
+      if (o->f16_to_f32) k.ops_.f16_to_f32 = o->f16_to_f32;
+      if (o->f32_to_f16) k.ops_.f32_to_f16 = o->f32_to_f16;
+      if (o->softmax) k.ops_.softmax = o->softmax;
+      if (o->swiglu) k.ops_.swiglu = o->swiglu;
+      if (o->attend) k.ops_.attend = o->attend;
+    }
+    if (paths[0]->stream_probe) k.stream_probe_ = *paths[0]->stream_probe;
     return k;
   }
 };

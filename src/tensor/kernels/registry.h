@@ -15,9 +15,14 @@ struct IsaKernels {
   // Layouts are a path's own: never taken from another path.
   const PackedGemm* (*packed)(GgmlType weight) = nullptr;
   const PackedGemm* (*panels)(GgmlType weight) = nullptr;
+  // Each member falls back to the slower paths' where null.
+  const OpsFns* ops = nullptr;
+  // The path's own only; null on the scalar path.
+  const StreamProbeFns* stream_probe = nullptr;
 };
 
 const IsaKernels& scalar_kernels();  // scalar/kernels.cpp
+const OpsFns& scalar_ops();          // scalar/ops.cpp
 #if defined(__x86_64__) || defined(__i386__)
 const IsaKernels& avx2_kernels();    // x86/avx2/register.cpp
 const IsaKernels& avx512_kernels();  // x86/avx512/register.cpp

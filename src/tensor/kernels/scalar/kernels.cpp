@@ -123,7 +123,7 @@ GemmFn find_gemm(GgmlType weight) {
 }  // namespace
 
 const IsaKernels& scalar_kernels() {
-  static constexpr IsaKernels k{&find_quantize_act, &find_vec_dot, &find_gemm, nullptr, nullptr};
+  static const IsaKernels k{&find_quantize_act, &find_vec_dot, &find_gemm, nullptr, nullptr, &scalar_ops(), nullptr};
   return k;
 }
 

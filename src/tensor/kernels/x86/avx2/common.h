@@ -16,17 +16,20 @@
 namespace tessera::kernels::avx2 {
 
 // The families each file provides; nullptr for types it does not handle. register.cpp combines them.
-ActQuantFn quantize_act(GgmlType act);             // act.cpp
-VecDotFn float_vec_dot(GgmlType weight);           // float.cpp: F32, F16, BF16
-GemmFn float_gemm(GgmlType weight);                // float.cpp
-VecDotFn legacy_vec_dot(GgmlType weight);          // dot_legacy.cpp: the 32-element formats
-VecDotFn kquant_vec_dot(GgmlType weight);          // dot_kquants.cpp: Q2_K..Q6_K, IQ4_XS
-VecDotFn quant_vec_dot(GgmlType weight);           // register.cpp: the two above
-GemmFn quant_gemm(GgmlType weight);                // gemm.cpp: the 32-element formats, IQ4_XS, then kquant_gemm
-GemmFn kquant_gemm(GgmlType weight);               // gemm_kquants.cpp: Q2_K..Q6_K
-const PackedGemm* q4k_panels(GgmlType weight);     // panels_q4k.cpp: Q4_K, Q5_K, IQ4_XS
-const PackedGemm* k16_panels(GgmlType weight);     // panels_k16.cpp: Q2_K, Q3_K, Q6_K
-const PackedGemm* legacy_panels(GgmlType weight);  // panels_legacy.cpp: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL
+const OpsFns& ops();                                      // ops.cpp
+void attend(const AttnRows& rows, const AttnKeys& keys);  // attention.cpp
+const StreamProbeFns& stream_probe();                     // stream_probe.cpp
+ActQuantFn quantize_act(GgmlType act);                    // act.cpp
+VecDotFn float_vec_dot(GgmlType weight);                  // float.cpp: F32, F16, BF16
+GemmFn float_gemm(GgmlType weight);                       // float.cpp
+VecDotFn legacy_vec_dot(GgmlType weight);                 // dot_legacy.cpp: the 32-element formats
+VecDotFn kquant_vec_dot(GgmlType weight);                 // dot_kquants.cpp: Q2_K..Q6_K, IQ4_XS
+VecDotFn quant_vec_dot(GgmlType weight);                  // register.cpp: the two above
+GemmFn quant_gemm(GgmlType weight);                       // gemm.cpp: the 32-element formats, IQ4_XS, then kquant_gemm
+GemmFn kquant_gemm(GgmlType weight);                      // gemm_kquants.cpp: Q2_K..Q6_K
+const PackedGemm* q4k_panels(GgmlType weight);            // panels_q4k.cpp: Q4_K, Q5_K, IQ4_XS
+const PackedGemm* k16_panels(GgmlType weight);            // panels_k16.cpp: Q2_K, Q3_K, Q6_K
+const PackedGemm* legacy_panels(GgmlType weight);         // panels_legacy.cpp: Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL
 
 inline uint16_t load_u16(const void* p) {
   uint16_t v;

@@ -32,7 +32,8 @@ const PackedGemm* panels(GgmlType weight) {
 }  // namespace avx2
 
 const IsaKernels& avx2_kernels() {
-  static constexpr IsaKernels k{&avx2::quantize_act, &avx2::vec_dot, &avx2::gemm, nullptr, &avx2::panels};
+  static const IsaKernels k{&avx2::quantize_act, &avx2::vec_dot, &avx2::gemm,          nullptr,
+                            &avx2::panels,       &avx2::ops(),   &avx2::stream_probe()};
   return k;
 }
 

@@ -27,8 +27,8 @@ const PackedGemm* panels(GgmlType weight) {
 }  // namespace avx512
 
 const IsaKernels& avx512_kernels() {
-  static constexpr IsaKernels k{&avx512::quantize_act, &avx512::vec_dot, &avx512::gemm, &avx512::quant_packed,
-                                &avx512::panels};
+  static const IsaKernels k{&avx512::quantize_act, &avx512::vec_dot, &avx512::gemm,          &avx512::quant_packed,
+                            &avx512::panels,       &avx512::ops(),   &avx512::stream_probe()};
   return k;
 }
 

@@ -1,14 +1,14 @@
-// The probe's AVX2 loops, plus the 256-bit AVX-VNNI dot product (compiled with AVX2 flags; probe.cpp calls each
-// only on CPUs that have its instructions).
-#include <immintrin.h>
-
-#include "engine/probe.h"
+// The probe's AVX2 loops (StreamProbeFns), plus the 256-bit AVX-VNNI dot product: a target attribute of its own,
+// as it is beyond the path's flags (the probe calls it only where CpuFeatures::avx_vnni).
+#include "tensor/kernels/x86/avx2/common.h"
 #include "tensor/kernels/x86/stream_prefetch.h"
 
-namespace tessera::probe_kernels {
+namespace tessera::kernels::avx2 {
 namespace {
 
-constexpr size_t kBurstWords = kernels::kPrefetchBurstBytes / sizeof(uint64_t);
+constexpr size_t kReadBlockWords = StreamProbeFns::kBlockWords;
+
+constexpr size_t kBurstWords = kPrefetchBurstBytes / sizeof(uint64_t);
 static_assert(kBurstWords % kReadBlockWords == 0);
 
 // Hides a register's value from the optimiser at no run-time cost, so loop bodies cannot be folded or hoisted.
@@ -32,9 +32,9 @@ uint64_t xor_words(const uint64_t* p, size_t n) {
   for (size_t i = 0; i < n; i += kReadBlockWords) {
     const __m256i* q = reinterpret_cast<const __m256i*>(p + i);
     if constexpr (kBurst) {
-      if (i % kBurstWords == 0) kernels::prefetch_stream<kernels::kPrefetchBurstBytes, kFar>(q);
+      if (i % kBurstWords == 0) prefetch_stream<kPrefetchBurstBytes, kFar>(q);
     } else if constexpr (kFar > 0) {
-      kernels::prefetch_stream<448, kFar>(q);
+      prefetch_stream<448, kFar>(q);
     }
     // 512 bytes per step as 16 loads into 8 independent accumulators.
     for (int j = 0; j < 8; ++j) {
@@ -49,14 +49,12 @@ uint64_t xor_words(const uint64_t* p, size_t n) {
   return lanes[0] ^ lanes[1] ^ lanes[2] ^ lanes[3];
 }
 
-}  // namespace
+uint64_t xor_plain(const uint64_t* p, size_t n) { return xor_words<0>(p, n); }
+uint64_t xor_nta(const uint64_t* p, size_t n) { return xor_words<kPrefetchFarBytes>(p, n); }
+uint64_t xor_far(const uint64_t* p, size_t n) { return xor_words<2 * kPrefetchFarBytes>(p, n); }
+uint64_t xor_burst(const uint64_t* p, size_t n) { return xor_words<kPrefetchFarBytes, true>(p, n); }
 
-uint64_t xor_words_avx2(const uint64_t* p, size_t n) { return xor_words<0>(p, n); }
-uint64_t xor_words_nta_avx2(const uint64_t* p, size_t n) { return xor_words<kernels::kPrefetchFarBytes>(p, n); }
-uint64_t xor_words_far_avx2(const uint64_t* p, size_t n) { return xor_words<2 * kernels::kPrefetchFarBytes>(p, n); }
-uint64_t xor_words_burst_avx2(const uint64_t* p, size_t n) { return xor_words<kernels::kPrefetchFarBytes, true>(p, n); }
-
-uint64_t int8_dot_avx2(uint64_t iters) {
+uint64_t int8_dot(uint64_t iters) {
   // u8 x s8 pairs summed to s16 (vpmaddubsw), pairs of s16 summed to s32 (vpmaddwd by 1), accumulated: the
   // sequence ggml-style AVX2 int8 kernels use. Eight chains: the add is the only loop-carried step.
   __m256i ones8 = _mm256_set1_epi8(1);
@@ -87,7 +85,7 @@ __attribute__((target("avxvnni"))) uint64_t int8_dot_avx_vnni(uint64_t iters) {
   return s;
 }
 
-uint64_t f32_fma_avx2(uint64_t iters) {
+uint64_t f32_fma(uint64_t iters) {
   __m256 one = _mm256_set1_ps(1.0f);
   __m256 acc[12];
   for (auto& a : acc) a = _mm256_setzero_ps();
@@ -104,4 +102,12 @@ uint64_t f32_fma_avx2(uint64_t iters) {
   return static_cast<uint64_t>(s);
 }
 
-}  // namespace tessera::probe_kernels
+}  // namespace
+
+const StreamProbeFns& stream_probe() {
+  static constexpr StreamProbeFns k{&xor_plain, &xor_nta,           &xor_far, &xor_burst,
+                                    &int8_dot,  &int8_dot_avx_vnni, &f32_fma};
+  return k;
+}
+
+}  // namespace tessera::kernels::avx2

@@ -1,13 +1,13 @@
-// The probe's AVX-512 loops (compiled with AVX-512 flags; probe.cpp calls them only on CPUs that have AVX-512).
-#include <immintrin.h>
-
-#include "engine/probe.h"
+// The probe's AVX-512 loops (StreamProbeFns).
+#include "tensor/kernels/x86/avx512/common.h"
 #include "tensor/kernels/x86/stream_prefetch.h"
 
-namespace tessera::probe_kernels {
+namespace tessera::kernels::avx512 {
 namespace {
 
-constexpr size_t kBurstWords = kernels::kPrefetchBurstBytes / sizeof(uint64_t);
+constexpr size_t kReadBlockWords = StreamProbeFns::kBlockWords;
+
+constexpr size_t kBurstWords = kPrefetchBurstBytes / sizeof(uint64_t);
 static_assert(kBurstWords % kReadBlockWords == 0);
 
 // Hides a register's value from the optimiser at no run-time cost, so loop bodies cannot be folded or hoisted.
@@ -31,9 +31,9 @@ uint64_t xor_words(const uint64_t* p, size_t n) {
   for (size_t i = 0; i < n; i += kReadBlockWords) {
     const __m512i* q = reinterpret_cast<const __m512i*>(p + i);
     if constexpr (kBurst) {
-      if (i % kBurstWords == 0) kernels::prefetch_stream<kernels::kPrefetchBurstBytes, kFar>(q);
+      if (i % kBurstWords == 0) prefetch_stream<kPrefetchBurstBytes, kFar>(q);
     } else if constexpr (kFar > 0) {
-      kernels::prefetch_stream<448, kFar>(q);
+      prefetch_stream<448, kFar>(q);
     }
     a0 = _mm512_xor_si512(a0, _mm512_loadu_si512(q + 0));
     a1 = _mm512_xor_si512(a1, _mm512_loadu_si512(q + 1));
@@ -53,16 +53,12 @@ uint64_t xor_words(const uint64_t* p, size_t n) {
   return r;
 }
 
-}  // namespace
+uint64_t xor_plain(const uint64_t* p, size_t n) { return xor_words<0>(p, n); }
+uint64_t xor_nta(const uint64_t* p, size_t n) { return xor_words<kPrefetchFarBytes>(p, n); }
+uint64_t xor_far(const uint64_t* p, size_t n) { return xor_words<2 * kPrefetchFarBytes>(p, n); }
+uint64_t xor_burst(const uint64_t* p, size_t n) { return xor_words<kPrefetchFarBytes, true>(p, n); }
 
-uint64_t xor_words_avx512(const uint64_t* p, size_t n) { return xor_words<0>(p, n); }
-uint64_t xor_words_nta_avx512(const uint64_t* p, size_t n) { return xor_words<kernels::kPrefetchFarBytes>(p, n); }
-uint64_t xor_words_far_avx512(const uint64_t* p, size_t n) { return xor_words<2 * kernels::kPrefetchFarBytes>(p, n); }
-uint64_t xor_words_burst_avx512(const uint64_t* p, size_t n) {
-  return xor_words<kernels::kPrefetchFarBytes, true>(p, n);
-}
-
-uint64_t int8_dot_avx512(uint64_t iters) {
+uint64_t int8_dot(uint64_t iters) {
   // vpdpbusd has a latency of ~5 cycles and issues up to twice per cycle: 12 chains keep the units busy.
   __m512i ones = _mm512_set1_epi8(1);
   __m512i acc[12];
@@ -76,7 +72,7 @@ uint64_t int8_dot_avx512(uint64_t iters) {
   return s;
 }
 
-uint64_t f32_fma_avx512(uint64_t iters) {
+uint64_t f32_fma(uint64_t iters) {
   // FMA: latency 4, two ports: 12 chains cover it with room to spare.
   __m512 one = _mm512_set1_ps(1.0f);
   __m512 acc[12];
@@ -95,4 +91,11 @@ uint64_t f32_fma_avx512(uint64_t iters) {
   return static_cast<uint64_t>(s);
 }
 
-}  // namespace tessera::probe_kernels
+}  // namespace
+
+const StreamProbeFns& stream_probe() {
+  static constexpr StreamProbeFns k{&xor_plain, &xor_nta, &xor_far, &xor_burst, &int8_dot, nullptr, &f32_fma};
+  return k;
+}
+
+}  // namespace tessera::kernels::avx512
