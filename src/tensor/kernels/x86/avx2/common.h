@@ -184,4 +184,19 @@ inline float hmax(__m256 v) {
 
 inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
+// This path's width traits, for the code written once for every vector width (x86/k16_unpack.h): the vector types
+// and the operations those templates need, always inlined.
+struct Width {
+  static constexpr int kBytes = 32;
+  using Int = __m256i;
+  using Float = __m256;
+  [[gnu::always_inline]] static Int and_(Int a, Int b) { return _mm256_and_si256(a, b); }
+  template <int n>
+  [[gnu::always_inline]] static Int srli16(Int a) {
+    return _mm256_srli_epi16(a, n);
+  }
+  [[gnu::always_inline]] static Int set1_8(char b) { return _mm256_set1_epi8(b); }
+  [[gnu::always_inline]] static Int or_and(Int a, Int b, Int mask) { return avx2::or_and(a, b, mask); }
+};
+
 }  // namespace tessera::kernels::avx2

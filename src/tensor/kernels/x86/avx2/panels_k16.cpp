@@ -6,6 +6,7 @@
 #include "tensor/kernels/k16_panel_rows.h"
 #include "tensor/kernels/panel_loops.h"
 #include "tensor/kernels/x86/avx2/common.h"
+#include "tensor/kernels/x86/k16_unpack.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx2 {
@@ -27,44 +28,19 @@ constexpr int kTokenChunk = 4;
 struct Q6Format : K16Base<K16Format::Q6_K> {
   using Block = BlockQ6_K;
   static constexpr int kSum16 = 2;
-  [[gnu::always_inline]] static void unpack(const __m256i* v, __m256i* lv) {
-    const __m256i m6 = _mm256_set1_epi8(0x3f);
-    __m256i top = _mm256_and_si256(_mm256_srli_epi16(v[0], 6), _mm256_set1_epi8(0x03));
-    top = or_and(top, _mm256_srli_epi16(v[1], 4), _mm256_set1_epi8(0x0c));
-    top = or_and(top, _mm256_srli_epi16(v[2], 2), _mm256_set1_epi8(0x30));
-    for (int k = 0; k < 3; ++k) lv[k] = _mm256_and_si256(v[k], m6);
-    lv[3] = top;
-  }
+  [[gnu::always_inline]] static void unpack(const __m256i* v, __m256i* lv) { x86::K16Unpack<Width>::q6(v, lv); }
 };
 
 struct Q3Format : K16Base<K16Format::Q3_K> {
   using Block = BlockQ3_K;
   static constexpr int kSum16 = 4;
-  [[gnu::always_inline]] static void unpack(const __m256i* v, __m256i* lv) {
-    const __m256i m7 = _mm256_set1_epi8(0x07);
-    lv[0] = _mm256_and_si256(v[0], m7);
-    lv[1] = _mm256_and_si256(_mm256_srli_epi16(v[0], 3), m7);
-    lv[2] = _mm256_and_si256(v[1], m7);
-    lv[3] = _mm256_and_si256(_mm256_srli_epi16(v[1], 3), m7);
-    lv[4] = _mm256_and_si256(v[2], m7);
-    lv[5] = _mm256_and_si256(_mm256_srli_epi16(v[2], 3), m7);
-    lv[6] = or_and(_mm256_and_si256(_mm256_srli_epi16(v[0], 6), _mm256_set1_epi8(0x03)), _mm256_srli_epi16(v[1], 4),
-                   _mm256_set1_epi8(0x04));
-    lv[7] = or_and(_mm256_and_si256(_mm256_srli_epi16(v[1], 7), _mm256_set1_epi8(0x01)), _mm256_srli_epi16(v[2], 5),
-                   _mm256_set1_epi8(0x06));
-  }
+  [[gnu::always_inline]] static void unpack(const __m256i* v, __m256i* lv) { x86::K16Unpack<Width>::q3(v, lv); }
 };
 
 struct Q2Format : K16Base<K16Format::Q2_K> {
   using Block = BlockQ2_K;
   static constexpr int kSum16 = 4;
-  [[gnu::always_inline]] static void unpack(const __m256i* v, __m256i* lv) {
-    const __m256i m3 = _mm256_set1_epi8(0x03);
-    lv[0] = _mm256_and_si256(v[0], m3);
-    lv[1] = _mm256_and_si256(_mm256_srli_epi16(v[0], 2), m3);
-    lv[2] = _mm256_and_si256(_mm256_srli_epi16(v[0], 4), m3);
-    lv[3] = _mm256_and_si256(_mm256_srli_epi16(v[0], 6), m3);
-  }
+  [[gnu::always_inline]] static void unpack(const __m256i* v, __m256i* lv) { x86::K16Unpack<Width>::q2(v, lv); }
 };
 
 // One panel block: 8 rows x 256 elements: the scales in pairs of groups (byte 16p + 2r + h: group 2p + h of row r,

@@ -170,4 +170,19 @@ inline __m512i iq4nl_table_s8() {
 // The same levels plus 128, so they are unsigned.
 inline __m512i iq4nl_table_u8() { return _mm512_xor_si512(iq4nl_table_s8(), _mm512_set1_epi8(-128)); }
 
+// This path's width traits, for the code written once for every vector width (x86/k16_unpack.h): the vector types
+// and the operations those templates need, always inlined.
+struct Width {
+  static constexpr int kBytes = 64;
+  using Int = __m512i;
+  using Float = __m512;
+  [[gnu::always_inline]] static Int and_(Int a, Int b) { return _mm512_and_si512(a, b); }
+  template <int n>
+  [[gnu::always_inline]] static Int srli16(Int a) {
+    return _mm512_srli_epi16(a, n);
+  }
+  [[gnu::always_inline]] static Int set1_8(char b) { return _mm512_set1_epi8(b); }
+  [[gnu::always_inline]] static Int or_and(Int a, Int b, Int mask) { return avx512::or_and(a, b, mask); }
+};
+
 }  // namespace tessera::kernels::avx512

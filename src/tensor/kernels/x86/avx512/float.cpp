@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "tensor/kernels/x86/avx512/common.h"
+#include "tensor/kernels/x86/float_gemm.h"
 
 namespace tessera::kernels::avx512 {
 namespace {
@@ -84,44 +85,19 @@ void float_tile(const uint8_t* w, size_t ws, const uint8_t* xb, size_t xs, int64
   }
 }
 
-// Tiles of kR rows x kT tokens. k is cut into chunks and rows into blocks of kBlockRows so that a chunk of a row
-// block (weights) and of a token tile (activations) both stay in L1 while every token tile meets every row tile
-// of the block: without this the tiles re-read their operands from L2 and L3 and run at a quarter of the speed.
-template <class W>
-void gemm_float(const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k,
-                float* y, int64_t ldy) {
-  constexpr int kR = 4;
-  constexpr int kT = 4;
-  constexpr int64_t kChunk = 512;
-  constexpr int64_t kBlockRows = 16;
-  for (int64_t k0 = 0; k0 < k; k0 += kChunk) {
-    const int64_t kc = k - k0 < kChunk ? k - k0 : kChunk;
-    const bool first = k0 == 0;
-    for (int64_t rb = 0; rb < n_rows; rb += kBlockRows) {
-      const int64_t rb_end = n_rows - rb < kBlockRows ? n_rows : rb + kBlockRows;
-      for (int64_t t = 0; t < n_tok;) {
-        const bool full_t = n_tok - t >= kT;
-        const uint8_t* xt = x + static_cast<size_t>(t) * xs + static_cast<size_t>(k0) * sizeof(float);
-        for (int64_t r = rb; r < rb_end;) {
-          const bool full_r = rb_end - r >= kR;
-          const uint8_t* wr = w + static_cast<size_t>(r) * ws + static_cast<size_t>(k0) * W::kBytes;
-          float* yt = y + t * ldy + r;
-          if (full_r && full_t) {
-            float_tile<W, kR, kT>(wr, ws, xt, xs, kc, yt, ldy, first);
-          } else if (full_r) {
-            float_tile<W, kR, 1>(wr, ws, xt, xs, kc, yt, ldy, first);
-          } else if (full_t) {
-            float_tile<W, 1, kT>(wr, ws, xt, xs, kc, yt, ldy, first);
-          } else {
-            float_tile<W, 1, 1>(wr, ws, xt, xs, kc, yt, ldy, first);
-          }
-          r += full_r ? kR : 1;
-        }
-        t += full_t ? kT : 1;
-      }
-    }
+// The tiles of x86/float_gemm.h's loop: kRows rows x kTokens tokens.
+struct FloatTiles {
+  static constexpr int kRows = 4;
+  static constexpr int kTokens = 4;
+  template <class W, int R, int T>
+  [[gnu::always_inline]] static void run(const uint8_t* w, size_t ws, const uint8_t* xb, size_t xs, int64_t k, float* y,
+                                         int64_t ldy, bool first) {
+    float_tile<W, R, T>(w, ws, xb, xs, k, y, ldy, first);
   }
-}
+};
+
+template <class W>
+constexpr GemmFn gemm_float = &x86::gemm_float<FloatTiles, W>;
 
 }  // namespace
 
@@ -141,11 +117,11 @@ VecDotFn float_vec_dot(GgmlType weight) {
 GemmFn float_gemm(GgmlType weight) {
   switch (weight) {
     case GgmlType::F32:
-      return &gemm_float<F32W>;
+      return gemm_float<F32W>;
     case GgmlType::F16:
-      return &gemm_float<F16W>;
+      return gemm_float<F16W>;
     case GgmlType::BF16:
-      return &gemm_float<BF16W>;
+      return gemm_float<BF16W>;
     default:
       return nullptr;
   }

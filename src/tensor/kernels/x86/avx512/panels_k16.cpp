@@ -5,6 +5,7 @@
 #include "tensor/kernels/k16_panel_rows.h"
 #include "tensor/kernels/panel_loops.h"
 #include "tensor/kernels/x86/avx512/common.h"
+#include "tensor/kernels/x86/k16_unpack.h"
 #include "tensor/quant_blocks.h"
 
 namespace tessera::kernels::avx512 {
@@ -27,44 +28,19 @@ constexpr int kRows = kPanelRowCount;
 // The units' bit layouts: k16_panel_rows.h. Q6_K, one group per unit of 3 vectors.
 struct Q6Format : K16Base<K16Format::Q6_K> {
   using Block = BlockQ6_K;
-  [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) {
-    const __m512i m6 = _mm512_set1_epi8(0x3f);
-    __m512i top = _mm512_and_si512(_mm512_srli_epi16(v[0], 6), _mm512_set1_epi8(0x03));
-    top = or_and(top, _mm512_srli_epi16(v[1], 4), _mm512_set1_epi8(0x0c));
-    top = or_and(top, _mm512_srli_epi16(v[2], 2), _mm512_set1_epi8(0x30));
-    for (int k = 0; k < 3; ++k) lv[k] = _mm512_and_si512(v[k], m6);
-    lv[3] = top;
-  }
+  [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) { x86::K16Unpack<Width>::q6(v, lv); }
 };
 
 // Q3_K, two groups per unit of 3 vectors. 16-bit shifts carry bits across bytes only into positions the masks drop.
 struct Q3Format : K16Base<K16Format::Q3_K> {
   using Block = BlockQ3_K;
-  [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) {
-    const __m512i m7 = _mm512_set1_epi8(0x07);
-    lv[0] = _mm512_and_si512(v[0], m7);
-    lv[1] = _mm512_and_si512(_mm512_srli_epi16(v[0], 3), m7);
-    lv[2] = _mm512_and_si512(v[1], m7);
-    lv[3] = _mm512_and_si512(_mm512_srli_epi16(v[1], 3), m7);
-    lv[4] = _mm512_and_si512(v[2], m7);
-    lv[5] = _mm512_and_si512(_mm512_srli_epi16(v[2], 3), m7);
-    lv[6] = or_and(_mm512_and_si512(_mm512_srli_epi16(v[0], 6), _mm512_set1_epi8(0x03)), _mm512_srli_epi16(v[1], 4),
-                   _mm512_set1_epi8(0x04));
-    lv[7] = or_and(_mm512_and_si512(_mm512_srli_epi16(v[1], 7), _mm512_set1_epi8(0x01)), _mm512_srli_epi16(v[2], 5),
-                   _mm512_set1_epi8(0x06));
-  }
+  [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) { x86::K16Unpack<Width>::q3(v, lv); }
 };
 
 // Q2_K, one group per unit of 1 vector.
 struct Q2Format : K16Base<K16Format::Q2_K> {
   using Block = BlockQ2_K;
-  [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) {
-    const __m512i m3 = _mm512_set1_epi8(0x03);
-    lv[0] = _mm512_and_si512(v[0], m3);
-    lv[1] = _mm512_and_si512(_mm512_srli_epi16(v[0], 2), m3);
-    lv[2] = _mm512_and_si512(_mm512_srli_epi16(v[0], 4), m3);
-    lv[3] = _mm512_and_si512(_mm512_srli_epi16(v[0], 6), m3);
-  }
+  [[gnu::always_inline]] static void unpack(const __m512i* v, __m512i* lv) { x86::K16Unpack<Width>::q2(v, lv); }
 };
 
 // One panel block: 16 rows x 256 elements, in four quarters of 64 elements (two pairs of groups), each the pairs'
