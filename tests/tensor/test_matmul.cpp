@@ -1,17 +1,17 @@
 // matmul against the scalar reference and identical with one or two threads (dynamic or static row chunks);
 // matmul_multi equal to separate matmuls, including weights that need two activation formats; matmul_each too.
-#include "tensor/matmul.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tensor/fp16.h"
 #include "tensor/kernels.h"
+#include "tensor/matmul.h"
 #include "tensor/packed_weights.h"
 #include "tensor/quant.h"
 
@@ -292,15 +292,18 @@ void expect_panels_match_the_reference(Isa isa) {
   }
 }
 
-// Every SIMD path this CPU has: the AVX2 panels serve AVX2-only machines even where AVX-512 is the default.
-TEST(Matmul, PanelsMatchTheReference) {
-  const CpuFeatures cpu = detect_cpu_features();
-  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
-    if (!isa_supported(isa, cpu)) continue;
-    SCOPED_TRACE(isa_name(isa));
-    expect_panels_match_the_reference(isa);
+// Each path is a test case of its own: one the CPU lacks is skipped, naming the missing ISA, never passed silently.
+class MatmulPath : public ::testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam(), detect_cpu_features())) {
+      GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam()) << ": its path is not tested here";
+    }
   }
-}
+};
+
+// Every SIMD path: the AVX2 panels serve AVX2-only machines even where AVX-512 is the default.
+TEST_P(MatmulPath, PanelsMatchTheReference) { expect_panels_match_the_reference(GetParam()); }
 
 // A layout with several decode kernels (the AVX-512 panels: prefetching into L1 or L2, and Q8_0's without prefetch):
 // matmul runs each in turn as PrefetchChoice picks, and every call's outputs are the same bits and match the
@@ -340,11 +343,9 @@ void expect_every_decode_kernel_runs_and_agrees(const Kernels& kernels, GgmlType
   }
 }
 
-TEST(Matmul, EveryDecodeKernelOfALayoutRunsAndAgrees) {
-  const CpuFeatures cpu = detect_cpu_features();
-  for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
-    if (!isa_supported(isa, cpu)) continue;
-    SCOPED_TRACE(isa_name(isa));
+TEST_P(MatmulPath, EveryDecodeKernelOfALayoutRunsAndAgrees) {
+  {
+    const Isa isa = GetParam();
     const Kernels& kernels = Kernels::get(isa);
     const PackedGemm* q8 = kernels.panels(GgmlType::Q8_0);
     // The AVX2 path has no Q8_0 panels and one decode kernel per layout; the AVX-512 panels have three each: into
@@ -354,7 +355,7 @@ TEST(Matmul, EveryDecodeKernelOfALayoutRunsAndAgrees) {
     ASSERT_NE(q4k, nullptr);
     EXPECT_EQ(q4k->gemm_l2 != nullptr, isa == Isa::Avx512);
     EXPECT_EQ(q4k->gemm_unprefetched != nullptr, isa == Isa::Avx512);
-    if (isa != Isa::Avx512) continue;
+    if (isa != Isa::Avx512) return;  // the AVX2 layouts have one decode kernel each: checked above
     for (GgmlType type :
          {GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::IQ4_XS, GgmlType::Q6_K, GgmlType::Q3_K,
           GgmlType::Q2_K, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL}) {
@@ -362,6 +363,9 @@ TEST(Matmul, EveryDecodeKernelOfALayoutRunsAndAgrees) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Paths, MatmulPath, ::testing::Values(Isa::Avx2, Isa::Avx512),
+                         [](const ::testing::TestParamInfo<Isa>& param) { return std::string(isa_name(param.param)); });
 
 }  // namespace
 }  // namespace tessera

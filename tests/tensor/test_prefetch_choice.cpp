@@ -1,13 +1,12 @@
 // PrefetchChoice: each kernel tried, the fastest one run outside short exploring runs of each other one in turn (a
 // far slower one's less often), a change of pace followed, a layout's missing kernels never picked, calls of
 // different shapes kept apart.
-#include "tensor/prefetch_choice.h"
-
 #include <gtest/gtest.h>
 
 #include <array>
 
 #include "tensor/kernels.h"
+#include "tensor/prefetch_choice.h"
 
 namespace tessera {
 namespace {

@@ -2,8 +2,6 @@
 // activation quantizers byte for byte (ties included), vec_dot within float rounding of the reference for every
 // weight type and several row lengths (random blocks and extreme levels), and gemm against per-pair vec_dot on odd
 // tile shapes, strides and output leading dimensions.
-#include "tensor/kernels.h"
-
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +13,7 @@
 
 #include "tensor/fp16.h"
 #include "tensor/ggml_type.h"
+#include "tensor/kernels.h"
 #include "tensor/quant.h"
 
 namespace tessera {
@@ -23,15 +22,6 @@ namespace tessera {
 void PrintTo(Isa isa, std::ostream* os) { *os << isa_name(isa); }
 
 namespace {
-
-std::vector<Isa> supported_isas() {
-  std::vector<Isa> isas;
-  const CpuFeatures f = detect_cpu_features();
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
-    if (isa_supported(isa, f)) isas.push_back(isa);
-  }
-  return isas;
-}
 
 const GgmlType kWeightTypes[] = {GgmlType::F32,    GgmlType::F16,   GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                                  GgmlType::Q5_0,   GgmlType::Q5_1,  GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q2_K,
@@ -151,8 +141,14 @@ std::vector<int64_t> lengths(GgmlType t) {
   return {256, 512, 768, 1024, 2048, 4096};
 }
 
+// Each path is a test case of its own: one the CPU lacks is skipped, naming the missing ISA, never passed silently.
 class KernelTest : public ::testing::TestWithParam<Isa> {
  protected:
+  void SetUp() override {
+    if (!isa_supported(GetParam(), detect_cpu_features())) {
+      GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam()) << ": its path is not tested here";
+    }
+  }
   const Kernels& k() const { return Kernels::get(GetParam()); }
 };
 
@@ -523,7 +519,7 @@ TEST_P(KernelTest, PanelsMatchReference) {
   EXPECT_EQ(tested, GetParam() == Isa::Avx512 ? 12 : GetParam() == Isa::Avx2 ? 11 : 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, KernelTest, ::testing::ValuesIn(supported_isas()),
+INSTANTIATE_TEST_SUITE_P(Paths, KernelTest, ::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512),
                          [](const ::testing::TestParamInfo<Isa>& param) { return std::string(isa_name(param.param)); });
 
 }  // namespace
