@@ -83,7 +83,7 @@ inline __m256i iq4nl_table() {
 }
 
 // Software prefetch for the weight stream of a dot product: decode reads every weight once, and the hardware
-// prefetcher alone left a third of the memory bandwidth unused (measured on 64 MB rows: 5 -> 8.6 GB/s for Q4_0).
+// prefetcher alone left much of the memory bandwidth unused (docs/perf-log/decode-prefetch.md).
 // Prefetches the lines of [p + 4 KB, p + 4 KB + kStep] for a loop that consumes kStep bytes per iteration.
 template <int kStep>
 inline void prefetch_ahead(const void* p) {

@@ -1,4 +1,4 @@
-// AVX2 path, part 3: gemm for the legacy formats and IQ4_XS (the K-quants: x86/avx2/gemm_kquants.cpp), the AVX2 twin
+// AVX2 path: gemm for the legacy formats and IQ4_XS (the K-quants: x86/avx2/gemm_kquants.cpp), the AVX2 twin
 // of x86/avx512/gemm.cpp: 8-row panels (4 levels of a row per 32-bit lane), activations as levels + 128, and
 // vpmaddubsw products summed in 16 bits for as many 4-element steps as cannot saturate. Levels beyond +-32 (Q8_0,
 // IQ4) are split into two planes, 16 * high + low, so two product pairs still sum below 2^15.

@@ -1,4 +1,4 @@
-// AVX2 path, part 4: gemm for the K-quants (Q2_K..Q6_K) in their own integers. Unsigned levels (level + offset) are
+// AVX2 path: gemm for the K-quants (Q2_K..Q6_K) in their own integers. Unsigned levels (level + offset) are
 // vpmaddubsw's unsigned operand against the Q8_K activations as they are (no copy of the tokens), products sum in
 // 16 bits for as many 4-element steps as cannot saturate, then vpmaddwd by the group's integer scale into one int32
 // per row and block; mins and offsets come from the activations' 16-element sums (bsums), so the floats are touched
@@ -133,8 +133,7 @@ void micro(const uint8_t* panel, const uint8_t* x, size_t xs, int64_t nblk, floa
 template <class F>
 constexpr int kTokens = KPanel<F>::kQuads > 4 ? 6 : 8;
 
-// Below this many tokens building the panels does not pay: loop over vec_dot instead (kernels_bench gemm_tokens,
-// Q2_K..Q6_K: the panels 1.2-1.6x the vec_dots at 4 tokens; at 3, Q2_K's were slower).
+// Below this many tokens building the panels does not pay: loop over vec_dot instead (docs/perf-log/prefill.md).
 constexpr int kMinTokens = 4;
 
 template <class F>

@@ -1,4 +1,4 @@
-// AVX2 path, part 5: the K-quants with a scale per 16 elements (Q2_K, Q3_K, Q6_K) as 8-row panels written at load
+// AVX2 path: the K-quants with a scale per 16 elements (Q2_K, Q3_K, Q6_K) as 8-row panels written at load
 // in place of the rows' copy, the AVX-512 path's k16 panels at half the width. vpmaddubsw multiplies a vector's
 // levels (4 of each of 8 rows) by 4 broadcast activations; a group's products sum in 16 bits and one vpmaddwd
 // applies the rows' scales, so a group costs a handful of instructions where the row kernels spend tens on bit
@@ -45,9 +45,8 @@ struct Q2Format : K16Base<K16Format::Q2_K> {
 
 // One panel block: 8 rows x 256 elements: the scales in pairs of groups (byte 16p + 2r + h: group 2p + h of row r,
 // so one sign or zero extension gives each row's lane the words of both), then the units, then the rows' d (and
-// Q2_K's dmin) as fp16: front to back in the order the kernel reads (the scales behind the units slowed an AMD EPYC
-// Zen 4's stream, docs/benchmarks.md "Panels read front to back"). Q6_K's and Q2_K's blocks are exactly the rows'
-// bytes, Q3_K's 4% more.
+// Q2_K's dmin) as fp16: front to back in the order the kernel reads, so the hardware prefetcher keeps up
+// (docs/perf-log/panels.md). Q6_K's and Q2_K's blocks are exactly the rows' bytes, Q3_K's 4% more.
 template <class F>
 struct Layout {
   static constexpr size_t kUnitBytes = 32 * F::kVectors;
@@ -188,8 +187,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
   });
 }
 
-// Above 24 tokens the plain gemm is as fast or faster (Zen 5 VM with TESSERA_ISA=avx2, -t 2: 1b Q2_K panels +17%
-// at pp16, even at 32, 5-7% behind at 64 and 256-512; docs/benchmarks.md).
+// Above 24 tokens the plain gemm is as fast or faster (docs/perf-log/prefill.md).
 const PackedGemm kQ2KPanels{kRows, 1, &group_bytes<Q2Format>, &pack<Q2Format>, &gemm<Q2Format>, 24};
 const PackedGemm kQ3KPanels{kRows, 1, &group_bytes<Q3Format>, &pack<Q3Format>, &gemm<Q3Format>, 24};
 const PackedGemm kQ6KPanels{kRows, 1, &group_bytes<Q6Format>, &pack<Q6Format>, &gemm<Q6Format>, 24};

@@ -1,9 +1,9 @@
-// AVX2 path, part 6: the 32-element formats Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL as 8-row panels, written at load in place of
+// AVX2 path: the 32-element formats Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL as 8-row panels, written at load in place of
 // the rows' copy and exactly the rows' bytes. Their row kernels widen and scale every block of every row on its own
 // (Q5's fifth bits by a bit-spreading shuffle per block); here a block of 8 rows costs 8 vpmaddubsw and a widening
 // (two for the Q5 formats), so decode keeps up with the memory. Q8_0 keeps its rows: they already stream at the
-// memory's pace, and 8-row panels with the sign trick (every product widened at once) decoded a single stream 8%
-// slower on an AMD EPYC VM, though 4 sequences 2.2x faster.
+// memory's pace, and 8-row panels with the sign trick (every product widened at once) decoded a single stream
+// slower (docs/perf-log/panels.md).
 #include <type_traits>
 
 #include "tensor/kernels/legacy_panel_rows.h"
@@ -141,9 +141,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
       [](const uint8_t* xt, int64_t b) { return legacy_act<B>(reinterpret_cast<const ActBlock<B>*>(xt)[b]); }, kTokens);
 }
 
-// Above these the plain gemm on the rows is as fast or faster (1b at -t 2; docs/benchmarks.md): Q4_0 panels ahead
-// to 48 tokens, behind at 512 (AMD EPYC Zen 3 VM); Q4_1 and Q5_0 +20-25% at 16 tokens, +2-5% at 32 (Zen 5 VM with
-// the AVX2 path forced).
+// Above these the plain gemm on the rows is as fast or faster (docs/perf-log/prefill.md).
 const PackedGemm kQ40Panels{kRows, 1, &group_bytes<BlockQ4_0>, &pack<BlockQ4_0>, &gemm<BlockQ4_0>, 48};
 const PackedGemm kQ41Panels{kRows, 1, &group_bytes<BlockQ4_1>, &pack<BlockQ4_1>, &gemm<BlockQ4_1>, 48};
 const PackedGemm kQ50Panels{kRows, 1, &group_bytes<BlockQ5_0>, &pack<BlockQ5_0>, &gemm<BlockQ5_0>, 48};

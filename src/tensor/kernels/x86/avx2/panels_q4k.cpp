@@ -1,4 +1,4 @@
-// AVX2 path, part 4: Q4_K, Q5_K and IQ4_XS weights as 8-row panels, written at load in place of the rows' copy (3%,
+// AVX2 path: Q4_K, Q5_K and IQ4_XS weights as 8-row panels, written at load in place of the rows' copy (3%,
 // 2% and 1.5% more than the rows). One vpmaddubsw multiplies 4 levels of 8 rows by 4 broadcast activations and a
 // 32-element group's products sum in 16 bits, so a group of 8 rows costs 8 multiplies, 7 adds and one widening with
 // the scales, where the row kernels widen, scale and add after every multiply, and a few tokens at once share each
@@ -232,10 +232,8 @@ void iq4_xs_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, 
   });
 }
 
-// Above these the plain gemm on the rows is as fast or faster (1b at -t 2, pp24..pp64 and pp512, two rounds each:
-// Q4_K panels 1.1-1.4x the plain gemm at 24-64 tokens and even at 512; Q5_K panels +13% at 16 tokens, even at 24,
-// 9-16% behind at 32-64, where its two widenings per group cost more; IQ4_XS, +20-50% at 16
-// tokens, behind at 64).
+// Above these the plain gemm on the rows is as fast or faster; Q5_K's two widenings per group cost it more
+// (docs/perf-log/prefill.md).
 constexpr int kQ4KMaxTokens = 64;
 constexpr int kQ5KMaxTokens = 24;
 constexpr int kIQ4XSMaxTokens = 24;

@@ -1,4 +1,4 @@
-// AVX-512 path, part 3: dots of the 256-element formats (Q2_K ... Q6_K, IQ4_XS) with Q8_K activations. Levels
+// AVX-512 path: dots of the 256-element formats (Q2_K ... Q6_K, IQ4_XS) with Q8_K activations. Levels
 // are small and unsigned, so vpmaddubsw pairs them with the activations without saturating and vpdpwssd applies
 // the integer group scales: one exact int32 sum per super-block, scaled once in float.
 #include "tensor/kernels/x86/avx512/common.h"

@@ -1,4 +1,4 @@
-// AVX-512 path, part 2: dots of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) with Q8_0/Q8_1
+// AVX-512 path: dots of the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) with Q8_0/Q8_1
 // activations. VNNI multiplies unsigned by signed bytes, so each weight format is read as u8 levels plus a
 // constant offset, taken back with a second VNNI pass over the activations.
 #include "tensor/kernels/x86/avx512/common.h"

@@ -1,4 +1,4 @@
-// AVX-512 path, part 4: gemm for the quantized formats. Each call repacks weights (unless packed at load: kPacked)
+// AVX-512 path: gemm for the quantized formats. Each call repacks weights (unless packed at load: kPacked)
 // into 16-row panels (one 32-bit
 // lane per row holding 4 consecutive signed levels, so one vpdpbusd advances 16 rows by 4 elements) and the
 // activations into token groups (levels + 128, unsigned); a panel group then stays in registers while it meets
@@ -228,9 +228,8 @@ template <class F>
 constexpr int kMinTokens = F::kSuper ? 4 : 2;
 
 // K-quants (those with kquant_gemm_batch) from 2 up to this many tokens: unpack each block once and dot it with
-// every token, no repack. Above it the panels' per-call repack is amortized and their tiles win (measured on 1B
-// Q4_K_M at -t 2, prompts of n tokens in t/s, batch kernels against repacking tiles: 9: 116 / 85, 12: 126 / 95,
-// 16: 129 / 124, 24: 128 / 155, 32: 128 / 175). A server's decode step with a new prompt joining is such a size.
+// every token, no repack. Above it the panels' per-call repack is amortized and their tiles win
+// (docs/perf-log/prefill.md, k-quant small batch). A server's decode step with a new prompt joining is such a size.
 constexpr int kBatchMaxTokens = 16;
 // Weights packed at load (--repack) have no per-call repack: their tiles beat the small-batch kernels from here.
 constexpr int kPackedFromTokens = 9;
@@ -264,7 +263,7 @@ void pack_panels(const uint8_t* w, size_t ws, int64_t n_rows, int64_t nblk, uint
 // token group, so the group is read once per 64 rows while the panels stay in L1/L2. Panels packed at load
 // (kStream) come from memory: the first token group streams its pass, and every later group pulls a share of the
 // next pass into L2. Streaming each pass with the first group alone asks for more than one core's bandwidth while
-// the others ask for none; it cost a 64-token call ~20% of its time per token against a 512-token one.
+// the others ask for none, which slowed short prompts the most (docs/perf-log/prefill.md).
 template <class F, bool kStream>
 void panels_times_tokens(const uint8_t* panels, size_t panel_bytes, int64_t n_rows, const uint8_t* tok,
                          size_t tok_bytes, int64_t n_tok, int64_t nblk, float* y, int64_t ldy) {
@@ -354,7 +353,7 @@ void packed_gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, 
 
 // With the panels ready, the repack's cost is gone. But a packed panel holds 2-2.5x the bytes of the weights, so
 // for a few tokens, where reading the weights sets the pace, the small-batch kernels of Q4_K/Q5_K/Q6_K stay
-// faster below kPackedFromTokens (measured: decode of 4 sequences 0.7x, of 8 about 1x, of 16 1.7x on packed).
+// faster below kPackedFromTokens (docs/perf-log/prefill.md, repack).
 template <class F>
 constexpr int kPackedMinTokens =
     F::kType == GgmlType::Q4_K || F::kType == GgmlType::Q5_K || F::kType == GgmlType::Q6_K ? kPackedFromTokens

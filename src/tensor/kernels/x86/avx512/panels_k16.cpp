@@ -1,4 +1,4 @@
-// AVX-512 path, part 7: the K-quants with a scale per 16 elements (Q2_K, Q3_K, Q6_K) as 16-row panels written at
+// AVX-512 path: the K-quants with a scale per 16 elements (Q2_K, Q3_K, Q6_K) as 16-row panels written at
 // load in place of the rows' copy, as x86/avx512/panels_q4k.cpp does for Q4_K. Their row kernels spend 10-15
 // instructions per cache line on bit-plane shuffles and a horizontal sum per row; here each vector of a panel takes
 // a load and a few logic ops to give vpdpbusd operands of 16 rows, so decode keeps up with the memory.
@@ -45,10 +45,7 @@ struct Q2Format : K16Base<K16Format::Q2_K> {
 
 // One panel block: 16 rows x 256 elements, in four quarters of 64 elements (two pairs of groups), each the pairs'
 // scales (one line) and then their units, and last the rows' d (and dmin) as fp16 in one line: read front to back,
-// a line of scales every 0.3-0.8 KB. With all the scales behind the units, the hardware prefetcher of an AMD EPYC
-// Zen 4 lost the stream, and decode read memory well below a plain loop's pace; with them all in front of a 3.4 KB
-// Q6_K block one thread still read at 15-20 GB/s against the loop's 21.8 (docs/benchmarks.md, "Panels read front to
-// back").
+// a line of scales every 0.3-0.8 KB, so the hardware prefetcher keeps up with the stream (docs/perf-log/panels.md).
 template <class F>
 struct Layout {
   static constexpr size_t kUnitBytes = 64 * F::kVectors;
@@ -217,9 +214,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
 }
 
 // Q6_K's serve every token count, as the Q4_K panels (x86/avx512/panels_q4k.cpp); Q2_K's and Q3_K's up to 128
-// tokens, above which the plain gemm's tiles win (Zen 5 VM, -t 2, 1b Q3_K_M: panels 375 vs 250-340 t/s at 64
-// tokens, even at 128-256, 365 vs 400-475 at 512; 1b Q2_K: 350 vs 255 at 64, 365 vs 290 at 128, even at 512;
-// docs/benchmarks.md).
+// tokens, above which the plain gemm's tiles win (docs/perf-log/prefill.md).
 // Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
 // them against gemm and runs the faster.
 template <class F, int kMaxTokens>

@@ -1,4 +1,4 @@
-// AVX-512 path, part 6: the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) as 16-row panels (the rows'
+// AVX-512 path: the 32-element formats (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL) as 16-row panels (the rows'
 // bytes), written at load in place of the rows' copy, as x86/avx512/panels_q4k.cpp does for Q4_K. Levels
 // are stored unsigned (the nibbles as they are, Q8_0's bytes + 128) so one vpdpbusd takes 4 levels of 16 rows; an
 // offset comes back as offset * the activation block's sum, a minimum (Q4_1, Q5_1) as m * the Q8_1 block's s.
@@ -29,10 +29,7 @@ constexpr int kRows = kPanelRowCount;
 // 4r + i: bit c for element 4c + i, bit 4 + c for element 16 + 4c + i). Blocks come in groups of about 2.3 KB
 // (kGroup): every block's 16 d, then (Q4_1, Q5_1) every block's 16 m, all as fp16, then every block's levels, so
 // that every load is one whole cache line, the group is read front to back, and a lone token's kernel asks for a
-// group's lines in one burst (stream_prefetch.h). Measured with the 1b decode's matmuls alternating step by step
-// between two builds on the Zen 5 VM, with the d behind the levels, Q4_0 in groups of 16 ran 12-19% faster than
-// single 288-byte blocks with the same bursts, groups of 8 8-10%, of 4 2%, of 32 (9.2 KB bursts) 2% slower, of 64
-// 19% slower; with the d in front, groups of 8 stream the fastest on a Zen 4 (kGroup).
+// group's lines in one burst (stream_prefetch.h). Group sizes tried: docs/perf-log/panels.md.
 template <class B>
 struct Layout;
 
@@ -100,10 +97,8 @@ constexpr size_t kLevelBytes = kPlaneOffset<B> + (Layout<B>::kFive ? 64 : 0);
 template <class B>
 constexpr size_t kBlockBytes = kLevelBytes<B> + (Layout<B>::kMin ? 4 : 2) * kRows;
 // Blocks per group: as many as fit 2.3 KB (a Q4_K panel block's size), an even number so that the group's d (and m)
-// fill whole lines: 8 (Q4_0, IQ4_NL: 2,304 bytes), 6 (Q4_1, Q5_0, Q5_1), 4 (Q8_0: 2,176). With 4.6 KB groups (one
-// prefetch burst, kPrefetchBurstBytes) and their d in front, one thread on an AMD EPYC Zen 4 read Q4_0's panels
-// without software prefetch at 9 GB/s, at 24 GB/s in groups of 2.3 KB, where a plain read loop ran at 21.5 (Q8_0:
-// 23.6 against 20.6; docs/benchmarks.md, "Panels read front to back").
+// fill whole lines: 8 (Q4_0, IQ4_NL: 2,304 bytes), 6 (Q4_1, Q5_0, Q5_1), 4 (Q8_0: 2,176). Groups of a whole prefetch
+// burst (kPrefetchBurstBytes) streamed far slower without software prefetch (docs/perf-log/panels.md).
 template <class B>
 constexpr int kGroup = static_cast<int>(2304 / kBlockBytes<B>) / 2 * 2;
 template <class B>
@@ -112,8 +107,8 @@ static_assert(kGroupBytes<BlockQ4_0> == 2304 && kGroupBytes<BlockQ4_1> % 64 == 0
               kGroupBytes<BlockQ5_1> % 64 == 0 && kGroupBytes<BlockQ8_0> == 2176);
 
 // A group's scales come first, so that its bytes are read front to back: with them behind the levels (each block's
-// d read 4 KB ahead of its levels, then the levels), the hardware prefetcher of an AMD EPYC Zen 4 lost the stream,
-// and decode read memory at 53-75% of a plain loop's pace (docs/benchmarks.md).
+// d read 4 KB ahead of its levels, then the levels), the hardware prefetcher lost the stream
+// (docs/perf-log/panels.md).
 constexpr size_t m_offset(int64_t n) { return static_cast<size_t>(n) * 2 * kRows; }
 // Whole lines of scales (a panel's last group may have an odd number of blocks), so every level load is aligned.
 template <class B>
@@ -122,7 +117,7 @@ constexpr size_t levels_offset(int64_t n) {
 }
 
 // The blocks of block b's group among nb: kGroup, fewer in a panel's last group, which takes only the bytes of its
-// blocks (a whole last group would cost Q4_1 up to 9% more memory at k = 2048).
+// blocks (a whole last group would cost memory for nothing).
 template <class B>
 int64_t group_size(int64_t nb, int64_t b) {
   const int64_t first = b / kGroup<B> * kGroup<B>;
@@ -247,10 +242,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
       }
     }
   };
-  // A lone token's whole groups: the group's lines asked for at once, its blocks unrolled. Q4_0's decode ran 20-27%
-  // faster this way than with the same blocks in a loop over the group, and as fast as with the loop's first block
-  // peeled off (why the loop is slower was not found; its code per block was the same). Asking into L2, the loop
-  // below was 2-4% faster on the Zen 4 VM (1b Q4_0, steps alternated in one process).
+  // A lone token's whole groups: the group's lines asked for at once, its blocks unrolled, which ran faster than the
+  // same blocks in a loop over the group; asking into L2, the loop below is faster (docs/perf-log/decode-prefetch.md).
   int64_t b = 0;
   if constexpr (T == 1 && R != Reach::L2) {
     for (; nb - b >= kGroup<B>; b += kGroup<B>) {
@@ -261,7 +254,7 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
     }
   }
   // Several tokens, and a lone token's last part of a group: one block at a time, asking for a block's share of
-  // lines (in bursts, pp64 Q4_0 ran 7% slower; in the loop above, 3x slower at 4 tokens).
+  // lines (in bursts, or in the loop above, several tokens ran slower: docs/perf-log/decode-prefetch.md).
   for (; b < nb; ++b) {
     const uint8_t* group = panel + static_cast<size_t>(b / kGroup<B>) * kGroupBytes<B>;
     const auto h = static_cast<size_t>(b % kGroup<B>);
@@ -273,19 +266,16 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ldy, mask, acc[t]);
 }
 
-// Each layout has a kernel whose lone token asks for no lines ahead (Reach::None) as its gemm_unprefetched. Q8_0's
-// came first: measured with the 1b models' matmuls alternating step by step between two builds on the
-// Zen 5 VM, Q8_0's decode without it ran 6-21% faster in one state of the machine and 2-5% slower in the other,
-// which came and went within minutes; matmul times both (PrefetchChoice). Q4_0's ran 9-12% slower without it in
-// pairs, 0-4% in single blocks, Q4_K_M's 34%. Several tokens per pass keep it: Q8_0's batched decode of 4
-// sequences ran at half speed without.
+// Each layout has a kernel whose lone token asks for no lines ahead (Reach::None) as its gemm_unprefetched: which
+// is faster changes with the machine's state, so matmul times both (PrefetchChoice). Several tokens per pass keep
+// the prefetch, as they re-read each line (docs/perf-log/decode-prefetch.md).
 template <class B, Reach R = Reach::L1>
 void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t n_tok, int64_t k, float* y,
           int64_t ldy) {
   using Fn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, const LegacyAct*, float*, int64_t, int);
   constexpr auto kTokens =
       token_kernels<kPanelTokenChunk, Fn>([]<int T>() { return &panel_tokens<B, T, reach_for(R, T)>; });
-  // Q8_0's re-reads from L2 without the prefetch: pp64 7% faster. The other formats' pp64 ran 2% slower without it.
+  // Q8_0's re-reads from L2 go faster without the prefetch; the other formats' do not (docs/perf-log/prefill.md).
   constexpr auto kAgain = token_kernels<kPanelTokenChunk, Fn>([]<int T>() { return &panel_tokens<B, T, Reach::None>; });
   panel_gemm<kRows, kPanelTokenChunk, LegacyAct>(
       p, group_bytes<B>(k), n_rows, x, xs, n_tok, k / kQK, y, ldy,
@@ -293,11 +283,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
       kTokens.data(), std::is_same_v<B, BlockQ8_0> ? kAgain.data() : nullptr);
 }
 
-// Above these the plain gemm's tiles (built per call) win without --repack (measured with 4 tokens a pass; 8 made the
-// panels 10-25% faster in kernels_bench, and the engine's runs at 96-512 tokens swung too much to move these): Zen 5
-// VM, -t 2, 1b Q4_0 panels 430 vs 300 t/s at 64 tokens, even at 128-256, 420 vs 450 at 512; Q4_1 355-420 vs 250 at
-// 64, even at 256; Q5_0 405 vs 295 at 64, 410 vs 470 at 256 (Q5_1 alike); Q8_0 370 vs 285 at 64, 380 vs 435 at 128
-// (docs/benchmarks.md).
+// Above these the plain gemm's tiles (built per call) win without --repack (docs/perf-log/prefill.md).
 // Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
 // them against gemm and runs the faster.
 template <class B, int kMaxTokens>

@@ -1,4 +1,4 @@
-// AVX-512 path, part 5: Q4_K, Q5_K and IQ4_XS weights as 16-row panels, written at load in place of the rows' copy in
+// AVX-512 path: Q4_K, Q5_K and IQ4_XS weights as 16-row panels, written at load in place of the rows' copy in
 // the rows' bytes. One vpdpbusd multiplies 4 levels of 16 rows by 4 broadcast activations, so a 32-element group of 16
 // rows costs 8 of them and one scale multiply: about a third of the row kernels' work per byte, which lets decode run
 // at the memory's pace and serves every token count from the same layout. Q5_K adds a plane of fifth bits, merged into
@@ -26,13 +26,11 @@ using quant::BlockQ8_K;
 // dmin as fp16. Then per group g, qs: per chunk c 64 bytes where byte 4r + i of row r holds element 32g + 4c + i in
 // its low nibble and element 32g + 16 + 4c + i in its high nibble; Q5_K only, after them hi, 64 bytes whose byte
 // 4r + i holds the fifth bits as Q4KPanelRow::high (2304 and 2816 bytes: the rows' own). With the scales and mins a
-// byte each the panels were 2.8% larger than the rows, and decode streams every byte once. IQ4_XS: its 6-bit scales
+// byte each the panels would be larger than the rows, and decode streams every byte once. IQ4_XS: its 6-bit scales
 // ls in 12 bytes a row as well: sm, byte 16(g % 4) + r holding the low four bits of row r's ls of group g, in its
 // low nibble for g < 4 and its high one for the others; smh, byte 16(g / 4) + r holding the top two bits of ls at
-// bit 2(g % 4); then d, then qs (2176 bytes, the rows' own; 2240 with a byte per scale). With the scales and d
-// behind the levels (read first all the same), the hardware prefetcher of an AMD EPYC Zen 4 lost the stream at every
-// block: one thread read Q4_K's panels at 13.6 GB/s against a plain loop's 23.5; in this order at the loop's pace
-// (docs/benchmarks.md, "Panels read front to back").
+// bit 2(g % 4); then d, then qs (2176 bytes, the rows' own; 2240 with a byte per scale). Front to back in the order
+// the kernel reads, so the hardware prefetcher keeps up with the stream (docs/perf-log/panels.md).
 template <class B>
 struct Layout {
   static constexpr bool kFive = std::is_same_v<B, BlockQ5_K>;
@@ -50,11 +48,8 @@ struct Layout {
   // 2304 = 36 * 64, 2816 = 44, 2176 = 34: 64-byte aligned
   static constexpr size_t kBlockBytes = kMetaBytes + 8 * kGroupBytes;
   static_assert(kBlockBytes % 64 == 0 && kMetaBytes % 64 == 0);
-  // How far ahead a lone token's kernel asks for lines (stream_prefetch.h). Q4_K's 1.5x as far: measured on the Zen 5
-  // VM with the decode alternating step by step between the two distances in one process (median of 167 pairs of
-  // steps, nine runs), 1b Q4_K_M 1.4% faster (0.97-1.01 per run) and moe-small Q4_K_M 2.2% (0.97-1.01); 1.25x
-  // and 1.75x as far were slower than 1.5x, Q5_K ran 3-4.5% slower and IQ4_XS no faster at 1.5x, Q6_K's panels
-  // 0.5-0.9% slower (docs/benchmarks.md).
+  // How far ahead a lone token's kernel asks for lines (stream_prefetch.h): Q4_K's farther, where only it gained
+  // (docs/perf-log/decode-prefetch.md).
   static constexpr int kLoneFar = std::is_same_v<B, BlockQ4_K> ? 3 * kPrefetchFarBytes / 2 : kPrefetchFarBytes;
 };
 
@@ -125,8 +120,8 @@ PanelAct panel_act(const BlockQ8_K& x) {
 }
 
 // A block's scales and mins from sm and smh (Layout) into a byte each, 16 bytes a group, four groups per vector:
-// about 25 operations a block, against ~250 for its levels at one token. Prefill pays them per pass of four tokens
-// (1b Q4_K_M pp512 3% slower, the decode 6% faster).
+// about 25 operations a block, against ~250 for its levels at one token. Prefill pays them per pass of four tokens,
+// which the decode's smaller stream outweighs (docs/perf-log/panels.md).
 [[gnu::always_inline]] inline void unpack_scales_mins(const uint8_t* sm, const uint8_t* smh, uint8_t* sc, uint8_t* mn) {
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   const __m512i low2 = _mm512_set1_epi8(0x03);
@@ -170,8 +165,8 @@ void panel_tokens(const uint8_t* panel, int64_t nb, const uint8_t* x, size_t xs,
   const __m512i table = iq4nl_table_u8();
   constexpr bool kWhole = L::kFive || L::kTable;  // the high nibbles' levels as they are, not 16 x
   // Q4_K from 4 tokens: the low nibbles as 16 x level too (a shift a chunk, shared by the tokens), so no token's
-  // dot is shifted back; the 16 comes out with d, exactly (kernels_bench panels_gemm q4_K 2-5% faster on the Zen 5
-  // VM). One chain a token instead of two, with no add either, ran 2-5% slower there.
+  // dot is shifted back; the 16 comes out with d, exactly. One chain a token instead of two was slower
+  // (docs/perf-log/prefill.md).
   constexpr bool kSixteen = !kWhole && T >= 4;
   __m512 acc[T];
 #pragma GCC unroll 8
@@ -279,8 +274,7 @@ void gemm(const uint8_t* p, int64_t n_rows, const uint8_t* x, size_t xs, int64_t
 
 // Every token count: tiles packed at load (--repack) take over from 9 tokens where they exist (matmul's
 // packed_for); without them the panels beat the plain gemm, which builds its tiles per call from rows left in the
-// 4 KB pages of the file mapping (Zen 5 VM, -t 2, 1b Q4_K_M pp64-pp512 +10% at 128-256 tokens, 1b Q5_K_M +18% at
-// 64, even at 512; docs/benchmarks.md).
+// 4 KB pages of the file mapping (docs/perf-log/prefill.md).
 constexpr int kPanelMaxTokens = 0;
 // Each layout's gemm_l2: the same kernels asking for lines into L2 (stream_prefetch.h's Reach); matmul times
 // them against gemm and runs the faster.
@@ -289,8 +283,7 @@ constexpr PackedGemm kPanels{kRows,    1,          &group_bytes<B>,       &pack<
                              &gemm<B>, kMaxTokens, &gemm<B, Reach::None>, &gemm<B, Reach::L2>};
 const PackedGemm& kQ4KPanels = kPanels<BlockQ4_K, kPanelMaxTokens>;
 const PackedGemm& kQ5KPanels = kPanels<BlockQ5_K, kPanelMaxTokens>;
-// IQ4_XS's plain gemm catches up at 512 tokens (1b IQ4_XS, -t 2: panels 2-3x at 16 tokens, +25-55% at 64, 2-10%
-// behind at 512), so its panels stop at 256 as Q4_0's do.
+// IQ4_XS's plain gemm catches up by 512 tokens, so its panels stop at 256 as Q4_0's do (docs/perf-log/prefill.md).
 const PackedGemm& kIQ4XSPanels = kPanels<BlockIQ4_XS, 256>;
 
 }  // namespace
