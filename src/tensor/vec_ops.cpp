@@ -13,17 +13,19 @@ VecOps from_table(Isa isa) {
 }  // namespace
 
 const VecOps& VecOps::get(Isa isa) {
-  static const VecOps scalar = from_table(Isa::Scalar);
-  static const VecOps avx2 = from_table(Isa::Avx2);
-  static const VecOps avx512 = from_table(Isa::Avx512);
-  switch (isa) {
-    case Isa::Avx512:
+  switch (isa) {  // each built on first use of its path only, as Kernels::get's tables
+    case Isa::Avx512: {
+      static const VecOps avx512 = from_table(Isa::Avx512);
       return avx512;
-    case Isa::Avx2:
+    }
+    case Isa::Avx2: {
+      static const VecOps avx2 = from_table(Isa::Avx2);
       return avx2;
+    }
     case Isa::Scalar:
       break;
   }
+  static const VecOps scalar = from_table(Isa::Scalar);
   return scalar;
 }
 

@@ -105,18 +105,22 @@ const PackedGemm* Kernels::panels(GgmlType weight) const {
   return id < 64 ? panels_[id] : nullptr;
 }
 
+// Each table is built on first use of its path only: building one calls its path's lookups, compiled with that
+// path's flags.
 const Kernels& Kernels::get(Isa isa) {
-  static const Kernels scalar = KernelTables::build(Isa::Scalar);
-  static const Kernels avx2 = KernelTables::build(Isa::Avx2);
-  static const Kernels avx512 = KernelTables::build(Isa::Avx512);
   switch (isa) {
-    case Isa::Avx2:
+    case Isa::Avx2: {
+      static const Kernels avx2 = KernelTables::build(Isa::Avx2);
       return avx2;
-    case Isa::Avx512:
+    }
+    case Isa::Avx512: {
+      static const Kernels avx512 = KernelTables::build(Isa::Avx512);
       return avx512;
+    }
     case Isa::Scalar:
       break;
   }
+  static const Kernels scalar = KernelTables::build(Isa::Scalar);
   return scalar;
 }
 

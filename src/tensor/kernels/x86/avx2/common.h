@@ -16,9 +16,9 @@
 namespace tessera::kernels::avx2 {
 
 // The families each file provides; nullptr for types it does not handle. register.cpp combines them.
-const OpsFns& ops();                                      // ops.cpp
+extern const OpsFns kOps;                                 // ops.cpp
 void attend(const AttnRows& rows, const AttnKeys& keys);  // attention.cpp
-const StreamProbeFns& stream_probe();                     // stream_probe.cpp
+extern const StreamProbeFns kStreamProbe;                 // stream_probe.cpp
 ActQuantFn quantize_act(GgmlType act);                    // act.cpp
 VecDotFn float_vec_dot(GgmlType weight);                  // float.cpp: F32, F16, BF16
 GemmFn float_gemm(GgmlType weight);                       // float.cpp

@@ -80,9 +80,6 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
 
 }  // namespace
 
-const OpsFns& ops() {
-  static constexpr OpsFns k{&f16_to_f32, &f32_to_f16, &softmax, &swiglu, &attend};
-  return k;
-}
+constexpr OpsFns kOps{&f16_to_f32, &f32_to_f16, &softmax, &swiglu, &attend};
 
 }  // namespace tessera::kernels::avx2

@@ -1,4 +1,5 @@
-// The AVX2 path's registration: its files' lookups as one IsaKernels (registry.h).
+// The AVX2 path's registration: its files' lookups as one IsaKernels (registry.h), constant-initialized (no code
+// compiled with this path's flags runs to fill it).
 #include "tensor/kernels/registry.h"
 #include "tensor/kernels/x86/avx2/common.h"
 
@@ -32,8 +33,8 @@ const PackedGemm* panels(GgmlType weight) {
 }  // namespace avx2
 
 const IsaKernels& avx2_kernels() {
-  static const IsaKernels k{&avx2::quantize_act, &avx2::vec_dot, &avx2::gemm,          nullptr,
-                            &avx2::panels,       &avx2::ops(),   &avx2::stream_probe()};
+  static constexpr IsaKernels k{&avx2::quantize_act, &avx2::vec_dot, &avx2::gemm,        nullptr,
+                                &avx2::panels,       &avx2::kOps,    &avx2::kStreamProbe};
   return k;
 }
 

@@ -104,10 +104,7 @@ uint64_t f32_fma(uint64_t iters) {
 
 }  // namespace
 
-const StreamProbeFns& stream_probe() {
-  static constexpr StreamProbeFns k{&xor_plain, &xor_nta,           &xor_far, &xor_burst,
-                                    &int8_dot,  &int8_dot_avx_vnni, &f32_fma};
-  return k;
-}
+constexpr StreamProbeFns kStreamProbe{&xor_plain, &xor_nta,           &xor_far, &xor_burst,
+                                      &int8_dot,  &int8_dot_avx_vnni, &f32_fma};
 
 }  // namespace tessera::kernels::avx2

@@ -1,4 +1,5 @@
-// The AVX-512 path's registration: its files' lookups as one IsaKernels (registry.h).
+// The AVX-512 path's registration: its files' lookups as one IsaKernels (registry.h), constant-initialized (no code
+// compiled with this path's flags runs to fill it).
 #include "tensor/kernels/registry.h"
 #include "tensor/kernels/x86/avx512/common.h"
 
@@ -27,8 +28,8 @@ const PackedGemm* panels(GgmlType weight) {
 }  // namespace avx512
 
 const IsaKernels& avx512_kernels() {
-  static const IsaKernels k{&avx512::quantize_act, &avx512::vec_dot, &avx512::gemm,          &avx512::quant_packed,
-                            &avx512::panels,       &avx512::ops(),   &avx512::stream_probe()};
+  static constexpr IsaKernels k{&avx512::quantize_act, &avx512::vec_dot, &avx512::gemm,        &avx512::quant_packed,
+                                &avx512::panels,       &avx512::kOps,    &avx512::kStreamProbe};
   return k;
 }
 

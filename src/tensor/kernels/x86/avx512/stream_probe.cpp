@@ -93,9 +93,6 @@ uint64_t f32_fma(uint64_t iters) {
 
 }  // namespace
 
-const StreamProbeFns& stream_probe() {
-  static constexpr StreamProbeFns k{&xor_plain, &xor_nta, &xor_far, &xor_burst, &int8_dot, nullptr, &f32_fma};
-  return k;
-}
+constexpr StreamProbeFns kStreamProbe{&xor_plain, &xor_nta, &xor_far, &xor_burst, &int8_dot, nullptr, &f32_fma};
 
 }  // namespace tessera::kernels::avx512
