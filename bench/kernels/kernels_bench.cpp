@@ -358,7 +358,7 @@ void bench_read_order(benchmark::State& state, bool last_lines_first) {
 // start ahead) over consecutive matrices of `rows` rows carved from the stream set's panels: set beside "own" and
 // across sizes, what each call costs beyond its stream (fork and join, cold starts, the threads' last takes).
 // Its in-process comparisons (--benchmark_enable_random_interleaving) found the prefetch distance of
-// stream_prefetch.h.
+// tensor/kernels/x86/stream_prefetch.h.
 void bench_matmul(benchmark::State& state, Isa isa, GgmlType type, int64_t k, int64_t rows, int threads) {
   const StreamSet& s = stream_set(isa, type, k);
   ThreadPool pool(threads);

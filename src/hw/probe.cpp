@@ -58,15 +58,12 @@ struct Loops {
 Loops loops_for(Isa isa, const CpuFeatures& f) {
   switch (isa) {
     case Isa::Avx512:
-      return {{probe_kernels::xor_words_avx512, probe_kernels::xor_words_nta_avx512,
-               probe_kernels::xor_words_far_avx512, probe_kernels::xor_words_burst_avx512},
-              probe_kernels::int8_dot_avx512,
-              probe_kernels::f32_fma_avx512};
-    case Isa::Avx2:
-      return {{probe_kernels::xor_words_avx2, probe_kernels::xor_words_nta_avx2, probe_kernels::xor_words_far_avx2,
-               probe_kernels::xor_words_burst_avx2},
-              f.avx_vnni ? probe_kernels::int8_dot_avx_vnni : probe_kernels::int8_dot_avx2,
-              probe_kernels::f32_fma_avx2};
+    case Isa::Avx2: {
+      const StreamProbeFns& s = Kernels::get(isa).stream_probe();
+      return {{s.xor_words, s.xor_words_nta, s.xor_words_far, s.xor_words_burst},
+              f.avx_vnni && s.int8_dot_avx_vnni ? s.int8_dot_avx_vnni : s.int8_dot,
+              s.f32_fma};
+    }
     case Isa::Scalar:
       break;
   }

@@ -36,7 +36,5 @@ struct AttnKeys {
 using AttnUpdateFn = void (*)(const AttnRows& rows, const AttnKeys& keys);
 
 void attend_scalar(const AttnRows& rows, const AttnKeys& keys);
-void attend_avx2(const AttnRows& rows, const AttnKeys& keys);  // AVX2 + FMA
-void attend_avx512(const AttnRows& rows, const AttnKeys& keys);
 
 }  // namespace tessera

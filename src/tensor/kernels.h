@@ -62,6 +62,35 @@ struct PackedGemm {
                   float* y, int64_t ldy) = nullptr;
 };
 
+struct AttnRows;  // attention_tile.h
+struct AttnKeys;
+
+// The SIMD parts of the row operations (vec_ops.h, tensor_ops.h, attention_tile.h) on one path; never null.
+struct OpsFns {
+  void (*f16_to_f32)(const uint16_t* x, float* y, int64_t n) = nullptr;
+  void (*f32_to_f16)(const float* x, uint16_t* y, int64_t n) = nullptr;  // rounding to nearest even
+  void (*softmax)(float* x, int64_t n) = nullptr;                        // in place, n > 0
+  void (*swiglu)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
+  void (*attend)(const AttnRows& rows, const AttnKeys& keys) = nullptr;  // AttnUpdateFn
+};
+
+// The probe's loops (what memory and arithmetic give this path's kernels), in the path's vectors and with its
+// kernels' prefetch. Null on the scalar path: the probe has its own plain loops.
+struct StreamProbeFns {
+  static constexpr size_t kBlockWords = 64;  // the words each step of a read loop loads (512 bytes)
+  // XOR of n 64-bit words (n a multiple of kBlockWords): plain loads; prefetchnta as far ahead as the decode
+  // kernels ask; twice as far; and in bursts as the 32-element formats' panels ask.
+  uint64_t (*xor_words)(const uint64_t* p, size_t n) = nullptr;
+  uint64_t (*xor_words_nta)(const uint64_t* p, size_t n) = nullptr;
+  uint64_t (*xor_words_far)(const uint64_t* p, size_t n) = nullptr;
+  uint64_t (*xor_words_burst)(const uint64_t* p, size_t n) = nullptr;
+  // `iters` iterations of independent multiply-accumulate chains on all-ones inputs; they return the number of
+  // multiplies performed (exact for iters <= 2^16).
+  uint64_t (*int8_dot)(uint64_t iters) = nullptr;
+  uint64_t (*int8_dot_avx_vnni)(uint64_t iters) = nullptr;  // 256-bit vpdpbusd: only where CpuFeatures::avx_vnni
+  uint64_t (*f32_fma)(uint64_t iters) = nullptr;
+};
+
 class Kernels {
  public:
   Isa isa() const { return isa_; }
@@ -76,6 +105,8 @@ class Kernels {
   // A layout the weights' copy at load holds in place of the rows (the size of the rows, or a little more), for
   // calls of up to max_tokens tokens; nullptr where the path has none for the type.
   const PackedGemm* panels(GgmlType weight) const;
+  const OpsFns& ops() const { return ops_; }
+  const StreamProbeFns& stream_probe() const { return stream_probe_; }
 
   // The kernel set of one path (the path must be supported by the CPU to be called).
   static const Kernels& get(Isa isa);
@@ -88,6 +119,8 @@ class Kernels {
   GemmFn gemm_[64] = {};
   const PackedGemm* packed_[64] = {};
   const PackedGemm* panels_[64] = {};
+  OpsFns ops_;
+  StreamProbeFns stream_probe_;
 };
 
 }  // namespace tessera

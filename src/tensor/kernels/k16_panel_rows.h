@@ -1,5 +1,5 @@
 // One row block of a K-quant with a scale per 16 elements (Q2_K, Q3_K, Q6_K) as the panel layouts of the SIMD paths
-// interleave it (kernels_avx2_k16_panels.cpp, kernels_avx512_k16_panels.cpp). Compiled for the baseline: the
+// interleave it (x86/avx2/panels_k16.cpp, x86/avx512/panels_k16.cpp). Compiled for the baseline: the
 // packers run once at load, not in the hot loop.
 #pragma once
 

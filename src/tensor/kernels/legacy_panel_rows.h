@@ -1,5 +1,5 @@
 // The fifth bits of a Q5_0/Q5_1 row block as the panel layouts of the SIMD paths store them
-// (kernels_avx2_legacy_panels.cpp, kernels_avx512_legacy_panels.cpp). Compiled for the baseline: packers run at load.
+// (x86/avx2/panels_legacy.cpp, x86/avx512/panels_legacy.cpp). Compiled for the baseline: packers run at load.
 #pragma once
 
 #include <cstdint>

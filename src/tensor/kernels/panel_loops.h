@@ -1,5 +1,5 @@
-// The loop order of the panel gemms (kernels_avx512_panels.cpp, kernels_avx512_legacy_panels.cpp,
-// kernels_avx2_panels.cpp): rows in blocks of 64, whose panels come from memory once and stay in L2 while every
+// The loop order of the panel gemms (x86/avx512/panels_q4k.cpp, x86/avx512/panels_legacy.cpp,
+// x86/avx2/panels_q4k.cpp): rows in blocks of 64, whose panels come from memory once and stay in L2 while every
 // chunk of tokens passes over them; panels innermost, so a chunk's activations stay in L1 across the block's panels.
 #pragma once
 

@@ -1,5 +1,5 @@
-// One Q4_K row block as the panel layouts of the SIMD paths interleave it (kernels_avx2_panels.cpp,
-// kernels_avx512_panels.cpp). Compiled for the baseline: the packers run once at load, not in the hot loop.
+// One Q4_K row block as the panel layouts of the SIMD paths interleave it (x86/avx2/panels_q4k.cpp,
+// x86/avx512/panels_q4k.cpp). Compiled for the baseline: the packers run once at load, not in the hot loop.
 #pragma once
 
 #include <cstdint>

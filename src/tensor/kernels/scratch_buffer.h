@@ -10,7 +10,7 @@
 namespace tessera::kernels {
 
 // 64-byte aligned. Decode calls a gemm per take of 16-256 rows with a few hundred bytes of activation layout:
-// those live on the stack (malloc and free were 1-2% of a 1b decode step); bigger ones on the heap.
+// those live on the stack (malloc and free showed in a decode step); bigger ones on the heap.
 class Scratch {
  public:
   [[gnu::always_inline]] explicit Scratch(size_t bytes)
