@@ -122,46 +122,17 @@ MemInfo read_meminfo();
 namespace probe_kernels {
 
 // XOR of n 64-bit words, n a multiple of kReadBlockWords: every byte is loaded, and the result depends on all.
-// The _nta loops prefetch ahead as the decode kernels do; the _far loops twice as far, which a loop that only reads
-// can use better than the kernels, who compute between their loads. The SIMD loops are the kernels' (Kernels::
-// stream_probe()); these names reach them for the tests.
+// The scalar loops; the SIMD paths' (plain, prefetched as the decode kernels do, twice as far, in bursts) are the
+// kernels' own, Kernels::stream_probe().
 inline constexpr size_t kReadBlockWords = StreamProbeFns::kBlockWords;
 uint64_t xor_words_scalar(const uint64_t* p, size_t n);
-inline const StreamProbeFns& simd_loops(Isa isa) { return Kernels::get(isa).stream_probe(); }
-inline uint64_t xor_words_avx2(const uint64_t* p, size_t n) { return simd_loops(Isa::Avx2).xor_words(p, n); }
-inline uint64_t xor_words_nta_avx2(const uint64_t* p, size_t n) { return simd_loops(Isa::Avx2).xor_words_nta(p, n); }
-inline uint64_t xor_words_far_avx2(const uint64_t* p, size_t n) { return simd_loops(Isa::Avx2).xor_words_far(p, n); }
-inline uint64_t xor_words_burst_avx2(const uint64_t* p, size_t n) {
-  return simd_loops(Isa::Avx2).xor_words_burst(p, n);
-}
-inline uint64_t xor_words_avx512(const uint64_t* p, size_t n) { return simd_loops(Isa::Avx512).xor_words(p, n); }
-inline uint64_t xor_words_nta_avx512(const uint64_t* p, size_t n) {
-  return simd_loops(Isa::Avx512).xor_words_nta(p, n);
-}
-inline uint64_t xor_words_far_avx512(const uint64_t* p, size_t n) {
-  return simd_loops(Isa::Avx512).xor_words_far(p, n);
-}
-inline uint64_t xor_words_burst_avx512(const uint64_t* p, size_t n) {
-  return simd_loops(Isa::Avx512).xor_words_burst(p, n);
-}
 
 // Compute loops: `iters` iterations of independent multiply-accumulate chains on all-ones inputs. They return the
 // number of multiplies the hardware performed, read back from the accumulators (exact for iters <= kMaxIters), so
 // the caller's op count comes from the computation itself: ops = 2 * result.
 inline constexpr uint64_t kMaxIters = 1 << 16;
 uint64_t int8_dot_scalar(uint64_t iters);
-inline uint64_t int8_dot_avx2(uint64_t iters) {
-  return simd_loops(Isa::Avx2).int8_dot(iters);
-}  // vpmaddubsw + vpmaddwd
-inline uint64_t int8_dot_avx_vnni(uint64_t iters) {  // 256-bit vpdpbusd (AVX-VNNI)
-  return simd_loops(Isa::Avx2).int8_dot_avx_vnni(iters);
-}
-inline uint64_t int8_dot_avx512(uint64_t iters) {  // 512-bit vpdpbusd (AVX-512 VNNI)
-  return simd_loops(Isa::Avx512).int8_dot(iters);
-}
 uint64_t f32_fma_scalar(uint64_t iters);
-inline uint64_t f32_fma_avx2(uint64_t iters) { return simd_loops(Isa::Avx2).f32_fma(iters); }
-inline uint64_t f32_fma_avx512(uint64_t iters) { return simd_loops(Isa::Avx512).f32_fma(iters); }
 
 // Keeps a value alive: the compiler must assume it is used, so the loop that made it cannot be dropped.
 inline void keep(uint64_t value) { asm volatile("" : : "r"(value) : "memory"); }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "hw/probe.h"
+#include "support/isa_test.h"
 #include "tensor/kernels.h"
 #include "util/error.h"
 
@@ -166,33 +167,30 @@ TEST(Probe, CpuListsReadAsTasksetWritesThem) {
   EXPECT_EQ(error("-1", 8), "CPU list '-1': '-1' is not a CPU number or range");
 }
 
-// The read loops available on this CPU, with their names for messages.
-std::vector<std::pair<const char*, uint64_t (*)(const uint64_t*, size_t)>> read_loops() {
-  const CpuFeatures f = detect_cpu_features();
-  std::vector<std::pair<const char*, uint64_t (*)(const uint64_t*, size_t)>> loops = {{"scalar", pk::xor_words_scalar}};
-  if (isa_supported(Isa::Avx2, f)) {
-    loops.push_back({"avx2", pk::xor_words_avx2});
-    loops.push_back({"avx2 prefetched", pk::xor_words_nta_avx2});
-    loops.push_back({"avx2 prefetched far", pk::xor_words_far_avx2});
-    loops.push_back({"avx2 prefetched in bursts", pk::xor_words_burst_avx2});
-  }
-  if (isa_supported(Isa::Avx512, f)) {
-    loops.push_back({"avx512", pk::xor_words_avx512});
-    loops.push_back({"avx512 prefetched", pk::xor_words_nta_avx512});
-    loops.push_back({"avx512 prefetched far", pk::xor_words_far_avx512});
-    loops.push_back({"avx512 prefetched in bursts", pk::xor_words_burst_avx512});
-  }
-  return loops;
+// Each path's loops, tested on every path this CPU has; a path it lacks is skipped by name.
+class ProbeLoops : public test::IsaTest {};
+TESSERA_ISA_TEST_SUITE(ProbeLoops);
+
+using ReadLoop = std::pair<const char*, uint64_t (*)(const uint64_t*, size_t)>;
+
+std::vector<ReadLoop> read_loops(Isa isa) {
+  if (isa == Isa::Scalar) return {{"plain", pk::xor_words_scalar}};
+  const StreamProbeFns& s = Kernels::get(isa).stream_probe();
+  return {{"plain", s.xor_words},
+          {"prefetched", s.xor_words_nta},
+          {"prefetched far", s.xor_words_far},
+          {"prefetched in bursts", s.xor_words_burst}};
 }
 
-TEST(ProbeKernels, ReadLoopsLoadEveryWord) {
+TEST_P(ProbeLoops, ReadLoopsLoadEveryWord) {
   // The XOR of every word, compared with a plain loop: a loop that skipped or was optimised away would differ.
   std::mt19937_64 rng(7);
   std::vector<uint64_t> words(pk::kReadBlockWords * 37);
   for (auto& w : words) w = rng();
   uint64_t expected = 0;
   for (uint64_t w : words) expected ^= w;
-  for (const auto& [name, loop] : read_loops()) {
+  for (const auto& [name, loop] : read_loops(isa())) {
+    ASSERT_NE(loop, nullptr) << name;
     EXPECT_EQ(loop(words.data(), words.size()), expected) << name;
     EXPECT_EQ(loop(words.data(), 0), 0u) << name;
     // Any start address works: the loads are unaligned ones.
@@ -212,25 +210,20 @@ struct ComputeLoop {
   uint64_t multiplies_per_vector;  // lanes x products per lane of one instruction
 };
 
-std::vector<ComputeLoop> compute_loops() {
-  const CpuFeatures f = detect_cpu_features();
-  std::vector<ComputeLoop> loops = {{"int8 scalar", pk::int8_dot_scalar, 4}, {"f32 scalar", pk::f32_fma_scalar, 1}};
-  if (isa_supported(Isa::Avx2, f)) {
-    loops.push_back({"int8 avx2", pk::int8_dot_avx2, 32});
-    loops.push_back({"f32 avx2", pk::f32_fma_avx2, 8});
-  }
-  if (f.avx_vnni && isa_supported(Isa::Avx2, f)) loops.push_back({"int8 avx-vnni", pk::int8_dot_avx_vnni, 32});
-  if (isa_supported(Isa::Avx512, f)) {
-    loops.push_back({"int8 avx512", pk::int8_dot_avx512, 64});
-    loops.push_back({"f32 avx512", pk::f32_fma_avx512, 16});
-  }
+std::vector<ComputeLoop> compute_loops(Isa isa) {
+  if (isa == Isa::Scalar) return {{"int8", pk::int8_dot_scalar, 4}, {"f32", pk::f32_fma_scalar, 1}};
+  const StreamProbeFns& s = Kernels::get(isa).stream_probe();
+  const uint64_t bytes = isa == Isa::Avx512 ? 64 : 32;
+  std::vector<ComputeLoop> loops = {{"int8", s.int8_dot, bytes}, {"f32", s.f32_fma, bytes / 4}};
+  if (isa == Isa::Avx2 && detect_cpu_features().avx_vnni) loops.push_back({"int8 avx-vnni", s.int8_dot_avx_vnni, 32});
   return loops;
 }
 
-TEST(ProbeKernels, ComputeLoopsCountTheMultipliesTheyDo) {
+TEST_P(ProbeLoops, ComputeLoopsCountTheMultipliesTheyDo) {
   // Each loop reports the multiplies it performed, read back from its accumulators: proportional to the
   // iteration count (so no iteration was skipped or folded) and whole vectors' worth per iteration.
-  for (const auto& loop : compute_loops()) {
+  for (const auto& loop : compute_loops(isa())) {
+    ASSERT_NE(loop.fn, nullptr) << loop.name;
     const uint64_t one = loop.fn(1);
     EXPECT_GT(one, 0u) << loop.name;
     EXPECT_EQ(one % loop.multiplies_per_vector, 0u) << loop.name;

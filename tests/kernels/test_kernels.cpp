@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/isa_test.h"
 #include "tensor/fp16.h"
 #include "tensor/ggml_type.h"
 #include "tensor/kernels.h"
@@ -142,13 +143,8 @@ std::vector<int64_t> lengths(GgmlType t) {
 }
 
 // Each path is a test case of its own: one the CPU lacks is skipped, naming the missing ISA, never passed silently.
-class KernelTest : public ::testing::TestWithParam<Isa> {
+class KernelTest : public test::IsaTest {
  protected:
-  void SetUp() override {
-    if (!isa_supported(GetParam(), detect_cpu_features())) {
-      GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam()) << ": its path is not tested here";
-    }
-  }
   const Kernels& k() const { return Kernels::get(GetParam()); }
 };
 
@@ -519,8 +515,7 @@ TEST_P(KernelTest, PanelsMatchReference) {
   EXPECT_EQ(tested, GetParam() == Isa::Avx512 ? 12 : GetParam() == Isa::Avx2 ? 11 : 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, KernelTest, ::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512),
-                         [](const ::testing::TestParamInfo<Isa>& param) { return std::string(isa_name(param.param)); });
+TESSERA_ISA_TEST_SUITE(KernelTest);
 
 }  // namespace
 }  // namespace tessera

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "support/isa_test.h"
 #include "tensor/fp16.h"
 #include "tensor/vec_ops.h"
 
@@ -134,14 +135,7 @@ TEST(Fp16, RandomValuesMatchCorrectRounding) {
 // fp16.h for every midpoint and its neighbours, overflow, subnormals and random values, at lengths that leave
 // partial vectors.
 // Each path is a test case of its own: one the CPU lacks is skipped, naming the missing ISA, never passed silently.
-class Fp16Rows : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    if (!isa_supported(GetParam(), detect_cpu_features())) {
-      GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam()) << ": its path is not tested here";
-    }
-  }
-};
+class Fp16Rows : public test::IsaTest {};
 
 TEST_P(Fp16Rows, RowConversionsMatchTheScalar) {
   const Isa isa = GetParam();
@@ -171,8 +165,7 @@ TEST_P(Fp16Rows, RowConversionsMatchTheScalar) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, Fp16Rows, ::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512),
-                         [](const ::testing::TestParamInfo<Isa>& param) { return std::string(isa_name(param.param)); });
+TESSERA_ISA_TEST_SUITE(Fp16Rows);
 
 TEST(Bf16, AllNonNanValuesRoundTripThroughF32) {
   int checked = 0;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "support/isa_test.h"
 #include "tensor/fp16.h"
 #include "tensor/kernels.h"
 #include "tensor/matmul.h"
@@ -293,14 +294,7 @@ void expect_panels_match_the_reference(Isa isa) {
 }
 
 // Each path is a test case of its own: one the CPU lacks is skipped, naming the missing ISA, never passed silently.
-class MatmulPath : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    if (!isa_supported(GetParam(), detect_cpu_features())) {
-      GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam()) << ": its path is not tested here";
-    }
-  }
-};
+class MatmulPath : public test::IsaTest {};
 
 // Every SIMD path: the AVX2 panels serve AVX2-only machines even where AVX-512 is the default.
 TEST_P(MatmulPath, PanelsMatchTheReference) { expect_panels_match_the_reference(GetParam()); }
@@ -364,8 +358,7 @@ TEST_P(MatmulPath, EveryDecodeKernelOfALayoutRunsAndAgrees) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, MatmulPath, ::testing::Values(Isa::Avx2, Isa::Avx512),
-                         [](const ::testing::TestParamInfo<Isa>& param) { return std::string(isa_name(param.param)); });
+INSTANTIATE_TEST_SUITE_P(Paths, MatmulPath, ::testing::Values(Isa::Avx2, Isa::Avx512), test::isa_test_name);
 
 }  // namespace
 }  // namespace tessera

@@ -7,20 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "support/isa_test.h"
 #include "tensor/tensor_ops.h"
 
 namespace tessera {
 namespace {
 
 // Each path is a test case of its own: one the CPU lacks is skipped, naming the missing ISA, never passed silently.
-class TensorOps : public ::testing::TestWithParam<Isa> {
- protected:
-  void SetUp() override {
-    if (!isa_supported(GetParam(), detect_cpu_features())) {
-      GTEST_SKIP() << "this CPU lacks " << isa_name(GetParam()) << ": its path is not tested here";
-    }
-  }
-};
+class TensorOps : public test::IsaTest {};
 
 TEST_P(TensorOps, SoftmaxMatchesDoubleReference) {
   {
@@ -74,8 +68,7 @@ TEST_P(TensorOps, SwigluMatchesDoubleReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Paths, TensorOps, ::testing::Values(Isa::Scalar, Isa::Avx2, Isa::Avx512),
-                         [](const ::testing::TestParamInfo<Isa>& param) { return std::string(isa_name(param.param)); });
+TESSERA_ISA_TEST_SUITE(TensorOps);
 
 }  // namespace
 }  // namespace tessera
