@@ -1,6 +1,9 @@
-// StageAssembler: a local GGUF file is used only when the file name and size match and every tensor's content
-// hash matches; cached tensors are files named by their hash, checked again when mapped.
+// StageAssembler: a local GGUF file (or split set) is used only when the file name and size (of the whole set)
+// match and every tensor's content hash matches; cached tensors are files named by their hash, checked again when
+// mapped.
 #include "cluster/stage_assembler.h"
+
+#include <fmt/format.h>
 
 #include <fstream>
 
@@ -57,26 +60,35 @@ StageAssembler::StageAssembler(const net::LoadStage& request, const AssemblerOpt
   std::unordered_map<std::string, const net::TensorInfo*> missing;
   for (const auto& t : request.tensors) missing[t.name] = &t;
 
-  // A GGUF file of the same name and size under --models: map the tensors whose content matches.
+  // A GGUF file (or the first file of a split set) of the same name and size under --models: map the tensors
+  // whose content matches. Only those tensors' bytes are read (to hash them), from whichever files hold them.
   if (options.models_dir) {
     const auto path = *options.models_dir / request.file_name;
     std::error_code ec;
-    if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == request.file_size) {
-      auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
-      for (auto it = missing.begin(); it != missing.end();) {
-        const gguf::TensorInfo* g = file->find_tensor(it->first);
-        if (g != nullptr && same_layout(*g, *it->second)) {
-          const auto data = file->tensor_data(*g);
-          if (net::content_hash(data) == it->second->hash) {
-            source_->add(*it->second, data, file);
-            have_.push_back(it->second->hash);
-            it = missing.erase(it);
-            continue;
-          }
-        }
-        ++it;
+    if (std::filesystem::is_regular_file(path, ec)) {
+      std::shared_ptr<const gguf::GgufFile> file;
+      try {
+        file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
+      } catch (const Error& e) {
+        local_problem_ = e.what();  // a broken file or set: the head sends the tensors instead
       }
-      found_in_ = path.string();
+      if (file && file->file_size() == request.file_size) {
+        for (auto it = missing.begin(); it != missing.end();) {
+          const gguf::TensorInfo* g = file->find_tensor(it->first);
+          if (g != nullptr && same_layout(*g, *it->second)) {
+            const auto data = file->tensor_data(*g);
+            if (net::content_hash(data) == it->second->hash) {
+              source_->add(*it->second, data, file);
+              have_.push_back(it->second->hash);
+              it = missing.erase(it);
+              continue;
+            }
+          }
+          ++it;
+        }
+        found_in_ = path.string();
+        if (file->n_parts() > 1) found_in_ += fmt::format(" (a split set of {} files)", file->n_parts());
+      }
     }
   }
   // Tensors cached from an earlier load, one file per content hash.
