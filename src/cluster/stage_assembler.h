@@ -1,6 +1,6 @@
-// Worker side of loading a stage: finds each requested tensor (by content hash) in a local GGUF file under
-// --models or in the content-addressed --cache, asks the head for the rest, and assembles the tensors into a
-// TensorSource the Stage can use.
+// Worker side of loading a stage: finds each requested tensor (by content hash) in a local GGUF file (or split
+// set, or the same model in the other form) under --models or in the content-addressed --cache, asks the head for the
+// rest, and assembles the tensors into a TensorSource the Stage can use.
 #pragma once
 
 #include <filesystem>

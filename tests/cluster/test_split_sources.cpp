@@ -1,5 +1,6 @@
 // Split GGUF sets on the worker side: the content hashes (the worker cache's keys) of a set equal the merged
 // file's, and a worker finds every tensor of a stage in whichever file of the set holds it.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -107,6 +108,39 @@ TEST(Split, WorkerWithABrokenSetAsksForTheTensorsAndSaysWhy) {
   EXPECT_TRUE(a.reply().have.empty());
   EXPECT_GT(a.bytes_needed(), 0u);
   EXPECT_NE(a.local_problem().find("part 2 of 3 is missing"), std::string::npos) << a.local_problem();
+}
+
+TEST(Split, WorkerUsesTheSameModelInTheOtherForm) {
+  const auto set = gguf::GgufFile::open(fixtures() / kFirst);
+  const auto single = gguf::GgufFile::open(fixtures() / "gemma4moe-q4_k_m.gguf");
+  const auto all = [](const gguf::TensorInfo&) { return true; };
+  {
+    // The head has the merged file; the worker only the set (named after it).
+    test::TempDir dir;
+    for (int i = 1; i <= 3; ++i) {
+      fs::copy_file(fixtures() / fmt::format("gemma4moe-q4_k_m-split-{:05d}-of-00003.gguf", i),
+                    dir / fmt::format("gemma4moe-q4_k_m-{:05d}-of-00003.gguf", i));
+    }
+    fs::copy_file(fixtures() / "gemma4moe-f32.gguf", dir / "unrelated-00001-of-00001.gguf");
+    cluster::AssemblerOptions o;
+    o.models_dir = dir.path();
+    cluster::StageAssembler a(request_for(single, all), o);
+    EXPECT_EQ(a.reply().have.size(), single.tensors().size());
+    EXPECT_EQ(a.bytes_needed(), 0u);
+    EXPECT_NE(a.found_in().find("gemma4moe-q4_k_m-00001-of-00003.gguf (a split set of 3 files)"), std::string::npos)
+        << a.found_in();
+  }
+  {
+    // The head has the set; the worker only the merged file (named after it).
+    test::TempDir dir;
+    fs::copy_file(fixtures() / "gemma4moe-q4_k_m.gguf", dir / "gemma4moe-q4_k_m-split.gguf");
+    cluster::AssemblerOptions o;
+    o.models_dir = dir.path();
+    cluster::StageAssembler a(request_for(set, all), o);
+    EXPECT_EQ(a.reply().have.size(), set.tensors().size());
+    EXPECT_EQ(a.bytes_needed(), 0u);
+    EXPECT_NE(a.found_in().find("gemma4moe-q4_k_m-split.gguf"), std::string::npos) << a.found_in();
+  }
 }
 
 }  // namespace
