@@ -199,10 +199,6 @@ SplitKeys read_split_keys(const Metadata& md, const std::string& file) {
   return k;
 }
 
-bool ends_with(std::string_view s, std::string_view end) {
-  return s.size() >= end.size() && s.substr(s.size() - end.size()) == end;
-}
-
 std::string hex_bytes(std::span<const uint8_t> b) {
   std::string out;
   for (uint8_t x : b) out += fmt::format("{}{:02x}", out.empty() ? "" : " ", x);
@@ -445,7 +441,7 @@ void GgufFile::open_other_parts(const std::filesystem::path& first) {
   if (k.no != 0) {
     const std::string suffix = split_suffix(k.no, k.count);
     const std::string first_name =
-        ends_with(file_name, suffix)
+        file_name.ends_with(suffix)
             ? (first.parent_path() / (file_name.substr(0, file_name.size() - suffix.size()) + split_suffix(0, k.count)))
                   .string()
             : std::string("the file with split.no 0");
@@ -460,7 +456,7 @@ void GgufFile::open_other_parts(const std::filesystem::path& first) {
 
   if (k.count > 1) {
     const std::string suffix = split_suffix(0, k.count);
-    if (!ends_with(file_name, suffix)) {
+    if (!file_name.ends_with(suffix)) {
       fail("{}: the first file of a split GGUF set of {} files must be named PREFIX{} to find the others", name_,
            k.count, suffix);
     }
