@@ -1,10 +1,14 @@
 // `tessera gen-model`: write a GGUF model with seeded random weights (presets or explicit dimensions).
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <optional>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/table.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_split.h"
 #include "model/synthetic_model.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -20,6 +24,7 @@ struct GenArgs {
   uint64_t seed = 42;
   std::string vocab_from;
   int threads = 0;
+  uint64_t split_count = 0;
   std::optional<int64_t> n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx, n_expert, n_expert_used,
       n_ff_exp;
 };
@@ -35,6 +40,10 @@ Command add_gen_model_command(CLI::App& root) {
   app->add_option("--type", a->type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_k_m, ...")->capture_default_str();
   app->add_option("--seed", a->seed, "Random seed")->capture_default_str();
   app->add_option("--vocab-from", a->vocab_from, "Copy the tokenizer from this GGUF (sets the vocab size)");
+  app->add_option("--split-count", a->split_count,
+                  "Write a split set of this many files, OUTPUT-00001-of-0000N.gguf ... (llama.cpp's gguf-split "
+                  "layout; OUTPUT without its .gguf)")
+      ->check(CLI::Range(uint64_t{1}, gguf::kMaxSplitCount));
   app->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
   const auto dim = CLI::Range(int64_t{1}, int64_t{1} << 24);
   app->add_option("--n-embd", a->n_embd, "Embedding size")->check(dim);
@@ -80,8 +89,28 @@ Command add_gen_model_command(CLI::App& root) {
             spec.seed = a->seed;
             spec.threads = a->threads;
             if (!a->vocab_from.empty()) spec.vocab_from = a->vocab_from;
-            const uint64_t bytes = write_synthetic_model(spec, a->out);
-            log_info("gen-model: wrote {} ({})", a->out, human_bytes(bytes));
+            if (a->split_count == 0) {
+              const uint64_t bytes = write_synthetic_model(spec, a->out);
+              log_info("gen-model: wrote {} ({})", a->out, human_bytes(bytes));
+              return 0;
+            }
+            // The whole model first, then its parts beside it; the whole file is removed afterwards.
+            std::filesystem::path prefix = a->out;
+            if (prefix.extension() == ".gguf") prefix.replace_extension();
+            std::filesystem::path whole = prefix;
+            whole += ".unsplit.tmp";
+            write_synthetic_model(spec, whole);
+            std::vector<std::filesystem::path> parts;
+            try {
+              const auto file = gguf::GgufFile::open(whole);
+              parts = gguf::write_split(file, prefix, a->split_count, file.alignment());
+            } catch (...) {
+              std::filesystem::remove(whole);
+              throw;
+            }
+            std::filesystem::remove(whole);
+            log_info("gen-model: wrote {} files, {} ... {}", parts.size(), parts.front().string(),
+                     parts.back().filename().string());
             return 0;
           }};
 }

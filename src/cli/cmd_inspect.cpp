@@ -1,7 +1,9 @@
-// `tessera inspect FILE [--json]`: a GGUF file's metadata, hyperparameters, tokenizer, tensors and memory needs.
+// `tessera inspect FILE [--json] [--tensors REGEX]`: a GGUF file's (or split set's) metadata, hyperparameters,
+// tokenizer, tensors and memory needs.
 #include <fmt/format.h>
 
 #include <iostream>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/inspect_report.h"
@@ -17,6 +19,7 @@ struct InspectArgs {
   std::string path;
   bool json = false;
   bool all_metadata = false;
+  std::optional<std::string> tensors;
   int64_t n_ctx = 0;
   std::string kv_type = "f16";
 };
@@ -40,11 +43,44 @@ std::string metadata_text(const json& v) {
   return s.size() > 100 ? s.substr(0, 97) + "..." : s;
 }
 
+std::string split_text(const json& r) {
+  if (!r.contains("split")) return {};
+  std::string names;
+  for (const auto& f : r["split"]["files"]) {
+    names += fmt::format("\n  {} ({})", f["file"].get<std::string>(), human_bytes(f["file_size"]));
+  }
+  return fmt::format("split:      {} files{}\n", r["split"]["n_files"].get<size_t>(), names);
+}
+
+TextTable tensor_table(const json& list, bool with_file) {
+  std::vector<std::string> head = {"name", "type", "shape", "bytes"};
+  if (with_file) head.emplace_back("file");
+  TextTable tensors(head);
+  for (const auto& t : list) {
+    std::vector<std::string> row = {t["name"].get<std::string>(), t["type"].get<std::string>(), shape_text(t["shape"]),
+                                    std::to_string(t["bytes"].get<uint64_t>())};
+    if (with_file) row.push_back(std::to_string(t["split_file"].get<size_t>() + 1));
+    tensors.add_row(row);
+  }
+  return tensors;
+}
+
+void print_tensors(const json& r) {
+  std::string out = fmt::format("file:       {} ({})\n", r["file"].get<std::string>(), human_bytes(r["file_size"]));
+  out += split_text(r);
+  out += fmt::format("tensors:    {} of {} match '{}', {} ({} bytes)\n", r["n_matched"].get<size_t>(),
+                     r["n_tensors"].get<size_t>(), r["pattern"].get<std::string>(), human_bytes(r["matched_bytes"]),
+                     r["matched_bytes"].get<uint64_t>());
+  if (!r["tensors"].empty()) out += "\n" + tensor_table(r["tensors"], r.contains("split")).render("  ");
+  std::cout << out;
+}
+
 void print_text(const json& r, bool all_metadata) {
   std::string out;
   out += fmt::format("file:       {} ({}, GGUF v{}, alignment {}, data at byte {})\n", r["file"].get<std::string>(),
                      human_bytes(r["file_size"]), r["gguf_version"].get<int>(), r["alignment"].get<uint64_t>(),
                      r["data_offset"].get<uint64_t>());
+  out += split_text(r);
   out += fmt::format("metadata:   {} keys; tensors: {}\n", r["n_metadata"].get<size_t>(), r["n_tensors"].get<size_t>());
   if (all_metadata) {
     TextTable t({"key", "value"});
@@ -84,13 +120,8 @@ void print_text(const json& r, bool all_metadata) {
     out += line + "\n";
   }
 
-  TextTable tensors({"name", "type", "shape", "bytes"});
-  for (const auto& t : r["tensors"]) {
-    tensors.add_row({t["name"].get<std::string>(), t["type"].get<std::string>(), shape_text(t["shape"]),
-                     std::to_string(t["bytes"].get<uint64_t>())});
-  }
   if (!r["tensors"].empty()) {
-    out += "\ntensors:\n" + tensors.render("  ");
+    out += "\ntensors:\n" + tensor_table(r["tensors"], r.contains("split")).render("  ");
     TextTable types({"type", "tensors", "bytes", "size"});
     for (const auto& [type, e] : r["tensor_types"].items()) {
       types.add_row({type, std::to_string(e["count"].get<int64_t>()), std::to_string(e["bytes"].get<uint64_t>()),
@@ -122,7 +153,10 @@ void print_text(const json& r, bool all_metadata) {
 Command add_inspect_command(CLI::App& root) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* app = root.add_subcommand("inspect", "Show a GGUF file's metadata, hyperparameters, tensors and memory");
-  app->add_option("file", args->path, "GGUF file")->required();
+  app->add_option("file", args->path, "GGUF file (the first file of a split set opens the set)")->required();
+  app->add_option("--tensors", args->tensors,
+                  "List only the tensors whose names match this regular expression (ECMAScript, found anywhere "
+                  "in the name)");
   app->add_flag("--json", args->json, "Print the report as JSON");
   app->add_flag("--metadata", args->all_metadata, "List every metadata key");
   app->add_option("-c,--ctx-size", args->n_ctx,
@@ -132,6 +166,15 @@ Command add_inspect_command(CLI::App& root) {
       ->check(CLI::IsMember({"f16", "f32"}));
   return {app, [args] {
             const auto file = gguf::GgufFile::open(args->path);
+            if (args->tensors) {
+              const json report = inspect_tensors_report(file, *args->tensors);
+              if (args->json) {
+                std::cout << report.dump(2, ' ', false, json::error_handler_t::replace) << "\n";
+              } else {
+                print_tensors(report);
+              }
+              return 0;
+            }
             InspectOptions options;
             options.n_ctx = args->n_ctx;
             options.kv_type = args->kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;

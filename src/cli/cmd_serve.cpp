@@ -10,6 +10,8 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/serve_replicas.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_split.h"
 #include "plan/plan_cli.h"
 #include "server/http_server.h"
 #include "util/error.h"
@@ -71,6 +73,16 @@ bool is_loopback(const std::string& host) {
   return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+// The file's stem; for a split set, the set's name (NAME for NAME-00001-of-00003.gguf).
+std::string model_id(const std::filesystem::path& path, const gguf::GgufFile& file) {
+  const std::string name = path.filename().string();
+  const std::string suffix = gguf::split_suffix(0, file.n_parts());
+  if (file.n_parts() > 1 && name.size() > suffix.size() && name.ends_with(suffix)) {
+    return name.substr(0, name.size() - suffix.size());
+  }
+  return path.stem().string();
+}
+
 server::ServedModel describe_model(const ServeArgs& a) {
   const auto file = gguf::GgufFile::open(a.model.model);
   server::ServedModel m;
@@ -80,7 +92,7 @@ server::ServedModel describe_model(const ServeArgs& a) {
   } catch (const Error& e) {
     fail("{}: {}", a.model.model, e.what());
   }
-  m.id = a.alias.empty() ? std::filesystem::path(a.model.model).stem().string() : a.alias;
+  m.id = a.alias.empty() ? model_id(a.model.model, file) : a.alias;
   m.n_ctx = a.model.n_ctx > 0 ? a.model.n_ctx : std::min<int64_t>(m.config.n_ctx_train, 4096);
   const auto jinja = file.metadata().opt_string("tokenizer.chat_template");
   if (!a.chat_template.empty()) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 
 #include "model/model_config.h"
 #include "model/model_profile.h"
@@ -85,7 +86,51 @@ json config_json(const ModelConfig& c) {
               {"tied_output", c.tied_output}};
 }
 
+json split_json(const gguf::GgufFile& file) {
+  json files = json::array();
+  for (size_t i = 0; i < file.n_parts(); ++i) {
+    files.push_back({{"file", file.part_name(i)}, {"file_size", file.part_size(i)}});
+  }
+  return json{{"n_files", file.n_parts()}, {"files", files}};
+}
+
+json tensor_json(const gguf::GgufFile& file, const gguf::TensorInfo& t) {
+  json j{{"name", t.name},
+         {"type", std::string(type_name(t.type))},
+         {"shape", t.ne},
+         {"bytes", t.n_bytes},
+         {"offset", t.offset}};
+  if (file.n_parts() > 1) j["split_file"] = t.part;  // index into split.files; offset is within that file
+  return j;
+}
+
 }  // namespace
+
+nlohmann::json inspect_tensors_report(const gguf::GgufFile& file, const std::string& pattern) {
+  std::regex re;
+  try {
+    re = std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    fail("--tensors: '{}' is not a valid regular expression (ECMAScript syntax): {}", pattern, e.what());
+  }
+  json r;
+  r["file"] = file.name();
+  r["file_size"] = file.file_size();
+  if (file.n_parts() > 1) r["split"] = split_json(file);
+  r["pattern"] = pattern;
+  r["n_tensors"] = file.tensors().size();
+  json tensors = json::array();
+  uint64_t bytes = 0;
+  for (const auto& t : file.tensors()) {
+    if (!std::regex_search(t.name, re)) continue;
+    tensors.push_back(tensor_json(file, t));
+    bytes += t.n_bytes;
+  }
+  r["n_matched"] = tensors.size();
+  r["matched_bytes"] = bytes;
+  r["tensors"] = tensors;
+  return r;
+}
 
 nlohmann::json inspect_report(const gguf::GgufFile& file, const InspectOptions& options) {
   json r;
@@ -96,6 +141,7 @@ nlohmann::json inspect_report(const gguf::GgufFile& file, const InspectOptions& 
   r["data_offset"] = file.data_offset();
   r["n_metadata"] = file.metadata().size();
   r["n_tensors"] = file.tensors().size();
+  if (file.n_parts() > 1) r["split"] = split_json(file);
 
   json md = json::object();
   for (const auto& [key, value] : file.metadata().entries()) md[key] = value_json(value);
@@ -106,7 +152,7 @@ nlohmann::json inspect_report(const gguf::GgufFile& file, const InspectOptions& 
   std::map<std::string, json> type_counts;
   for (const auto& t : file.tensors()) {
     const std::string type(type_name(t.type));
-    tensors.push_back({{"name", t.name}, {"type", type}, {"shape", t.ne}, {"bytes", t.n_bytes}, {"offset", t.offset}});
+    tensors.push_back(tensor_json(file, t));
     auto& entry = type_counts[type];
     if (entry.is_null()) entry = json{{"count", 0}, {"bytes", 0}};
     entry["count"] = entry["count"].get<int64_t>() + 1;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "gguf/gguf_file.h"
 #include "tensor/ggml_type.h"
@@ -14,5 +15,8 @@ struct InspectOptions {
 };
 
 nlohmann::json inspect_report(const gguf::GgufFile& file, const InspectOptions& options);
+// The tensors whose names match `pattern` (an ECMAScript regex found anywhere in the name), with the file facts.
+// A bad pattern is an Error.
+nlohmann::json inspect_tensors_report(const gguf::GgufFile& file, const std::string& pattern);
 
 }  // namespace tessera

@@ -1,8 +1,14 @@
-// StageAssembler: a local GGUF file is used only when the file name and size match and every tensor's content
-// hash matches; cached tensors are files named by their hash, checked again when mapped.
+// StageAssembler: a local GGUF file (or split set) is used when the file name and size (of the whole set) match,
+// or when it is the same model in the other form (split or merged); either way each tensor's content hash must
+// match. Cached tensors are files named by their hash, checked again when mapped.
 #include "cluster/stage_assembler.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <fstream>
+#include <string_view>
+#include <vector>
 
 #include "util/error.h"
 
@@ -24,6 +30,35 @@ bool same_layout(const gguf::TensorInfo& g, const net::TensorInfo& t) {
     if (static_cast<uint64_t>(g.ne[i]) != t.shape[i]) return false;
   }
   return true;
+}
+
+// Whether `name` is PREFIX-00001-of-NNNNN.gguf, the first file of a split set; sets prefix.
+bool first_of_a_set(const std::string& name, std::string& prefix) {
+  constexpr std::string_view kFirst = "-00001-of-";
+  constexpr size_t kTail = kFirst.size() + 5 + 5;  // "-00001-of-" NNNNN ".gguf"
+  if (name.size() <= kTail || !name.ends_with(".gguf")) return false;
+  const size_t at = name.size() - kTail;
+  if (std::string_view(name).substr(at, kFirst.size()) != kFirst) return false;
+  for (size_t i = at + kFirst.size(); i < at + kFirst.size() + 5; ++i) {
+    if (name[i] < '0' || name[i] > '9') return false;
+  }
+  prefix = name.substr(0, at);
+  return true;
+}
+
+// NAME.gguf for NAME-00001-of-0000N.gguf; the files NAME-00001-of-0000N.gguf under `dir` for NAME.gguf.
+std::vector<std::filesystem::path> other_forms(const std::filesystem::path& dir, const std::string& file_name) {
+  std::string prefix;
+  if (first_of_a_set(file_name, prefix)) return {dir / (prefix + ".gguf")};
+  std::vector<std::filesystem::path> out;
+  if (!file_name.ends_with(".gguf")) return out;
+  const std::string stem = file_name.substr(0, file_name.size() - 5);
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (first_of_a_set(e.path().filename().string(), prefix) && prefix == stem) out.push_back(e.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 }  // namespace
@@ -57,26 +92,44 @@ StageAssembler::StageAssembler(const net::LoadStage& request, const AssemblerOpt
   std::unordered_map<std::string, const net::TensorInfo*> missing;
   for (const auto& t : request.tensors) missing[t.name] = &t;
 
-  // A GGUF file of the same name and size under --models: map the tensors whose content matches.
-  if (options.models_dir) {
-    const auto path = *options.models_dir / request.file_name;
+  // A GGUF file (or the first file of a split set) of the same name and size under --models: map the tensors
+  // whose content matches. Only those tensors' bytes are read (to hash them), from whichever files hold them.
+  const auto use_file = [&](const std::filesystem::path& path, bool same_size_only) {
     std::error_code ec;
-    if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) == request.file_size) {
-      auto file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
-      for (auto it = missing.begin(); it != missing.end();) {
-        const gguf::TensorInfo* g = file->find_tensor(it->first);
-        if (g != nullptr && same_layout(*g, *it->second)) {
-          const auto data = file->tensor_data(*g);
-          if (net::content_hash(data) == it->second->hash) {
-            source_->add(*it->second, data, file);
-            have_.push_back(it->second->hash);
-            it = missing.erase(it);
-            continue;
-          }
+    if (!std::filesystem::is_regular_file(path, ec)) return false;
+    std::shared_ptr<const gguf::GgufFile> file;
+    try {
+      file = std::make_shared<const gguf::GgufFile>(gguf::GgufFile::open(path));
+    } catch (const Error& e) {
+      local_problem_ = e.what();  // a broken file or set: the head sends the tensors instead
+      return false;
+    }
+    if (same_size_only && file->file_size() != request.file_size) return false;
+    size_t found = 0;
+    for (auto it = missing.begin(); it != missing.end();) {
+      const gguf::TensorInfo* g = file->find_tensor(it->first);
+      if (g != nullptr && same_layout(*g, *it->second)) {
+        const auto data = file->tensor_data(*g);
+        if (net::content_hash(data) == it->second->hash) {
+          source_->add(*it->second, data, file);
+          have_.push_back(it->second->hash);
+          it = missing.erase(it);
+          ++found;
+          continue;
         }
-        ++it;
       }
-      found_in_ = path.string();
+      ++it;
+    }
+    if (!same_size_only && found == 0) return false;
+    found_in_ = path.string();
+    if (file->n_parts() > 1) found_in_ += fmt::format(" (a split set of {} files)", file->n_parts());
+    return true;
+  };
+  if (options.models_dir && !use_file(*options.models_dir / request.file_name, true)) {
+    // The same model in the other form (a split set for a single file, or the other way round) differs in size,
+    // so only the tensors' hashes say whether it holds them.
+    for (const auto& path : other_forms(*options.models_dir, request.file_name)) {
+      if (use_file(path, false)) break;
     }
   }
   // Tensors cached from an earlier load, one file per content hash.

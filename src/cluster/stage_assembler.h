@@ -1,6 +1,6 @@
-// Worker side of loading a stage: finds each requested tensor (by content hash) in a local GGUF file under
-// --models or in the content-addressed --cache, asks the head for the rest, and assembles the tensors into a
-// TensorSource the Stage can use.
+// Worker side of loading a stage: finds each requested tensor (by content hash) in a local GGUF file (or split
+// set, or the same model in the other form) under --models or in the content-addressed --cache, asks the head for the
+// rest, and assembles the tensors into a TensorSource the Stage can use.
 #pragma once
 
 #include <filesystem>
@@ -57,6 +57,8 @@ class StageAssembler {
   bool complete() const { return bytes_received_ == bytes_needed_; }
   // Where the tensors found locally came from ("models/x.gguf", "cache"), for the log.
   const std::string& found_in() const { return found_in_; }
+  // Why a file of the requested name under --models could not be used (a broken split set, say); empty if none.
+  const std::string& local_problem() const { return local_problem_; }
 
   // Stores a chunk of a needed tensor; throws Error for an unknown hash or a chunk outside the tensor.
   void receive(const net::WeightChunk& chunk);
@@ -79,6 +81,7 @@ class StageAssembler {
   uint64_t bytes_needed_ = 0;
   uint64_t bytes_received_ = 0;
   std::string found_in_;
+  std::string local_problem_;
 };
 
 }  // namespace tessera::cluster

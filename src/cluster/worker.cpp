@@ -247,6 +247,9 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
         request = std::move(*load);
         try {
           assembler = std::make_unique<StageAssembler>(request, options_.weights);
+          if (!assembler->local_problem().empty()) {
+            log_warn("worker {}: not using the local file: {}", options_.name, assembler->local_problem());
+          }
           progress = std::make_unique<TransferProgress>(
               fmt::format("worker {}: receiving weights from {}", options_.name, head_name), assembler->bytes_needed());
           conn->send(assembler->reply());

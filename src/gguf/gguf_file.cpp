@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "gguf/gguf_cursor.h"
+#include "gguf/gguf_split.h"
 #include "util/error.h"
 
 namespace tessera::gguf {
@@ -170,6 +171,34 @@ Value read_value(Cursor& c, uint32_t type, int depth) {
   c.fail_at(c.pos(), "unknown value type {}", type);
 }
 
+struct SplitKeys {
+  uint64_t no = 0;
+  uint64_t count = 0;
+  uint64_t n_tensors = 0;
+};
+
+bool has_split_keys(const Metadata& md) {
+  return md.contains(kSplitNo) || md.contains(kSplitCount) || md.contains(kSplitTensorsCount);
+}
+
+// The three keys, checked: each present, an integer, in range. Errors name the file.
+SplitKeys read_split_keys(const Metadata& md, const std::string& file) {
+  SplitKeys k;
+  try {
+    k.no = md.get_u64(kSplitNo);
+    k.count = md.get_u64(kSplitCount);
+    k.n_tensors = md.get_u64(kSplitTensorsCount);
+  } catch (const Error& e) {
+    fail("{}: a split GGUF file, but {}", file, e.what());
+  }
+  if (k.count < 1 || k.count > kMaxSplitCount) fail("{}: split.count {} is not 1 to {}", file, k.count, kMaxSplitCount);
+  if (k.no >= k.count) fail("{}: split.no {} is not below split.count {}", file, k.no, k.count);
+  if (k.n_tensors > kMaxTensorCount) {
+    fail("{}: split.tensors.count {} exceeds the limit of {}", file, k.n_tensors, kMaxTensorCount);
+  }
+  return k;
+}
+
 std::string hex_bytes(std::span<const uint8_t> b) {
   std::string out;
   for (uint8_t x : b) out += fmt::format("{}{:02x}", out.empty() ? "" : " ", x);
@@ -187,21 +216,37 @@ int64_t TensorInfo::rows() const {
   return std::accumulate(ne.begin() + 1, ne.end(), int64_t{1}, [](int64_t a, int64_t b) { return a * b; });
 }
 
-GgufFile GgufFile::open(const std::filesystem::path& path) {
+GgufFile GgufFile::open_one(const std::filesystem::path& path) {
   GgufFile f;
-  f.map_ = MappedFile(path);
-  f.bytes_ = f.map_.bytes();
-  f.name_ = path.string();
+  Part& p = f.parts_.emplace_back();
+  p.map = MappedFile(path);
+  p.bytes = p.map.bytes();
+  p.name = path.string();
+  f.name_ = p.name;
   f.parse_all();
+  return f;
+}
+
+GgufFile GgufFile::open(const std::filesystem::path& path) {
+  GgufFile f = open_one(path);
+  f.open_other_parts(path);
   return f;
 }
 
 GgufFile GgufFile::parse(std::span<const uint8_t> bytes, std::string name) {
   GgufFile f;
-  f.bytes_ = bytes;
+  Part& p = f.parts_.emplace_back();
+  p.bytes = bytes;
+  p.name = name;
   f.name_ = std::move(name);
   f.parse_all();
   return f;
+}
+
+uint64_t GgufFile::file_size() const {
+  uint64_t total = 0;
+  for (const Part& p : parts_) total += p.bytes.size();
+  return total;
 }
 
 const TensorInfo* GgufFile::find_tensor(std::string_view name) const {
@@ -217,22 +262,29 @@ const TensorInfo& GgufFile::tensor(std::string_view name) const {
 
 std::span<const uint8_t> GgufFile::tensor_data(const TensorInfo& info) const {
   // Infos from this file were checked while parsing; this guards against an info from elsewhere.
+  if (info.part >= parts_.size()) {
+    fail("{}: tensor '{}': part {} of a set of {} files", name_, printable(info.name), info.part, parts_.size());
+  }
+  const Part& p = parts_[info.part];
   uint64_t start = 0;
   uint64_t end = 0;
-  if (!checked_add(data_offset_, info.offset, start) || !checked_add(start, info.n_bytes, end) || end > bytes_.size()) {
-    fail("{}: tensor '{}': data [offset {}, {} bytes] is not inside the file", name_, printable(info.name), info.offset,
-         info.n_bytes);
+  if (!checked_add(p.data_offset, info.offset, start) || !checked_add(start, info.n_bytes, end) ||
+      end > p.bytes.size()) {
+    fail("{}: tensor '{}': data [offset {}, {} bytes] is not inside the file", p.name, printable(info.name),
+         info.offset, info.n_bytes);
   }
-  return bytes_.subspan(static_cast<size_t>(start), static_cast<size_t>(info.n_bytes));
+  return p.bytes.subspan(static_cast<size_t>(start), static_cast<size_t>(info.n_bytes));
 }
 
 void GgufFile::parse_all() {
-  Cursor c(bytes_, name_);
+  const std::span<const uint8_t> bytes = parts_.front().bytes;
+  uint64_t& data_offset = parts_.front().data_offset;
+  Cursor c(bytes, name_);
 
   // ---- header ----
-  if (bytes_.size() < 4) c.fail_at(0, "the file is {} bytes long, too short for a GGUF header", bytes_.size());
-  if (std::memcmp(bytes_.data(), "GGUF", 4) != 0) {
-    c.fail_at(0, "not a GGUF file (magic {}, expected 47 47 55 46 \"GGUF\")", hex_bytes(bytes_.first(4)));
+  if (bytes.size() < 4) c.fail_at(0, "the file is {} bytes long, too short for a GGUF header", bytes.size());
+  if (std::memcmp(bytes.data(), "GGUF", 4) != 0) {
+    c.fail_at(0, "not a GGUF file (magic {}, expected 47 47 55 46 \"GGUF\")", hex_bytes(bytes.first(4)));
   }
   c.read<uint32_t>("the magic");
   version_ = c.read<uint32_t>("the version");
@@ -350,17 +402,17 @@ void GgufFile::parse_all() {
   c.set_context({});
 
   // ---- data section ----
-  if (!checked_align_up(c.pos(), alignment_, data_offset_)) {
+  if (!checked_align_up(c.pos(), alignment_, data_offset)) {
     c.fail_at(c.pos(), "aligning the data section to {} bytes overflows", alignment_);
   }
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const TensorInfo& t = tensors_[i];
     uint64_t end = 0;
-    if (!checked_add(data_offset_, t.offset, end) || !checked_add(end, t.n_bytes, end) || end > bytes_.size()) {
+    if (!checked_add(data_offset, t.offset, end) || !checked_add(end, t.n_bytes, end) || end > bytes.size()) {
       fail(
           "{}: tensor '{}' (byte {}): data [offset {}, {} bytes] ends past the end of the file ({} bytes; the data "
           "section starts at byte {})",
-          name_, printable(t.name), info_at[i], t.offset, t.n_bytes, bytes_.size(), data_offset_);
+          name_, printable(t.name), info_at[i], t.offset, t.n_bytes, bytes.size(), data_offset);
     }
   }
   std::vector<size_t> order(tensors_.size());
@@ -377,6 +429,82 @@ void GgufFile::parse_all() {
            name_, printable(cur.name), info_at[order[k]], cur.offset, cur.n_bytes, printable(prev.name),
            info_at[order[k - 1]], prev.offset, prev.n_bytes);
     }
+  }
+}
+
+// Called on the first file only (open(), never parse()): a file with split keys is a set of split.count files
+// named PREFIX-0000k-of-0000n.gguf in the same folder.
+void GgufFile::open_other_parts(const std::filesystem::path& first) {
+  if (!has_split_keys(metadata_)) return;
+  const SplitKeys k = read_split_keys(metadata_, name_);
+  const std::string file_name = first.filename().string();
+  if (k.no != 0) {
+    const std::string suffix = split_suffix(k.no, k.count);
+    const std::string first_name =
+        file_name.ends_with(suffix)
+            ? (first.parent_path() / (file_name.substr(0, file_name.size() - suffix.size()) + split_suffix(0, k.count)))
+                  .string()
+            : std::string("the file with split.no 0");
+    fail("{} is part {} of a split GGUF set of {} files; open the set by its first file: {}", name_, k.no + 1, k.count,
+         first_name);
+  }
+  Metadata model_keys;
+  for (const auto& [key, value] : metadata_.entries()) {
+    if (key != kSplitNo && key != kSplitCount && key != kSplitTensorsCount) model_keys.set(key, value);
+  }
+  metadata_ = std::move(model_keys);
+
+  if (k.count > 1) {
+    const std::string suffix = split_suffix(0, k.count);
+    if (!file_name.ends_with(suffix)) {
+      fail("{}: the first file of a split GGUF set of {} files must be named PREFIX{} to find the others", name_,
+           k.count, suffix);
+    }
+    const std::filesystem::path prefix = first.parent_path() / file_name.substr(0, file_name.size() - suffix.size());
+    for (uint64_t no = 1; no < k.count; ++no) {
+      const std::filesystem::path path = split_path(prefix, no, k.count);
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(path, ec)) {
+        fail("split GGUF set {}: part {} of {} is missing: {} is not a file", name_, no + 1, k.count, path.string());
+      }
+      GgufFile part = open_one(path);
+      if (!has_split_keys(part.metadata_)) {
+        fail("{}: expected part {} of {} of the split GGUF set {}, but the file has no split.* keys", part.name_,
+             no + 1, k.count, name_);
+      }
+      const SplitKeys pk = read_split_keys(part.metadata_, part.name_);
+      if (pk.count != k.count) {
+        fail("{}: split.count is {}, but the first file {} says {}: the file belongs to another split set", part.name_,
+             pk.count, name_, k.count);
+      }
+      if (pk.no != no) {
+        fail("{}: split.no is {} (part {} of the set), expected {} (part {}): a misnamed or duplicated part",
+             part.name_, pk.no, pk.no + 1, no, no + 1);
+      }
+      if (pk.n_tensors != k.n_tensors) {
+        fail("{}: split.tensors.count is {}, but the first file {} says {}: the file belongs to another split set",
+             part.name_, pk.n_tensors, name_, k.n_tensors);
+      }
+      if (tensors_.size() + part.tensors_.size() > k.n_tensors) {
+        fail("{}: the set holds more tensors than split.tensors.count {} says (with this file's {}, {})", part.name_,
+             k.n_tensors, part.tensors_.size(), tensors_.size() + part.tensors_.size());
+      }
+      const auto part_no = static_cast<uint32_t>(parts_.size());
+      for (TensorInfo& t : part.tensors_) {
+        if (const TensorInfo* other = find_tensor(t.name)) {
+          fail("split GGUF set {}: tensor '{}' is in both {} and {}", name_, printable(t.name),
+               parts_[other->part].name, part.name_);
+        }
+        t.part = part_no;
+        tensor_index_.emplace(t.name, tensors_.size());
+        tensors_.push_back(std::move(t));
+      }
+      parts_.push_back(std::move(part.parts_.front()));
+    }
+  }
+  if (tensors_.size() != k.n_tensors) {
+    fail("split GGUF set {}: its {} file(s) hold {} tensors, but split.tensors.count says {}", name_, k.count,
+         tensors_.size(), k.n_tensors);
   }
 }
 

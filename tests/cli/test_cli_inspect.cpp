@@ -1,7 +1,11 @@
 // `tessera inspect` and `tessera gen-model` as a user runs them: outputs, key figures, exit codes, messages.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
 
 #include "support/test_paths.h"
 
@@ -137,6 +141,115 @@ TEST(CliGenModel, WritesAndInspects) {
       {test::tessera_bin().string(), "gen-model", "--n-head", "6", "--n-head-kv", "4", "-o", out.string()});
   EXPECT_EQ(heads.exit_code, 1);
   EXPECT_NE(heads.err.find("not a multiple of n_head_kv 4"), std::string::npos) << heads.err;
+}
+
+std::filesystem::path fixture(const std::string& name) { return test::shared_dir() / "fixtures/models" / name; }
+
+test::CommandResult inspect(std::vector<std::string> args) {
+  args.insert(args.begin(), {test::tessera_bin().string(), "inspect"});
+  return test::run_command(args);
+}
+
+TEST(CliInspect, SplitSetReportsItsFilesAndTheMergedFilesContent) {
+  const auto first = fixture("gemma4moe-q4_k_m-split-00001-of-00003.gguf");
+  auto set = inspect_json(first);
+  auto single = inspect_json(fixture("gemma4moe-q4_k_m.gguf"));
+  ASSERT_TRUE(set.contains("split"));
+  EXPECT_EQ(set["split"]["n_files"], 3);
+  EXPECT_EQ(set["split"]["files"][2]["file"],
+            (test::shared_dir() / "fixtures/models/gemma4moe-q4_k_m-split-00003-of-00003.gguf").string());
+  uint64_t total = 0;
+  for (int i = 1; i <= 3; ++i) {
+    total += std::filesystem::file_size(fixture("gemma4moe-q4_k_m-split-0000" + std::to_string(i) + "-of-00003.gguf"));
+  }
+  EXPECT_EQ(set["file_size"], total);
+  EXPECT_EQ(set["metadata"], single["metadata"]);
+  EXPECT_EQ(set["n_tensors"], single["n_tensors"]);
+  EXPECT_EQ(set["tensor_types"], single["tensor_types"]);
+  ASSERT_EQ(set["tensors"].size(), single["tensors"].size());
+  for (size_t i = 0; i < set["tensors"].size(); ++i) {
+    for (const char* key : {"name", "type", "shape", "bytes"})
+      EXPECT_EQ(set["tensors"][i][key], single["tensors"][i][key]);
+  }
+  EXPECT_FALSE(single.contains("split"));
+
+  auto text = inspect({first.string()});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("split:      3 files"), std::string::npos) << text.out;
+
+  auto later = inspect({fixture("gemma4moe-q4_k_m-split-00002-of-00003.gguf").string()});
+  EXPECT_EQ(later.exit_code, 1);
+  EXPECT_NE(later.err.find("open the set by its first file: " + first.string()), std::string::npos) << later.err;
+}
+
+TEST(CliInspect, TensorsRegexListsTheMatchingTensors) {
+  const auto stories = (test::shared_dir() / "models/stories260K.gguf").string();
+  auto r = inspect({stories, "--tensors", "ffn_(down|up)", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = json::parse(r.out);
+  EXPECT_EQ(j["n_tensors"], 48);
+  EXPECT_EQ(j["n_matched"], 10);
+  EXPECT_EQ(j["pattern"], "ffn_(down|up)");
+  uint64_t bytes = 0;
+  for (const auto& t : j["tensors"]) {
+    EXPECT_TRUE(std::regex_search(t["name"].get<std::string>(), std::regex("ffn_(down|up)"))) << t["name"];
+    EXPECT_EQ(t["type"], "f32");
+    EXPECT_EQ(t["shape"].size(), 2u);
+    bytes += t["bytes"].get<uint64_t>();
+  }
+  EXPECT_EQ(j["matched_bytes"], bytes);
+  EXPECT_EQ(bytes, 10u * 172 * 64 * 4);
+
+  auto text = inspect({stories, "--tensors", "^blk\\.4\\.ffn_down"});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("1 of 48 match"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("blk.4.ffn_down.weight"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("172 x 64"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("blk.3.ffn_down.weight"), std::string::npos) << text.out;
+
+  auto none = inspect({stories, "--tensors", "no_such_tensor", "--json"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_EQ(json::parse(none.out)["n_matched"], 0);
+
+  auto bad = inspect({stories, "--tensors", "blk.(", "--json"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("--tensors: 'blk.(' is not a valid regular expression"), std::string::npos) << bad.err;
+  EXPECT_TRUE(bad.out.empty());
+}
+
+TEST(CliInspect, TensorsRegexOnASplitSetNamesTheFiles) {
+  auto r = inspect(
+      {fixture("gemma4moe-q4_k_m-split-00001-of-00003.gguf").string(), "--tensors", "token_embd|output", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = json::parse(r.out);
+  EXPECT_EQ(j["split"]["n_files"], 3);
+  ASSERT_GT(j["n_matched"].get<int>(), 0);
+  for (const auto& t : j["tensors"]) EXPECT_TRUE(t.contains("split_file")) << t;
+  auto text = inspect({fixture("gemma4moe-q4_k_m-split-00001-of-00003.gguf").string(), "--tensors", "^blk\\.0\\."});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("split:      3 files"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("file"), std::string::npos) << text.out;
+}
+
+TEST(CliGenModel, SplitCountWritesASetThatInspectsLikeTheWholeFile) {
+  test::TempDir dir;
+  auto whole = test::run_command(
+      {test::tessera_bin().string(), "gen-model", "--n-layer", "3", "--type", "q8_0", "-o", (dir / "m.gguf").string()});
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  auto split = test::run_command({test::tessera_bin().string(), "gen-model", "--n-layer", "3", "--type", "q8_0",
+                                  "--split-count", "3", "-o", (dir / "s.gguf").string()});
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "s.gguf"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "s.unsplit.tmp"));
+  for (int i = 1; i <= 3; ++i) {
+    EXPECT_TRUE(std::filesystem::exists(dir / ("s-0000" + std::to_string(i) + "-of-00003.gguf"))) << i;
+  }
+  auto a = inspect_json(dir / "m.gguf");
+  auto b = inspect_json(dir / "s-00001-of-00003.gguf");
+  EXPECT_EQ(b["split"]["n_files"], 3);
+  EXPECT_EQ(a["metadata"], b["metadata"]);
+  EXPECT_EQ(a["totals"], b["totals"]);
+  EXPECT_EQ(a["memory"], b["memory"]);
 }
 
 }  // namespace

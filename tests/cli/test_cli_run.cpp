@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_split.h"
 #include "gguf/gguf_writer.h"
 #include "support/test_paths.h"
 
@@ -145,6 +146,51 @@ TEST(CliRun, UnsupportedTensorTypeNamesTheTensor) {
             std::string::npos)
       << r.err;
   EXPECT_TRUE(r.out.empty());
+}
+
+TEST(CliRun, SplitSetGivesTheSameTokensAndLogitsAsTheWholeFile) {
+  test::TempDir dir;
+  const auto whole_path = test::shared_dir() / "models/stories260K.gguf";
+  const auto parts = gguf::write_split(gguf::GgufFile::open(whole_path), dir / "stories260K", 3);
+  const auto run = [&](const std::filesystem::path& model, const std::filesystem::path& logits) {
+    return tessera({"run", "-m", model.string(), "-p", "Once upon a time", "-n", "24", "--temp", "0", "--kv-type",
+                    "f32", "--logits-out", logits.string()});
+  };
+  const auto whole = run(whole_path, dir / "whole.bin");
+  ASSERT_EQ(whole.exit_code, 0) << whole.err;
+  const auto split = run(parts.front(), dir / "split.bin");
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_EQ(split.out, whole.out);
+  const auto a = test::read_file(dir / "whole.bin");
+  EXPECT_FALSE(a.empty());
+  EXPECT_TRUE(a == test::read_file(dir / "split.bin"));
+
+  // A later file is not a model; the error names the file to use.
+  auto later = tessera({"run", "-m", parts[1].string(), "-p", "x", "-n", "2"});
+  EXPECT_EQ(later.exit_code, 1);
+  EXPECT_NE(later.err.find("open the set by its first file: " + parts[0].string()), std::string::npos) << later.err;
+  std::filesystem::remove(parts[2]);
+  auto missing = tessera({"run", "-m", parts[0].string(), "-p", "x", "-n", "2"});
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("part 3 of 3 is missing: " + parts[2].string()), std::string::npos) << missing.err;
+  EXPECT_TRUE(later.out.empty() && missing.out.empty());
+}
+
+TEST(CliPerplexity, SplitSetScoresLikeTheWholeFile) {
+  test::TempDir dir;
+  const auto whole_path = test::shared_dir() / "models/stories260K.gguf";
+  const auto parts = gguf::write_split(gguf::GgufFile::open(whole_path), dir / "stories260K", 2);
+  { std::ofstream(dir / "t.txt") << stories_reference()["expected_text"].get<std::string>(); }
+  const auto ppl = [&](const std::filesystem::path& model) {
+    auto r = tessera({"perplexity", "-m", model.string(), "-f", (dir / "t.txt").string(), "-c", "64"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(r.out, m, std::regex("PPL = ([0-9.]+)"))) << r.out;
+    return m.size() > 1 ? m[1].str() : std::string();
+  };
+  const std::string whole = ppl(whole_path);
+  EXPECT_FALSE(whole.empty());
+  EXPECT_EQ(ppl(parts.front()), whole);
 }
 
 TEST(CliChat, ConversationWithATemplate) {

@@ -1,6 +1,6 @@
 // Real `tessera worker` processes on loopback: a split model gives the single-node output; warm caches and local
-// files send no weights; wrong keys, busy workers, killed workers and too little memory are clear errors naming
-// the worker; a worker serves the next head after one goes away.
+// files (split GGUF sets too) send no weights; wrong keys, busy workers, killed workers and too little memory are
+// clear errors naming the worker; a worker serves the next head after one goes away.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -12,6 +12,8 @@
 #include "cluster/pipeline_executor.h"
 #include "cluster/remote_stage_endpoint.h"
 #include "engine/local_executor.h"
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_split.h"
 #include "net/keys.h"
 #include "support/worker_process.h"
 #include "util/error.h"
@@ -138,6 +140,38 @@ TEST(Workers, WarmCacheAndLocalFileSendNoWeights) {
   auto mapped = remote(with_file, *model, done, {0, 5}, true, true);
   EXPECT_EQ(mapped->load_report().weight_bytes_sent, 0u);
   EXPECT_LT(mapped->link_stats().bytes_sent, 1000000u);
+}
+
+TEST(Workers, SplitSetUnderModelsServesItsLayersWithoutWeightsSent) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir / "models");
+  const auto parts = gguf::write_split(gguf::GgufFile::open(stories()), dir / "models/stories260K", 3);
+  auto model = ModelWeights::load(parts.front());
+  cluster::CompletionQueue done;
+  {
+    // Only the split set under --models: each stage's tensors come from whichever files hold them.
+    test::WorkerProcess w({"--models", (dir / "models").string()});
+    auto head = remote(w, *model, done, {0, 2}, true, false);
+    EXPECT_EQ(head->load_report().weight_bytes_sent, 0u);
+    head.reset();
+    auto tail = remote(w, *model, done, {2, 5}, false, true);
+    EXPECT_EQ(tail->load_report().weight_bytes_sent, 0u);
+  }
+  {
+    // Run from the split set over two such workers: the single file's text on one node.
+    test::WorkerProcess a({"--models", (dir / "models").string()}), b({"--models", (dir / "models").string()});
+    const auto one = tessera({"run", "-p", "Once upon a time", "-n", "40", "--temp", "0"});
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    const auto two = tessera({"run", "-m", parts.front().string(), "-p", "Once upon a time", "-n", "40", "--temp", "0",
+                              "--workers", "a=" + a.address() + ",b=" + b.address()});
+    ASSERT_EQ(two.exit_code, 0) << two.err;
+    EXPECT_EQ(two.out, one.out);
+  }
+  // A set with a file missing on the worker: the head sends the weights instead.
+  std::filesystem::remove(parts[1]);
+  test::WorkerProcess broken({"--models", (dir / "models").string()});
+  auto sent = remote(broken, *model, done, {0, 5}, true, true);
+  EXPECT_GT(sent->load_report().weight_bytes_sent, 1000000u);
 }
 
 TEST(Workers, BusyWorkerRefusesASecondHeadAndServesTheNext) {

@@ -40,9 +40,13 @@ TEST(GgufReader, EverySharedFileParses) {
   ASSERT_GE(files.size(), 39u);
   for (const auto& path : files) {
     SCOPED_TRACE(path.string());
-    GgufFile f = GgufFile::open(path);
+    // A later file of a split set is parsed alone (opening it is an error: see test_split.cpp).
+    const std::string name = path.filename().string();
+    const bool later_part = name.find("-of-") != std::string::npos && name.find("-00001-of-") == std::string::npos;
+    const std::vector<uint8_t> bytes = later_part ? test::read_file(path) : std::vector<uint8_t>();
+    GgufFile f = later_part ? GgufFile::parse(bytes, path.string()) : GgufFile::open(path);
     EXPECT_EQ(f.version(), 3u);
-    EXPECT_EQ(f.file_size(), fs::file_size(path));
+    EXPECT_EQ(f.part_size(0), fs::file_size(path));
     EXPECT_EQ(f.data_offset() % f.alignment(), 0u);
     EXPECT_GT(f.metadata().size(), 0u);
     uint64_t data_bytes = 0;

@@ -2,6 +2,8 @@
 // settings, SSE framing, models, health, metrics, the web page, and every error in OpenAI's format.
 #include <regex>
 
+#include "gguf/gguf_file.h"
+#include "gguf/gguf_split.h"
 #include "server/serve_test_util.h"
 
 namespace tessera::test {
@@ -214,6 +216,20 @@ TEST(ServeApi, ModelsHealthMetricsAndPage) {
   EXPECT_NE(js->body.find("/v1/chat/completions"), std::string::npos);
   EXPECT_EQ(c.Get("/style.css")->status, 200);
   expect_error(c.Get("/missing.js"), 404, "invalid_request_error", nullptr, "unknown_url");
+}
+
+TEST(ServeApi, SplitSetIsServedUnderTheSetsName) {
+  TempDir dir;
+  const auto parts = gguf::write_split(gguf::GgufFile::open(stories()), dir / "stories260K", 3);
+  ServeProcess s({"-m", parts.front().string(), "-t", "1"});
+  auto c = client(s);
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(parse(models->body)["data"][0]["id"], "stories260K");
+  const json r =
+      post(c, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 20}, {"temperature", 0}, {"seed", 1}});
+  const std::string want = tessera_run({"-m", stories(), "-p", "Once upon a time", "-n", "20", "--temp", "0"});
+  EXPECT_EQ("Once upon a time" + r["choices"][0]["text"].get<std::string>() + "\n", want);
 }
 
 TEST(ServeApi, ErrorsAreOpenAiErrors) {
