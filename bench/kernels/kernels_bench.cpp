@@ -321,7 +321,7 @@ void bench_stream(benchmark::State& state, Isa isa, GgmlType type, Stream mode) 
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(s.bytes) / n);
 }
 
-// The access order alone ("Panels read front to back" in docs/benchmarks.md): each thread sums its half of 600 MB
+// The access order alone ("Panels read front to back" in docs/perf-log/panels.md): each thread sums its half of 600 MB
 // in 2304-byte blocks (a Q4_K panel block), each block's 36 lines either in order ("in_order") or its last 4 first,
 // as the panels' kernels read them while the scales sat behind the levels ("last_lines_first"). No software
 // prefetch: what the hardware prefetcher makes of each order.
@@ -450,7 +450,7 @@ void bench_attention(benchmark::State& state, Isa isa, int64_t ctx, int64_t n_to
 }
 
 // One fork and join of the pool with next to no work in it: what each decode matmul pays on top of its stream
-// (docs/benchmarks.md, "Where two threads lose to one"). The job captures several references, as the engine's do.
+// (docs/perf-log/threads.md, "Where two threads lose to one"). The job captures several references, as the engine's do.
 void bench_pool_run(benchmark::State& state, int threads) {
   ThreadPool pool(threads);
   std::vector<int64_t> sums(static_cast<size_t>(threads) * 16, 0);

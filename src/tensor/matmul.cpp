@@ -19,7 +19,7 @@ namespace {
 // Row chunks are multiples of the packed layouts' row groups so every kernel works on whole panels and tiles.
 constexpr int64_t kChunkRows = 64;
 // A matrix of fewer than 256 rows (an MoE router has one per expert) in chunks of 16, a multiple of every panel's
-// rows: with 64 a 64-row router ran on one thread while the others waited, ~2% of an MoE's decode.
+// rows: with 64 a 64-row router would run on one thread while the others wait.
 constexpr int64_t kSmallChunkRows = 16;
 // Weight bytes per chunk at most, down to kSmallChunkRows (chunk_rows_of).
 constexpr size_t kChunkBytes = size_t{64} << 10;
@@ -103,9 +103,8 @@ int64_t chunks_of(const TensorView& w) {
 
 // Chunks per take of run_dynamic at most: half a thread's own range, so its takes halve from the first on
 // (ChunkRange::take) and the threads' last takes, which even out their ends, stay single chunks. Each take costs a
-// gemm call and an atomic on a line the other threads read: decode steps alternating in one process between this
-// and a sixteenth of the range ran 0.5-3% faster (median of 167 pairs of steps per run, two runs per model: 1b
-// Q4_K_M, Q4_0, Q8_0, moe-small), and takes of single chunks 6-13% slower (docs/benchmarks.md).
+// gemm call and an atomic on a line the other threads read: larger first takes and single-chunk takes both ran
+// slower (docs/perf-log/threads.md).
 int64_t grain_of(int64_t total_chunks, int threads) { return std::max<int64_t>(1, total_chunks / (2 * threads)); }
 
 // The first chunk of thread t's own range in run_dynamic.
@@ -152,8 +151,8 @@ struct alignas(64) ChunkRange {
 // front to back a grain at a time, so its kernel's prefetch runs on into its next take and what it reads first is
 // known in advance (read_ahead_regions); a thread done with its own range takes from the backs of the others',
 // so a thread slowed by anything else on the machine does fewer chunks instead of holding everyone at the join.
-// (Takes from one shared counter interleave the threads' rows: each take then starts a new stream, which read
-// 5-6% slower at 256-row takes.)
+// (Takes from one shared counter interleave the threads' rows: each take then starts a new stream, which reads
+// slower.)
 void run_dynamic(std::span<const Job> jobs, int64_t total_chunks, ThreadPool& pool,
                  std::span<const ThreadPool::ReadAhead> ahead = {}) {
   const int threads = pool.size();

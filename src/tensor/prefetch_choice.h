@@ -1,8 +1,7 @@
 // PrefetchChoice: which of a panel layout's decode kernels (prefetching into L1, into L2, or not at all) matmul
 // runs, learnt from the bytes per second each reached in recent calls, because which one streams fastest depends on
-// the CPU and on the machine's moment: on the Zen 5 VM Q8_0's decode without prefetch ran 6-21% faster in one state
-// and 2-5% slower in the other, and the VM switched between them within minutes; on a Zen 4 VM the panels' decode
-// steps took 2-22% less time prefetching into L2 than into L1, on the Zen 5 4-17% more (docs/benchmarks.md).
+// the CPU and on the machine's moment, and a shared VM switches between states within minutes
+// (docs/perf-log/decode-prefetch.md).
 #pragma once
 
 #include <cstdint>
@@ -18,15 +17,13 @@ enum class DecodeKernel { L1 = 0, L2 = 1, Unprefetched = 2 };
 class PrefetchChoice {
  public:
   // Of every kPeriod calls of a layout and shape, kExplore in a row run one of the other kernels (each in turn), so
-  // a change of the machine's state is noticed within a few seconds of decode (1b calls each shape ~22 times a
-  // step). On the Zen 4 VM, where prefetching into L1 took up to 22% longer, a period of 32 calls of any shape cost
-  // 3-4% against always running the fastest kernel, 128 within 1%.
+  // a change of the machine's state is noticed within a few seconds of decode (a model calls each shape a few
+  // dozen times a step); a shorter period explores a slow kernel too often to pay (docs/perf-log/decode-prefetch.md).
   static constexpr int64_t kPeriod = 128;
   static constexpr int64_t kExplore = 4;
-  // A kernel whose ratio to the running one is above kFarRatio is explored one turn in kFarTurns: since the panels are
-  // read front to back, the kernel without software prefetch runs 1.2-1.6x faster on the Zen 4 VM than the two that
-  // prefetch, so exploring those at the full rate costs about 1% of decode (3% of the calls at 1.2-1.6x); a change of
-  // the machine's state that turns a far kernel into the fastest is still found within 2 x kFarTurns periods of its
+  // A kernel whose ratio to the running one is above kFarRatio is explored one turn in kFarTurns: where one kernel is
+  // far faster than the others, exploring those at the full rate costs a visible share of decode; a change of the
+  // machine's state that turns a far kernel into the fastest is still found within 2 x kFarTurns periods of its
   // shape (a fraction of a second of decode).
   static constexpr double kFarRatio = 1.15;
   static constexpr int64_t kFarTurns = 4;
@@ -34,8 +31,8 @@ class PrefetchChoice {
   // Calls are told apart by layout and by their bytes of weights (every job of the call counted), and an explored
   // kernel is judged by its time over the running kernel's recent average on the same shape, not by an average of
   // its own: the VM's memory changes pace within seconds, and an explored kernel's own average, from a few calls a
-  // period ago, was being compared with a running average of now. Kept that way, the L2 kernel (17-31% slower per
-  // byte on the Zen 5 VM) ran in 9-59% of a shape's decode calls instead of 3%, 1b Q4_0's decode 3% slower in all.
+  // period ago, would be compared with a running average of now, and a slow kernel would run far more often than its
+  // exploring turns (docs/perf-log/decode-prefetch.md).
   // The kernel the next such call runs: one of those fns has.
   DecodeKernel pick(const PackedGemm* fns, uint64_t bytes);
   // How long a call that pick() chose `kernel` for took.
