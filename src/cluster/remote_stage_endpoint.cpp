@@ -38,6 +38,10 @@ bool stage_needs(const TensorSpec& spec, LayerRange layers, bool has_embedding, 
   switch (spec.role) {
     case TensorRole::TokenEmbd:
       return has_embedding || (has_head && tied);
+    case TensorRole::PerLayerTokEmbd:  // Gemma 4's per-layer inputs are computed where the tokens are embedded
+    case TensorRole::PerLayerProj:
+    case TensorRole::PerLayerProjNorm:
+      return has_embedding;
     case TensorRole::Output:
     case TensorRole::OutputNorm:
       return has_head;

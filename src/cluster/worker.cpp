@@ -180,11 +180,9 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
     so.kv_type = request.kv_type;
     so.repack = options_.repack;
     so.copy_weights = options_.copy_weights;
-    KvCacheConfig probe{weights->layers().size(),     so.n_slots, so.n_ctx, weights->config().n_embd_k(),
-                        weights->config().n_embd_v(), so.kv_type};
-    const uint64_t kv_bytes = static_cast<uint64_t>(probe.n_layers * probe.n_slots * probe.n_ctx) *
-                              static_cast<uint64_t>(probe.n_embd_k + probe.n_embd_v) *
-                              type_traits(so.kv_type).type_size;
+    const uint64_t kv_bytes =
+        kv_cache_config(weights->config(), request.layer_begin, request.layer_end, so.n_slots, so.n_ctx, so.kv_type)
+            .bytes();
     // The weights as this worker will hold them: its copy in huge pages (panels where the kernels keep them, up to
     // 10% larger than the rows), or the tensors' bytes in the mapping with --mmap.
     uint64_t weight_bytes = 0;

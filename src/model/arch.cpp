@@ -7,10 +7,12 @@ namespace tessera {
 namespace {
 
 constexpr std::array kArchs = {
-    ArchInfo{Arch::Llama, "llama", RopeStyle::Norm, false, false, false},
-    ArchInfo{Arch::Qwen2, "qwen2", RopeStyle::Neox, true, false, false},
-    ArchInfo{Arch::Qwen3, "qwen3", RopeStyle::Neox, false, true, false},
-    ArchInfo{Arch::Qwen3Moe, "qwen3moe", RopeStyle::Neox, false, true, true},
+    ArchInfo{Arch::Llama, "llama", RopeStyle::Norm, false, false, false, false, FfnActivation::Silu},
+    ArchInfo{Arch::Qwen2, "qwen2", RopeStyle::Neox, true, false, false, false, FfnActivation::Silu},
+    ArchInfo{Arch::Qwen3, "qwen3", RopeStyle::Neox, false, true, false, false, FfnActivation::Silu},
+    ArchInfo{Arch::Qwen3Moe, "qwen3moe", RopeStyle::Neox, false, true, true, false, FfnActivation::Silu},
+    ArchInfo{Arch::Gemma3, "gemma3", RopeStyle::Neox, false, true, false, true, FfnActivation::Gelu},
+    ArchInfo{Arch::Gemma4, "gemma4", RopeStyle::Neox, false, true, false, true, FfnActivation::Gelu},
 };
 
 }  // namespace

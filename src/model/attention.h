@@ -18,6 +18,8 @@ struct AttentionShape {
   int64_t n_head_kv = 0;
   int64_t head_dim = 0;
   int64_t head_dim_v = 0;
+  float scale = 0.0f;  // of q.k before the softmax; 0: 1/sqrt(head_dim)
+  int64_t window = 0;  // sliding window: a query at p sees keys p - window + 1 .. p; 0: every earlier key
 };
 
 // 64-byte aligned floats for the attention's vector loads; grows, never shrinks.
@@ -45,7 +47,8 @@ struct AttentionScratch {
 };
 
 // q: [n_tokens][n_head * head_dim] (already rotated); out: [n_tokens][n_head * head_dim_v].
-// Token t attends to positions [0, batch.pos[t]] of its sequence; the cache must already hold them.
+// Token t attends to positions [0, batch.pos[t]] of its sequence (the window's last ones on a sliding layer) in
+// cache entry `layer`; the cache must already hold them.
 void attention(const AttentionShape& shape, const KvCache& cache, int64_t layer, const Batch& batch, const float* q,
                float* out, ThreadPool& pool, const VecOps& ops, AttentionScratch& scratch);
 // The same with a scratch of its own.

@@ -10,26 +10,26 @@
 
 namespace tessera {
 
-void FeedForward::dense(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,
-                        ThreadPool& pool, NextWeights next) {
-  const auto n = static_cast<size_t>(n_tokens * c.n_ff);
+void FeedForward::dense(const LayerWeights& w, int64_t n_ff, GatedActivation act, const float* x, int64_t n_tokens,
+                        float* out, ThreadPool& pool, NextWeights next) {
+  const auto n = static_cast<size_t>(n_tokens * n_ff);
   gate_.resize(n);
   up_.resize(n);
   hidden_.resize(n);
   const MatmulOut gate_up[] = {{&w.ffn_gate, gate_.data()}, {&w.ffn_up, up_.data()}};
   const TensorView* down[] = {&w.ffn_down};
   matmul_multi(gate_up, x, n_tokens, pool, scratch_, down);
-  swiglu_rows(c.n_ff, n_tokens, pool);
+  glu_rows(act, gate_.data(), up_.data(), n_ff, n_ff, n_tokens, pool);
   matmul(w.ffn_down, hidden_.data(), n_tokens, out, pool, scratch_, next);
 }
 
-void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,
-                      ThreadPool& pool, NextWeights next) {
+void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, GatedActivation act, const float* x,
+                      const float* router_x, int64_t n_tokens, float* out, ThreadPool& pool, NextWeights next) {
   const int64_t n_exp = c.n_expert;
   const int64_t k = c.n_expert_used;
   const int64_t n_embd = c.n_embd;
   router_.resize(static_cast<size_t>(n_tokens * n_exp));
-  matmul(w.ffn_gate_inp, x, n_tokens, router_.data(), pool, scratch_);
+  matmul(w.ffn_gate_inp, router_x != nullptr ? router_x : x, n_tokens, router_.data(), pool, scratch_);
 
   Routing routed(static_cast<size_t>(n_exp));
   std::vector<int64_t> order(static_cast<size_t>(n_exp));
@@ -44,24 +44,29 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, const float* 
     sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's floor against division by ~0
     for (int64_t i = 0; i < k; ++i) {
       const int64_t e = order[static_cast<size_t>(i)];
-      routed[static_cast<size_t>(e)].emplace_back(t, p[e] / sum);
+      // Gemma 4 scales each expert's output (ffn_down_exps.scale): folded into its routing weight, no extra pass.
+      const float scale = w.ffn_down_exps_scale.empty() ? 1.0f : w.ffn_down_exps_scale[static_cast<size_t>(e)];
+      routed[static_cast<size_t>(e)].emplace_back(t, p[e] / sum * scale);
     }
   }
 
   std::fill(out, out + n_tokens * n_embd, 0.0f);
   // A few tokens: every expert matrix's row chunks shared by all threads. Many: whole expert matrices per thread,
   // since each gemm call prepares all of its tokens (and, without --repack, builds the tiles of its rows).
-  experts_together(w, c, x, routed, out, pool,
+  experts_together(w, c, act, x, routed, out, pool,
                    n_tokens <= kBatchedExpertTokens ? EachSplit::Chunks : EachSplit::WholeJobs, next);
 }
 
 // The chosen experts' rows laid out one expert after the other, so every expert's gate and up run in one pass of
 // the pool (matmul_each) and every down in a second: two fork/joins per layer instead of three per expert. While
 // the first pass ends, waiting threads read the downs' first rows ahead; while the second does, `next`'s.
-void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, const float* x, const Routing& routed,
-                                   float* out, ThreadPool& pool, EachSplit split, NextWeights next) {
+void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, GatedActivation act, const float* x,
+                                   const Routing& routed, float* out, ThreadPool& pool, EachSplit split,
+                                   NextWeights next) {
   const int64_t n_embd = c.n_embd;
   const int64_t n_ff = c.n_ff_exp;
+  // Gemma 4 keeps each expert's gate and up as one matrix (gate rows first): one job of 2 n_ff rows per expert.
+  const bool fused = !w.ffn_gate_up_exps.empty();
   std::vector<std::pair<int64_t, int64_t>> active;  // (expert, first row)
   int64_t rows = 0;
   for (int64_t e = 0; e < c.n_expert; ++e) {
@@ -71,7 +76,7 @@ void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, 
     rows += m;
   }
   gathered_.resize(static_cast<size_t>(rows * n_embd));
-  gate_.resize(static_cast<size_t>(rows * n_ff));
+  gate_.resize(static_cast<size_t>(rows * n_ff * (fused ? 2 : 1)));
   up_.resize(static_cast<size_t>(rows * n_ff));
   hidden_.resize(static_cast<size_t>(rows * n_ff));
   expert_out_.resize(static_cast<size_t>(rows * n_embd));
@@ -90,15 +95,24 @@ void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, 
       }
       in = gathered_.data() + row0 * n_embd;
     }
-    views.push_back(w.ffn_gate_exps.slice_rows(e * n_ff, n_ff));
-    jobs.push_back({&views.back(), in, m, gate_.data() + row0 * n_ff});
-    views.push_back(w.ffn_up_exps.slice_rows(e * n_ff, n_ff));
-    jobs.push_back({&views.back(), in, m, up_.data() + row0 * n_ff});
+    if (fused) {
+      views.push_back(w.ffn_gate_up_exps.slice_rows(e * 2 * n_ff, 2 * n_ff));
+      jobs.push_back({&views.back(), in, m, gate_.data() + row0 * 2 * n_ff});
+    } else {
+      views.push_back(w.ffn_gate_exps.slice_rows(e * n_ff, n_ff));
+      jobs.push_back({&views.back(), in, m, gate_.data() + row0 * n_ff});
+      views.push_back(w.ffn_up_exps.slice_rows(e * n_ff, n_ff));
+      jobs.push_back({&views.back(), in, m, up_.data() + row0 * n_ff});
+    }
     views.push_back(w.ffn_down_exps.slice_rows(e * n_embd, n_embd));
     downs.push_back(&views.back());
   }
   matmul_each(jobs, pool, scratch_, split, downs);
-  swiglu_rows(n_ff, rows, pool);
+  if (fused) {
+    glu_rows(act, gate_.data(), gate_.data() + n_ff, 2 * n_ff, n_ff, rows, pool);
+  } else {
+    glu_rows(act, gate_.data(), up_.data(), n_ff, n_ff, rows, pool);
+  }
   jobs.clear();
   for (size_t i = 0; i < active.size(); ++i) {
     const auto [e, row0] = active[i];
@@ -120,9 +134,15 @@ void FeedForward::add_expert_out(const std::vector<std::pair<int64_t, float>>& t
   }
 }
 
-void FeedForward::swiglu_rows(int64_t n_ff, int64_t n_rows, ThreadPool& pool) {
+void FeedForward::glu_rows(GatedActivation act, const float* gate, const float* up, int64_t stride, int64_t n_ff,
+                           int64_t n_rows, ThreadPool& pool) {
   for_each_token(pool, n_rows, [&](int64_t t) {
-    swiglu(gate_.data() + t * n_ff, up_.data() + t * n_ff, n_ff, hidden_.data() + t * n_ff);
+    float* h = hidden_.data() + t * n_ff;
+    if (act.act == FfnActivation::Silu) {
+      swiglu(gate + t * stride, up + t * stride, n_ff, h);
+    } else {
+      geglu(gate + t * stride, up + t * stride, n_ff, h, act.gelu_table);
+    }
   });
 }
 

@@ -1,4 +1,5 @@
-// Feed-forward blocks: dense SwiGLU and mixture-of-experts (router, top-k, renormalised weights).
+// Feed-forward blocks: dense gated MLPs (SwiGLU, GeGLU) and mixture-of-experts (router, top-k, renormalised
+// weights; Gemma 4's fused gate/up experts and per-expert output scales).
 #pragma once
 
 #include <cstdint>
@@ -8,18 +9,26 @@
 #include "model/model_config.h"
 #include "model/model_weights.h"
 #include "tensor/matmul.h"
+#include "tensor/tensor_ops.h"
 #include "util/thread_pool.h"
 
 namespace tessera {
+
+// The gate's activation: SiLU, or GELU through llama.cpp's fp16 table (gelu_table set) or exactly.
+struct GatedActivation {
+  FfnActivation act = FfnActivation::Silu;
+  const GeluTable* gelu_table = nullptr;
+};
 
 class FeedForward {
  public:
   // x: [n_tokens][n_embd] normalised input; out: [n_tokens][n_embd] (overwritten). next: the weights of the
   // matmul after this block (see matmul).
-  void dense(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out,
+  void dense(const LayerWeights& w, int64_t n_ff, GatedActivation act, const float* x, int64_t n_tokens, float* out,
              ThreadPool& pool, NextWeights next = {});
-  void moe(const LayerWeights& w, const ModelConfig& c, const float* x, int64_t n_tokens, float* out, ThreadPool& pool,
-           NextWeights next = {});
+  // router_x: the router's input, when it is not x (Gemma 4 routes on another normalisation of the stream).
+  void moe(const LayerWeights& w, const ModelConfig& c, GatedActivation act, const float* x, const float* router_x,
+           int64_t n_tokens, float* out, ThreadPool& pool, NextWeights next = {});
 
  private:
   // Per expert: the tokens routed to it and their gate weights.
@@ -28,12 +37,14 @@ class FeedForward {
   // thread takes whole expert matrices (EachSplit).
   static constexpr int64_t kBatchedExpertTokens = 16;
 
-  void experts_together(const LayerWeights& w, const ModelConfig& c, const float* x, const Routing& routed, float* out,
-                        ThreadPool& pool, EachSplit split, NextWeights next);
+  void experts_together(const LayerWeights& w, const ModelConfig& c, GatedActivation act, const float* x,
+                        const Routing& routed, float* out, ThreadPool& pool, EachSplit split, NextWeights next);
   // out[t] += weight * expert_out_ row (row0 + i) for the i-th (t, weight) of tokens.
   void add_expert_out(const std::vector<std::pair<int64_t, float>>& tokens, int64_t row0, int64_t n_embd,
                       float* out) const;
-  void swiglu_rows(int64_t n_ff, int64_t n_rows, ThreadPool& pool);  // hidden = swiglu(gate, up), row by row
+  // hidden = act(gate) * up, row by row; gate and up rows are `stride` floats apart.
+  void glu_rows(GatedActivation act, const float* gate, const float* up, int64_t stride, int64_t n_ff, int64_t n_rows,
+                ThreadPool& pool);
   MatmulScratch scratch_;
   std::vector<float> gate_, up_, hidden_, router_, gathered_, expert_out_;
 };

@@ -56,7 +56,12 @@ ModelProfile profile_model(const gguf::TensorSource& file, const ModelConfig& co
 
 uint64_t kv_bytes_per_token(const ModelConfig& config, GgmlType kv_type) {
   const uint64_t elem = type_traits(kv_type).type_size;
-  return static_cast<uint64_t>(config.n_layer) * static_cast<uint64_t>(config.n_embd_k() + config.n_embd_v()) * elem;
+  uint64_t values = 0;
+  for (int64_t il = 0; il < config.n_layer; ++il) {
+    const LayerShape s = config.layer(il);
+    if (s.kv_source == il) values += static_cast<uint64_t>(s.n_embd_k() + s.n_embd_v());
+  }
+  return values * elem;
 }
 
 MemoryEstimate estimate_memory(const ModelProfile& profile, const ModelConfig& c, int64_t n_ctx, GgmlType kv_type,

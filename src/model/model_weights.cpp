@@ -64,6 +64,45 @@ class Loader {
   std::unordered_map<std::string, TensorSpec> specs_;
 };
 
+// A Gemma layer (README_gemma.md section 2): a layer that reuses an earlier layer's K/V has no K, V or k-norm; a
+// Gemma 4 global layer may have no V (V is then the raw K).
+void load_gemma_layer(const Loader& ld, const ModelConfig& c, int64_t l, LayerWeights& lw) {
+  auto n = [l](const char* suffix) { return layer_tensor_name(l, suffix); };
+  const LayerShape s = c.layer(l);
+  lw.attn_norm = ld.vector(n("attn_norm.weight"));
+  lw.wq = ld.matrix(n("attn_q.weight"));
+  lw.q_norm = ld.vector(n("attn_q_norm.weight"));
+  if (s.kv_source == l) {
+    lw.wk = ld.matrix(n("attn_k.weight"));
+    lw.k_norm = ld.vector(n("attn_k_norm.weight"));
+    if (c.arch == Arch::Gemma3 || ld.has(n("attn_v.weight"))) lw.wv = ld.matrix(n("attn_v.weight"));
+  }
+  lw.wo = ld.matrix(n("attn_output.weight"));
+  lw.post_attn_norm = ld.vector(n("post_attention_norm.weight"));
+  lw.ffn_norm = ld.vector(n("ffn_norm.weight"));
+  lw.ffn_gate = ld.matrix(n("ffn_gate.weight"));
+  lw.ffn_up = ld.matrix(n("ffn_up.weight"));
+  lw.ffn_down = ld.matrix(n("ffn_down.weight"));
+  lw.post_ffn_norm = ld.vector(n("post_ffw_norm.weight"));
+  if (c.arch != Arch::Gemma4) return;
+  if (s.moe) {
+    lw.ffn_gate_inp = ld.matrix(n("ffn_gate_inp.weight"));
+    lw.ffn_gate_inp_scale = ld.vector(n("ffn_gate_inp.scale"));
+    lw.post_ffn_norm_1 = ld.vector(n("post_ffw_norm_1.weight"));
+    lw.pre_ffn_norm_2 = ld.vector(n("pre_ffw_norm_2.weight"));
+    lw.ffn_gate_up_exps = ld.matrix(n("ffn_gate_up_exps.weight"));
+    lw.ffn_down_exps = ld.matrix(n("ffn_down_exps.weight"));
+    if (ld.has(n("ffn_down_exps.scale"))) lw.ffn_down_exps_scale = ld.vector(n("ffn_down_exps.scale"));
+    lw.post_ffn_norm_2 = ld.vector(n("post_ffw_norm_2.weight"));
+  }
+  if (c.n_embd_per_layer > 0) {
+    lw.ple_gate = ld.matrix(n("inp_gate.weight"));
+    lw.ple_proj = ld.matrix(n("proj.weight"));
+    lw.ple_norm = ld.vector(n("post_norm.weight"));
+  }
+  lw.layer_out_scale = ld.vector(n("layer_output_scale.weight")).at(0);
+}
+
 }  // namespace
 
 std::shared_ptr<const ModelWeights> ModelWeights::load(const std::filesystem::path& path) {
@@ -100,6 +139,11 @@ std::shared_ptr<const ModelWeights> ModelWeights::load(std::shared_ptr<const ggu
   for (int64_t l = layers.begin; l < layers.end; ++l) {
     auto n = [l](const char* suffix) { return layer_tensor_name(l, suffix); };
     LayerWeights lw;
+    if (info.gemma) {
+      load_gemma_layer(ld, c, l, lw);
+      w->layer_weights_.push_back(std::move(lw));
+      continue;
+    }
     lw.attn_norm = ld.vector(n("attn_norm.weight"));
     lw.ffn_norm = ld.vector(n("ffn_norm.weight"));
     lw.wq = ld.matrix(n("attn_q.weight"));
@@ -129,6 +173,11 @@ std::shared_ptr<const ModelWeights> ModelWeights::load(std::shared_ptr<const ggu
   }
   if (ld.has("rope_freqs.weight")) w->rope_factors_ = ld.vector("rope_freqs.weight");
   if (with_embedding || (with_head && c.tied_output)) w->token_embd_ = ld.matrix("token_embd.weight");
+  if (with_embedding && c.arch == Arch::Gemma4 && c.n_embd_per_layer > 0) {
+    w->per_layer_tok_embd_ = ld.matrix("per_layer_token_embd.weight");
+    w->per_layer_proj_ = ld.matrix("per_layer_model_proj.weight");
+    w->per_layer_proj_norm_ = ld.vector("per_layer_proj_norm.weight");
+  }
   if (with_head) {
     w->output_norm_ = ld.vector("output_norm.weight");
     w->output_ = c.tied_output ? w->token_embd_ : ld.matrix("output.weight");
@@ -140,11 +189,13 @@ std::shared_ptr<const ModelWeights> ModelWeights::load(std::shared_ptr<const ggu
 template <class Self, class Fn>
 void ModelWeights::for_each_matrix(Self& self, Fn&& fn) {
   for (auto& lw : self.layer_weights_) {
-    for (auto* v : {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_gate_inp,
-                    &lw.ffn_gate_exps, &lw.ffn_up_exps, &lw.ffn_down_exps}) {
+    for (auto* v :
+         {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_gate_inp, &lw.ffn_gate_exps,
+          &lw.ffn_up_exps, &lw.ffn_down_exps, &lw.ffn_gate_up_exps, &lw.ple_gate, &lw.ple_proj}) {
       fn(*v);
     }
   }
+  fn(self.per_layer_proj_);
   // The embedding is only looked up by row: packing it would be memory for nothing (unless it is the tied head).
   fn(self.output_);
 }

@@ -25,6 +25,16 @@ struct LayerWeights {
   TensorView ffn_gate, ffn_up, ffn_down;                 // dense
   TensorView ffn_gate_inp;                               // MoE router [n_embd, n_expert]
   TensorView ffn_gate_exps, ffn_up_exps, ffn_down_exps;  // MoE experts, expert e = rows of slice e
+  // Gemma: norms of the attention and FFN outputs before their residual adds.
+  std::vector<float> post_attn_norm, post_ffn_norm;
+  // Gemma 4 MoE: the shared MLP's and the experts' output norms, the experts' input norm, the router's input
+  // scale, the fused gate/up experts (gate rows first) and each expert's output scale.
+  std::vector<float> post_ffn_norm_1, pre_ffn_norm_2, post_ffn_norm_2, ffn_gate_inp_scale, ffn_down_exps_scale;
+  TensorView ffn_gate_up_exps;
+  // Gemma 4 per-layer input: gelu(ple_gate x) * input, projected back by ple_proj and normalised by ple_norm.
+  TensorView ple_gate, ple_proj;
+  std::vector<float> ple_norm;
+  float layer_out_scale = 1.0f;  // Gemma 4: the whole stream times this at the layer's end
 };
 
 struct LayerRange {
@@ -75,6 +85,10 @@ class ModelWeights {
   const TensorView& output() const { return output_; }  // token_embd when tied
   const std::vector<float>& output_norm() const { return output_norm_; }
   const std::vector<float>& rope_factors() const { return rope_factors_; }  // empty when absent
+  // Gemma 4 per-layer inputs (loaded with the embedding): [n_layer * n_pl] per token.
+  const TensorView& per_layer_tok_embd() const { return per_layer_tok_embd_; }
+  const TensorView& per_layer_proj() const { return per_layer_proj_; }
+  const std::vector<float>& per_layer_proj_norm() const { return per_layer_proj_norm_; }
   bool has_embedding() const { return !token_embd_.empty(); }
   bool has_head() const { return !output_norm_.empty(); }
 
@@ -89,8 +103,8 @@ class ModelWeights {
   ModelConfig config_;
   LayerRange layers_;
   std::vector<LayerWeights> layer_weights_;
-  TensorView token_embd_, output_;
-  std::vector<float> output_norm_, rope_factors_;
+  TensorView token_embd_, output_, per_layer_tok_embd_, per_layer_proj_;
+  std::vector<float> output_norm_, rope_factors_, per_layer_proj_norm_;
   std::shared_ptr<const PackedWeights> packed_;
   std::shared_ptr<const HugeBuffer> copy_;
 };

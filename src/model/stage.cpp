@@ -1,4 +1,6 @@
 // The forward pass, readable top to bottom: embed, then per layer attention and FFN with residuals, then the head.
+// Gemma's extra steps (normalised sublayer outputs, GeGLU, sliding windows, per-layer inputs, K/V shared between
+// layers, soft-capped logits) follow README_gemma.md section 4 of the test fixtures.
 #include "model/stage.h"
 
 #include <algorithm>
@@ -9,32 +11,27 @@
 #include "model/token_loop.h"
 #include "tensor/kernels.h"
 #include "tensor/quant.h"
-#include "tensor/tensor_ops.h"
 #include "util/error.h"
 
 namespace tessera {
 
 namespace {
 
-// A layer's first matmul of a step: q, k and v (stored in `store`).
+// A layer's first matmul of a step: q, k and v (stored in `store`), those the layer has.
 NextWeights qkv_weights(const LayerWeights& w, std::array<const TensorView*, 3>& store) {
-  store = {&w.wq, &w.wk, &w.wv};
-  return store;
+  size_t n = 0;
+  for (const TensorView* v : {&w.wq, &w.wk, &w.wv}) {
+    if (!v->empty()) store[n++] = v;
+  }
+  return NextWeights(store.data(), n);
 }
 
 KvCacheConfig cache_config(const ModelWeights& w, const StageOptions& o) {
   const ModelConfig& c = w.config();
   if (o.n_slots <= 0) fail("the number of parallel sequences must be positive, got {}", o.n_slots);
   if (o.n_ctx < 0) fail("the context size must be positive, got {}", o.n_ctx);
-  KvCacheConfig kv;
-  kv.n_layers = w.layers().size();
-  kv.n_slots = o.n_slots;
-  kv.n_ctx = o.n_ctx > 0 ? o.n_ctx : c.n_ctx_train;
-  kv.n_embd_k = c.n_embd_k();
-  kv.n_embd_v = c.n_embd_v();
-  kv.type = o.kv_type;
-  kv.n_head_kv = c.n_head_kv;
-  return kv;
+  return kv_cache_config(c, w.layers().begin, w.layers().end, o.n_slots, o.n_ctx > 0 ? o.n_ctx : c.n_ctx_train,
+                         o.kv_type, o.window_batch);
 }
 
 // Copies and packs the weights as the options ask (copy first, so the packing reads huge pages).
@@ -53,13 +50,28 @@ void add_bias(float* x, const std::vector<float>& bias, int64_t n_tokens) {
   }
 }
 
+// Rows [first, last) of a batch as a batch of its own.
+Batch batch_part(const Batch& b, int64_t first, int64_t last) {
+  Batch part;
+  auto slice = [&](const auto& v) { return std::decay_t<decltype(v)>(v.begin() + first, v.begin() + last); };
+  if (!b.tokens.empty()) part.tokens = slice(b.tokens);
+  part.seq = slice(b.seq);
+  part.pos = slice(b.pos);
+  part.want_logits = slice(b.want_logits);
+  return part;
+}
+
 }  // namespace
 
 Stage::Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, ThreadPool& pool)
     : weights_(prepare_weights(std::move(weights), options, pool)),
       pool_(pool),
       vec_(VecOps::get(select_isa())),
-      cache_(cache_config(*weights_, options)) {}
+      cache_(cache_config(*weights_, options)) {
+  if (arch_info(config().arch).ffn_act == FfnActivation::Gelu && !options.exact_gelu) {
+    gelu_table_ = std::make_unique<GeluTable>();
+  }
+}
 
 const Kernels& Stage::packing_kernels() { return Kernels::get(select_isa()); }
 
@@ -69,7 +81,18 @@ uint64_t Stage::packed_bytes_for(const ModelWeights& weights, const StageOptions
 
 void Stage::truncate_sequence(int64_t seq, int64_t n) {
   if (n > cache_.length(seq)) fail("cannot truncate sequence {} to {} tokens: it holds {}", seq, n, cache_.length(seq));
+  if (!cache_.can_truncate(seq, n)) {
+    fail("cannot truncate sequence {} to {} tokens: its sliding-window layers no longer hold the keys before it", seq,
+         n);
+  }
   cache_.set_length(seq, n);
+}
+
+bool Stage::has_rings() const {
+  for (const KvLayer& l : cache_.config().layers) {
+    if (l.is_ring(n_ctx())) return true;
+  }
+  return false;
 }
 
 void Stage::check_batch(const Batch& batch) const {
@@ -100,19 +123,46 @@ void Stage::check_batch(const Batch& batch) const {
 
 void Stage::forward(const Batch& batch, const float* hidden_in, StageOutput& out) {
   check_batch(batch);
+  if (!has_rings()) {
+    forward_part(batch, hidden_in, out);
+    return;
+  }
+  // A sliding layer's ring has room for window_batch new tokens of a sequence beside its window: longer runs go
+  // through the stage in parts, each stored and attended before the next overwrites cells.
+  const int64_t limit = cache_.config().window_batch;
+  const int64_t width = in_width();
+  StageOutput part_out;
+  out.hidden.clear();
+  out.logits.clear();
+  std::vector<int64_t> count(static_cast<size_t>(n_slots()), 0);
+  int64_t first = 0;
+  for (int64_t t = 0; t <= batch.size(); ++t) {
+    const bool full = t < batch.size() && ++count[static_cast<size_t>(batch.seq[static_cast<size_t>(t)])] > limit;
+    if (t < batch.size() && !full) continue;
+    const Batch part = batch_part(batch, first, t);
+    forward_part(part, hidden_in != nullptr ? hidden_in + first * width : nullptr, part_out);
+    out.hidden.insert(out.hidden.end(), part_out.hidden.begin(), part_out.hidden.end());
+    out.logits.insert(out.logits.end(), part_out.logits.begin(), part_out.logits.end());
+    std::fill(count.begin(), count.end(), 0);
+    if (t < batch.size()) count[static_cast<size_t>(batch.seq[static_cast<size_t>(t)])] = 1;
+    first = t;
+  }
+}
+
+void Stage::forward_part(const Batch& batch, const float* hidden_in, StageOutput& out) {
   const ModelConfig& c = config();
   const int64_t n_tokens = batch.size();
   const int64_t n_embd = c.n_embd;
   x_.resize(static_cast<size_t>(n_tokens * n_embd));
+  rope_sets_.clear();
+  carried_.clear();
+  for (int64_t src : c.kv_carried_across(layers().end)) carried_.emplace_back(src, std::vector<float>());
 
   if (is_first()) {
-    const TensorView& embd = weights_->token_embd();
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      dequantize_row(embd.type, embd.row(batch.tokens[static_cast<size_t>(t)]), x_.data() + t * n_embd, n_embd);
-    }
+    embed(batch);
   } else {
     if (hidden_in == nullptr) fail("stage {}-{} needs input activations", layers().begin, layers().end - 1);
-    std::copy_n(hidden_in, n_tokens * n_embd, x_.data());
+    read_boundary(batch, hidden_in);
   }
 
   for (int64_t l = layers().begin; l < layers().end; ++l) layer_forward(l, batch);
@@ -123,7 +173,7 @@ void Stage::forward(const Batch& batch, const float* hidden_in, StageOutput& out
   }
 
   if (!is_last()) {
-    out.hidden.assign(x_.begin(), x_.end());
+    write_boundary(n_tokens, out.hidden);
     out.logits.clear();
     return;
   }
@@ -143,6 +193,107 @@ void Stage::forward(const Batch& batch, const float* hidden_in, StageOutput& out
     matmul(weights_->output(), norm_.data(), n_out, out.logits.data(), pool_, scratch_,
            qkv_weights(weights_->layer(layers().begin), next));
   }
+  if (c.final_logit_softcap > 0.0f) {
+    const float cap = c.final_logit_softcap;
+    const float inv = 1.0f / cap;
+    for (float& v : out.logits) v = std::tanh(v * inv) * cap;
+  }
+}
+
+void Stage::embed(const Batch& batch) {
+  const ModelConfig& c = config();
+  const int64_t n_embd = c.n_embd;
+  const TensorView& embd = weights_->token_embd();
+  const float scale = arch_info(c.arch).gemma ? std::sqrt(static_cast<float>(n_embd)) : 1.0f;
+  for (int64_t t = 0; t < batch.size(); ++t) {
+    float* x = x_.data() + t * n_embd;
+    dequantize_row(embd.type, embd.row(batch.tokens[static_cast<size_t>(t)]), x, n_embd);
+    if (scale != 1.0f) {
+      for (int64_t i = 0; i < n_embd; ++i) x[i] *= scale;
+    }
+  }
+  if (c.arch == Arch::Gemma4 && c.n_embd_per_layer > 0) per_layer_inputs(batch);
+}
+
+void Stage::per_layer_inputs(const Batch& batch) {
+  const ModelConfig& c = config();
+  const int64_t n_tokens = batch.size();
+  const int64_t n_pl = c.n_embd_per_layer;
+  const int64_t width = n_pl * c.n_layer;
+  ple_base_ = 0;
+  ple_.resize(static_cast<size_t>(n_tokens * width));
+  proj_.resize(static_cast<size_t>(n_tokens * width));
+  matmul(weights_->per_layer_proj(), x_.data(), n_tokens, proj_.data(), pool_, scratch_);
+  const TensorView& tok = weights_->per_layer_tok_embd();
+  const float tok_scale = std::sqrt(static_cast<float>(n_pl));
+  const float proj_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd));
+  const float mix = 1.0f / std::sqrt(2.0f);
+  const float* norm = weights_->per_layer_proj_norm().data();
+  for_each_token(pool_, n_tokens, [&](int64_t t) {
+    float* out = ple_.data() + t * width;
+    float* pr = proj_.data() + t * width;
+    dequantize_row(tok.type, tok.row(batch.tokens[static_cast<size_t>(t)]), out, width);
+    for (int64_t i = 0; i < width; ++i) pr[i] *= proj_scale;
+    for (int64_t l = 0; l < c.n_layer; ++l) rms_norm(pr + l * n_pl, norm, n_pl, c.rms_eps, pr + l * n_pl);
+    for (int64_t i = 0; i < width; ++i) out[i] = (pr[i] + out[i] * tok_scale) * mix;
+  });
+}
+
+void Stage::read_boundary(const Batch& batch, const float* hidden_in) {
+  const ModelConfig& c = config();
+  const int64_t n_tokens = batch.size();
+  const int64_t n_embd = c.n_embd;
+  const int64_t width = in_width();
+  const int64_t begin = layers().begin;
+  const int64_t n_ple = c.arch == Arch::Gemma4 ? c.n_embd_per_layer * (c.n_layer - begin) : 0;
+  ple_base_ = begin;
+  ple_.resize(static_cast<size_t>(n_tokens * n_ple));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const float* row = hidden_in + t * width;
+    std::copy_n(row, n_embd, x_.data() + t * n_embd);
+    std::copy_n(row + n_embd, n_ple, ple_.data() + t * n_ple);
+  }
+  // The K/V rows of earlier stages' layers that this stage's layers (or later ones) read: into this stage's copy of
+  // that layer's cache, and on to the next stage.
+  int64_t offset = n_embd + n_ple;
+  for (int64_t src : c.kv_carried_across(begin)) {
+    const LayerShape s = c.layer(src);
+    const int64_t nk = s.n_embd_k();
+    const int64_t nv = s.n_embd_v();
+    const int64_t entry = cache_.config().index_of(src);
+    auto carried = std::find_if(carried_.begin(), carried_.end(), [&](const auto& e) { return e.first == src; });
+    if (carried != carried_.end()) carried->second.resize(static_cast<size_t>(n_tokens * (nk + nv)));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* kv = hidden_in + t * width + offset;
+      if (entry >= 0) {
+        cache_.store(entry, batch.seq[static_cast<size_t>(t)], batch.pos[static_cast<size_t>(t)], kv, kv + nk, vec_);
+      }
+      if (carried != carried_.end()) std::copy_n(kv, nk + nv, carried->second.data() + t * (nk + nv));
+    }
+    offset += nk + nv;
+  }
+}
+
+void Stage::write_boundary(int64_t n_tokens, std::vector<float>& out) const {
+  const ModelConfig& c = config();
+  const int64_t n_embd = c.n_embd;
+  const int64_t width = out_width();
+  const int64_t end = layers().end;
+  const int64_t n_ple = c.arch == Arch::Gemma4 ? c.n_embd_per_layer * (c.n_layer - end) : 0;
+  const int64_t ple_width = c.arch == Arch::Gemma4 ? c.n_embd_per_layer * (c.n_layer - ple_base_) : 0;
+  const int64_t ple_skip = c.arch == Arch::Gemma4 ? c.n_embd_per_layer * (end - ple_base_) : 0;
+  out.resize(static_cast<size_t>(n_tokens * width));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    float* row = out.data() + t * width;
+    std::copy_n(x_.data() + t * n_embd, n_embd, row);
+    std::copy_n(ple_.data() + t * ple_width + ple_skip, n_ple, row + n_embd);
+    int64_t offset = n_embd + n_ple;
+    for (const auto& [src, rows] : carried_) {
+      const int64_t n = c.layer(src).n_embd_k() + c.layer(src).n_embd_v();
+      std::copy_n(rows.data() + t * n, n, row + offset);
+      offset += n;
+    }
+  }
 }
 
 std::vector<BatchTime> Stage::time_batches(std::span<const int64_t> sizes, int rounds, double budget_s) {
@@ -156,7 +307,11 @@ std::vector<BatchTime> Stage::time_batches(std::span<const int64_t> sizes, int r
   for (int64_t m : wanted) {
     if (m >= 1 && m <= n_ctx()) out.push_back({m, INFINITY});
   }
-  const int64_t n_embd = config().n_embd;
+  const ModelConfig& c = config();
+  const int64_t n_embd = c.n_embd;
+  // The first layer with K/V of its own: a layer that reads another's needs that one's cache filled.
+  int64_t timed = layers().begin;
+  while (timed + 1 < layers().end && c.layer(timed).kv_source != timed) ++timed;
   const auto begin = std::chrono::steady_clock::now();
   for (int r = 0; r < std::max(1, rounds); ++r) {
     if (r > 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count() > budget_s) break;
@@ -166,8 +321,24 @@ std::vector<BatchTime> Stage::time_batches(std::span<const int64_t> sizes, int r
       // Hidden states of an ordinary size: the work does not depend on the values, but infinities would slow it.
       x_.resize(static_cast<size_t>(bt.tokens * n_embd));
       for (size_t i = 0; i < x_.size(); ++i) x_[i] = 0.01f * static_cast<float>(static_cast<int>(i % 97) - 48);
+      const int64_t n_ple = c.arch == Arch::Gemma4 ? c.n_embd_per_layer * (c.n_layer - layers().begin) : 0;
+      ple_base_ = layers().begin;
+      ple_.assign(static_cast<size_t>(bt.tokens * n_ple), 0.01f);
+      rope_sets_.clear();
+      carried_.clear();
       const auto start = std::chrono::steady_clock::now();
-      layer_forward(layers().begin, batch);
+      // A sliding layer's ring takes window_batch tokens at a time (forward splits longer runs the same way).
+      const int64_t limit = has_rings() ? cache_.config().window_batch : bt.tokens;
+      for (int64_t first = 0; first < bt.tokens; first += limit) {
+        const int64_t last = std::min(bt.tokens, first + limit);
+        const Batch part = last - first == bt.tokens ? batch : batch_part(batch, first, last);
+        if (first > 0) {
+          std::copy(x_.begin() + first * n_embd, x_.begin() + last * n_embd, x_.begin());
+          rope_sets_.clear();
+        }
+        layer_forward(timed, part);
+        cache_.set_length(0, last);
+      }
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
       bt.seconds = std::min(bt.seconds, took.count());
       cache_.clear(0);
@@ -177,62 +348,112 @@ std::vector<BatchTime> Stage::time_batches(std::span<const int64_t> sizes, int r
   return out;
 }
 
-void Stage::layer_forward(int64_t l, const Batch& batch) {
+const float* Stage::rope_for(const LayerShape& s, const Batch& batch) {
+  for (const RopeSet& r : rope_sets_) {
+    if (r.n_rot == s.n_rot && r.base == s.rope_base && r.freq_scale == s.rope_freq_scale && r.factors == s.rope_factors)
+      return r.cs.data();
+  }
+  // Every layer of one configuration rotates by the same angles: their sines and cosines once per step.
+  RopeSet r{s.n_rot, s.rope_base, s.rope_freq_scale, s.rope_factors, {}};
+  const float* factors =
+      s.rope_factors && !weights_->rope_factors().empty() ? weights_->rope_factors().data() : nullptr;
+  r.cs.resize(static_cast<size_t>(batch.size() * s.n_rot));
+  for (int64_t t = 0; t < batch.size(); ++t) {
+    rope_angles(batch.pos[static_cast<size_t>(t)], s.n_rot, s.rope_base, s.rope_freq_scale, factors,
+                r.cs.data() + t * s.n_rot);
+  }
+  rope_sets_.push_back(std::move(r));
+  return rope_sets_.back().cs.data();
+}
+
+// q, k and v of the batch's tokens: projected, normalised, rotated, and k/v stored in the cache.
+void Stage::attention_inputs(int64_t l, const LayerShape& s, const Batch& batch) {
   const ModelConfig& c = config();
   const LayerWeights& w = weights_->layer(l);
-  const int64_t local = l - layers().begin;
+  const int64_t n_tokens = batch.size();
+  const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
+  const bool own_kv = s.kv_source == l;
+  const int64_t nq = s.n_embd_q();
+  const int64_t nk = s.n_embd_k();
+  const int64_t nv = s.n_embd_v();
+  q_.resize(sz(n_tokens * nq));
+  k_.resize(sz(n_tokens * nk));
+  v_.resize(sz(n_tokens * nv));
+  std::array<MatmulOut, 3> outs;
+  size_t n_outs = 0;
+  outs[n_outs++] = {&w.wq, q_.data()};
+  if (own_kv) outs[n_outs++] = {&w.wk, k_.data()};
+  if (own_kv && !w.wv.empty()) outs[n_outs++] = {&w.wv, v_.data()};
+  const TensorView* wo[] = {&w.wo};
+  matmul_multi(std::span<const MatmulOut>(outs.data(), n_outs), norm_.data(), n_tokens, pool_, scratch_, wo);
+  add_bias(q_.data(), w.q_bias, n_tokens);
+  add_bias(k_.data(), w.k_bias, n_tokens);
+  add_bias(v_.data(), w.v_bias, n_tokens);
+
+  const RopeMode mode = c.rope_style() == RopeStyle::Norm ? RopeMode::Norm : RopeMode::Neox;
+  const float* cs_all = rope_for(s, batch);
+  const bool gemma4 = c.arch == Arch::Gemma4;
+  const int64_t entry = own_kv ? cache_.config().index_of(l) : -1;
+  // Each token stores its own cache position: the tokens' stores do not overlap.
+  for_each_token(pool_, n_tokens, [&](int64_t t) {
+    float* qt = q_.data() + t * nq;
+    float* kt = k_.data() + t * nk;
+    float* vt = v_.data() + t * nv;
+    const float* cs = cs_all + t * s.n_rot;
+    if (!w.q_norm.empty()) {
+      for (int64_t h = 0; h < s.n_head; ++h)
+        rms_norm(qt + h * s.head_dim, w.q_norm.data(), s.head_dim, c.rms_eps, qt + h * s.head_dim);
+    }
+    rope_rotate(qt, s.n_head, s.head_dim, s.n_rot, cs, mode);
+    if (!own_kv) return;
+    if (gemma4) {
+      // V is RMS-normalised without a weight; without attn_v it is the raw K (before k's norm and rotation).
+      if (w.wv.empty()) std::copy_n(kt, nk, vt);
+      for (int64_t h = 0; h < s.n_head_kv; ++h)
+        rms_norm(vt + h * s.head_dim_v, nullptr, s.head_dim_v, c.rms_eps, vt + h * s.head_dim_v);
+    }
+    if (!w.k_norm.empty()) {
+      for (int64_t h = 0; h < s.n_head_kv; ++h)
+        rms_norm(kt + h * s.head_dim, w.k_norm.data(), s.head_dim, c.rms_eps, kt + h * s.head_dim);
+    }
+    rope_rotate(kt, s.n_head_kv, s.head_dim, s.n_rot, cs, mode);
+    cache_.store(entry, batch.seq[sz(t)], batch.pos[sz(t)], kt, vt, vec_);
+  });
+  // A later stage reuses this layer's K/V (Gemma 4): its rows travel with the hidden state.
+  for (auto& [src, rows] : carried_) {
+    if (src != l) continue;
+    rows.resize(sz(n_tokens * (nk + nv)));
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      std::copy_n(k_.data() + t * nk, nk, rows.data() + t * (nk + nv));
+      std::copy_n(v_.data() + t * nv, nv, rows.data() + t * (nk + nv) + nk);
+    }
+  }
+}
+
+void Stage::layer_forward(int64_t l, const Batch& batch) {
+  const ModelConfig& c = config();
+  const LayerShape s = c.layer(l);
+  const LayerWeights& w = weights_->layer(l);
   const int64_t n_tokens = batch.size();
   const int64_t n_embd = c.n_embd;
   const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
+  const bool gemma = arch_info(c.arch).gemma;
 
   // Attention block.
   norm_.resize(sz(n_tokens * n_embd));
   for_each_token(pool_, n_tokens, [&](int64_t t) {
     rms_norm(x_.data() + t * n_embd, w.attn_norm.data(), n_embd, c.rms_eps, norm_.data() + t * n_embd);
   });
-  q_.resize(sz(n_tokens * c.n_embd_q()));
-  k_.resize(sz(n_tokens * c.n_embd_k()));
-  v_.resize(sz(n_tokens * c.n_embd_v()));
-  const MatmulOut qkv[] = {{&w.wq, q_.data()}, {&w.wk, k_.data()}, {&w.wv, v_.data()}};
-  const TensorView* wo[] = {&w.wo};
-  matmul_multi(qkv, norm_.data(), n_tokens, pool_, scratch_, wo);
-  add_bias(q_.data(), w.q_bias, n_tokens);
-  add_bias(k_.data(), w.k_bias, n_tokens);
-  add_bias(v_.data(), w.v_bias, n_tokens);
-
-  const RopeMode mode = c.rope_style() == RopeStyle::Norm ? RopeMode::Norm : RopeMode::Neox;
-  if (local == 0) {
-    // Every layer rotates by the same angles: their sines and cosines once per step, not per layer.
-    const float* factors = weights_->rope_factors().empty() ? nullptr : weights_->rope_factors().data();
-    rope_cs_.resize(sz(n_tokens * c.n_rot));
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      rope_angles(batch.pos[sz(t)], c.n_rot, c.rope_freq_base, c.rope_freq_scale, factors,
-                  rope_cs_.data() + t * c.n_rot);
-    }
-  }
-  // Each token stores its own cache position: the tokens' stores do not overlap.
-  for_each_token(pool_, n_tokens, [&](int64_t t) {
-    float* qt = q_.data() + t * c.n_embd_q();
-    float* kt = k_.data() + t * c.n_embd_k();
-    if (!w.q_norm.empty()) {
-      for (int64_t h = 0; h < c.n_head; ++h)
-        rms_norm(qt + h * c.head_dim, w.q_norm.data(), c.head_dim, c.rms_eps, qt + h * c.head_dim);
-      for (int64_t h = 0; h < c.n_head_kv; ++h)
-        rms_norm(kt + h * c.head_dim, w.k_norm.data(), c.head_dim, c.rms_eps, kt + h * c.head_dim);
-    }
-    const int64_t pos = batch.pos[sz(t)];
-    const float* cs = rope_cs_.data() + t * c.n_rot;
-    rope_rotate(qt, c.n_head, c.head_dim, c.n_rot, cs, mode);
-    rope_rotate(kt, c.n_head_kv, c.head_dim, c.n_rot, cs, mode);
-    cache_.store(local, batch.seq[sz(t)], pos, kt, v_.data() + t * c.n_embd_v(), vec_);
-  });
-
-  attn_.resize(sz(n_tokens * c.n_head * c.head_dim_v));
-  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim, c.head_dim_v};
-  attention(shape, cache_, local, batch, q_.data(), attn_.data(), pool_, vec_, attention_scratch_);
+  attention_inputs(l, s, batch);
+  attn_.resize(sz(n_tokens * s.n_head * s.head_dim_v));
+  const AttentionShape shape{s.n_head, s.n_head_kv, s.head_dim, s.head_dim_v, c.attention_scale(s), s.window};
+  attention(shape, cache_, cache_.config().index_of(s.kv_source), batch, q_.data(), attn_.data(), pool_, vec_,
+            attention_scratch_);
   proj_.resize(sz(n_tokens * n_embd));
-  const TensorView* ffn_first[] = {c.is_moe() ? &w.ffn_gate_inp : &w.ffn_gate, &w.ffn_up};
-  matmul(w.wo, attn_.data(), n_tokens, proj_.data(), pool_, scratch_, NextWeights{ffn_first}.first(c.is_moe() ? 1 : 2));
+  const TensorView* ffn_first[] = {s.moe && !gemma ? &w.ffn_gate_inp : &w.ffn_gate, &w.ffn_up};
+  matmul(w.wo, attn_.data(), n_tokens, proj_.data(), pool_, scratch_,
+         NextWeights{ffn_first}.first(s.moe && !gemma ? 1 : 2));
+  if (gemma) norm_rows(proj_.data(), w.post_attn_norm, n_tokens, n_embd);
   add_residual(n_tokens, n_embd);
 
   // Feed-forward block.
@@ -246,12 +467,69 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
   const NextWeights after = l + 1 < layers().end ? qkv_weights(weights_->layer(l + 1), next)
                             : is_last()          ? NextWeights{head}
                                                  : qkv_weights(weights_->layer(layers().begin), next);
-  if (c.is_moe()) {
-    ffn_.moe(w, c, norm_.data(), n_tokens, proj_.data(), pool_, after);
+  if (gemma) {
+    gemma_ffn(l, s, n_tokens, after);
+  } else if (s.moe) {
+    ffn_.moe(w, c, {}, norm_.data(), nullptr, n_tokens, proj_.data(), pool_, after);
+    add_residual(n_tokens, n_embd);
   } else {
-    ffn_.dense(w, c, norm_.data(), n_tokens, proj_.data(), pool_, after);
+    ffn_.dense(w, s.n_ff, {}, norm_.data(), n_tokens, proj_.data(), pool_, after);
+    add_residual(n_tokens, n_embd);
   }
+}
+
+// Gemma's FFN block on norm_ = rmsnorm(x, ffn_norm), then Gemma 4's per-layer input and output scale.
+void Stage::gemma_ffn(int64_t l, const LayerShape& s, int64_t n_tokens, NextWeights after) {
+  const ModelConfig& c = config();
+  const LayerWeights& w = weights_->layer(l);
+  const int64_t n_embd = c.n_embd;
+  const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
+  const GatedActivation act{FfnActivation::Gelu, gelu_table_.get()};
+  if (!s.moe) {
+    ffn_.dense(w, s.n_ff, act, norm_.data(), n_tokens, proj_.data(), pool_, after);
+  } else {
+    // Gemma 4 MoE: a dense MLP beside the experts, each normalised, their sum normalised again. The router reads
+    // the stream RMS-normalised without a weight, times 1/sqrt(n_embd) and its own scale.
+    mlp_.resize(sz(n_tokens * n_embd));
+    ffn_.dense(w, s.n_ff, act, norm_.data(), n_tokens, mlp_.data(), pool_);
+    norm_rows(mlp_.data(), w.post_ffn_norm_1, n_tokens, n_embd);
+    router_in_.resize(sz(n_tokens * n_embd));
+    const float inv = 1.0f / std::sqrt(static_cast<float>(n_embd));
+    for_each_token(pool_, n_tokens, [&](int64_t t) {
+      float* r = router_in_.data() + t * n_embd;
+      rms_norm(x_.data() + t * n_embd, nullptr, n_embd, c.rms_eps, r);
+      for (int64_t i = 0; i < n_embd; ++i) r[i] = r[i] * inv * w.ffn_gate_inp_scale[sz(i)];
+      rms_norm(x_.data() + t * n_embd, w.pre_ffn_norm_2.data(), n_embd, c.rms_eps, norm_.data() + t * n_embd);
+    });
+    ffn_.moe(w, c, act, norm_.data(), router_in_.data(), n_tokens, proj_.data(), pool_, after);
+    norm_rows(proj_.data(), w.post_ffn_norm_2, n_tokens, n_embd);
+    for (size_t i = 0; i < sz(n_tokens * n_embd); ++i) proj_[i] += mlp_[i];
+  }
+  norm_rows(proj_.data(), w.post_ffn_norm, n_tokens, n_embd);
   add_residual(n_tokens, n_embd);
+  if (c.arch != Arch::Gemma4) return;
+
+  if (c.n_embd_per_layer > 0) {
+    // The layer's per-layer input, gated by the stream: x += rmsnorm(proj (gelu(inp_gate x) * ple[l])).
+    const int64_t n_pl = c.n_embd_per_layer;
+    const int64_t ple_width = n_pl * (c.n_layer - ple_base_);
+    gate_pl_.resize(sz(n_tokens * n_pl));
+    ple_in_.resize(sz(n_tokens * n_pl));
+    matmul(w.ple_gate, x_.data(), n_tokens, gate_pl_.data(), pool_, scratch_);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* ple = ple_.data() + t * ple_width + (l - ple_base_) * n_pl;
+      geglu(gate_pl_.data() + t * n_pl, ple, n_pl, ple_in_.data() + t * n_pl, gelu_table_.get());
+    }
+    matmul(w.ple_proj, ple_in_.data(), n_tokens, proj_.data(), pool_, scratch_, after);
+    norm_rows(proj_.data(), w.ple_norm, n_tokens, n_embd);
+    add_residual(n_tokens, n_embd);
+  }
+  for (float& v : x_) v *= w.layer_out_scale;
+}
+
+void Stage::norm_rows(float* rows, const std::vector<float>& w, int64_t n_tokens, int64_t n) {
+  const float eps = config().rms_eps;
+  for_each_token(pool_, n_tokens, [&](int64_t t) { rms_norm(rows + t * n, w.data(), n, eps, rows + t * n); });
 }
 
 void Stage::add_residual(int64_t n_tokens, int64_t n_embd) {

@@ -13,6 +13,7 @@
 #include "model/kv_cache.h"
 #include "model/model_weights.h"
 #include "tensor/matmul.h"
+#include "tensor/tensor_ops.h"
 #include "util/thread_pool.h"
 
 namespace tessera {
@@ -26,10 +27,15 @@ struct StageOptions {
   bool repack = false;
   // Copy the weights into huge pages at load (ModelWeights::copied) instead of reading them from the mapped file.
   bool copy_weights = true;
+  // Gemma's GELU evaluated exactly in f32, instead of through llama.cpp's fp16 table (GeluTable), which the
+  // reference logits and llama.cpp's outputs come from.
+  bool exact_gelu = false;
+  // A sliding-window layer's cache keeps window - 1 + window_batch positions per sequence (see KvCacheConfig).
+  int64_t window_batch = kWindowBatch;
 };
 
 struct StageOutput {
-  std::vector<float> hidden;  // [n_tokens][n_embd] when the stage has no head
+  std::vector<float> hidden;  // [n_tokens][out_width()] when the stage has no head
   std::vector<float> logits;  // [n_outputs][n_vocab] for the batch's want_logits tokens, in batch order
 };
 
@@ -55,7 +61,12 @@ class Stage {
   int64_t n_ctx() const { return cache_.config().n_ctx; }
   int64_t n_slots() const { return cache_.config().n_slots; }
 
-  // Runs the batch. The first stage reads batch.tokens; later stages read `hidden_in` ([n_tokens][n_embd]).
+  // Floats per token this stage reads from the stage before it and hands to the next (ModelConfig::boundary_width):
+  // n_embd, and for Gemma 4 the per-layer inputs of later layers and the K/V rows later layers reuse.
+  int64_t in_width() const { return config().boundary_width(layers().begin); }
+  int64_t out_width() const { return config().boundary_width(layers().end); }
+
+  // Runs the batch. The first stage reads batch.tokens; later stages read `hidden_in` ([n_tokens][in_width()]).
   // Each sequence's tokens must continue it: positions length, length + 1, ... in batch order.
   void forward(const Batch& batch, const float* hidden_in, StageOutput& out);
 
@@ -69,12 +80,34 @@ class Stage {
   // Forgets a sequence (its slot can be reused) or keeps only its first n positions.
   void clear_sequence(int64_t seq) { cache_.clear(seq); }
   void truncate_sequence(int64_t seq, int64_t n);
+  // Whether truncate_sequence(seq, n) keeps every key position n will see (a sliding layer's ring may have
+  // overwritten them): otherwise the caller recomputes the sequence from the start.
+  bool can_truncate(int64_t seq, int64_t n) const { return cache_.can_truncate(seq, n); }
   int64_t sequence_length(int64_t seq) const { return cache_.length(seq); }
 
  private:
+  // The cos/sin of a step's tokens for one rope configuration (Gemma's sliding and global layers differ).
+  struct RopeSet {
+    int64_t n_rot;
+    float base, freq_scale;
+    bool factors;
+    std::vector<float> cs;
+  };
+
   void check_batch(const Batch& batch) const;
+  bool has_rings() const;  // a sliding-window layer keeps fewer cells than the context
+  // forward for a batch in which no sequence has more than kWindowBatch tokens when the cache has rings.
+  void forward_part(const Batch& batch, const float* hidden_in, StageOutput& out);
+  void embed(const Batch& batch);
+  void read_boundary(const Batch& batch, const float* hidden_in);
+  void write_boundary(int64_t n_tokens, std::vector<float>& out) const;
+  void per_layer_inputs(const Batch& batch);  // Gemma 4, on the first stage: ple_ from the tokens and embedding
+  const float* rope_for(const LayerShape& s, const Batch& batch);
   void layer_forward(int64_t layer, const Batch& batch);
-  void add_residual(int64_t n_tokens, int64_t n_embd);  // x += proj, row by row
+  void attention_inputs(int64_t layer, const LayerShape& s, const Batch& batch);
+  void gemma_ffn(int64_t layer, const LayerShape& s, int64_t n_tokens, NextWeights after);
+  void add_residual(int64_t n_tokens, int64_t n_embd);                                    // x += proj, row by row
+  void norm_rows(float* rows, const std::vector<float>& w, int64_t n_tokens, int64_t n);  // in place
 
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool& pool_;
@@ -84,7 +117,14 @@ class Stage {
   AttentionScratch attention_scratch_;
   MatmulScratch scratch_;
   std::vector<float> x_, norm_, q_, k_, v_, attn_, proj_;
-  std::vector<float> rope_cs_;  // the batch tokens' rope angles (rope_angles), set at the stage's first layer
+  std::vector<float> mlp_, router_in_, ple_in_, gate_pl_;  // Gemma 4's MoE and per-layer input buffers
+  std::vector<RopeSet> rope_sets_;                         // this step's angles, by rope configuration
+  std::unique_ptr<GeluTable> gelu_table_;                  // Gemma without StageOptions::exact_gelu
+  // Gemma 4: each token's per-layer inputs for layers [ple_base_, n_layer), n_embd_per_layer each.
+  std::vector<float> ple_;
+  int64_t ple_base_ = 0;
+  // Gemma 4: the K/V rows of this step's tokens for layers whose K/V the next stage carries on, by model layer.
+  std::vector<std::pair<int64_t, std::vector<float>>> carried_;
 };
 
 }  // namespace tessera

@@ -19,7 +19,71 @@ int64_t layer_of_tensor(const std::string& name) {
   return layer;
 }
 
+namespace {
+
+// Gemma 3 and 4 (README_gemma.md section 2 lists them in file order, which this follows).
+std::vector<TensorSpec> gemma_tensors(const ModelConfig& c) {
+  std::vector<TensorSpec> out;
+  auto global = [&](std::string name, TensorRole role, std::vector<int64_t> ne, bool vec, bool optional) {
+    out.push_back({std::move(name), role, -1, std::move(ne), vec, optional});
+  };
+  const bool gemma4 = c.arch == Arch::Gemma4;
+  bool any_global = false;
+  for (int64_t l = 0; l < c.n_layer; ++l) any_global = any_global || !c.layer(l).is_swa();
+  if (gemma4 && any_global) global("rope_freqs.weight", TensorRole::RopeFreqs, {c.n_rot / 2}, true, false);
+  global("token_embd.weight", TensorRole::TokenEmbd, {c.n_embd, c.n_vocab}, false, false);
+  const int64_t n_pl = gemma4 ? c.n_embd_per_layer : 0;
+  if (n_pl > 0) {
+    global("per_layer_token_embd.weight", TensorRole::PerLayerTokEmbd, {n_pl * c.n_layer, c.n_vocab}, false, false);
+    global("per_layer_model_proj.weight", TensorRole::PerLayerProj, {c.n_embd, n_pl * c.n_layer}, false, false);
+    global("per_layer_proj_norm.weight", TensorRole::PerLayerProjNorm, {n_pl}, true, false);
+  }
+  global("output_norm.weight", TensorRole::OutputNorm, {c.n_embd}, true, false);
+
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerShape s = c.layer(l);
+    auto add = [&](const std::string& suffix, TensorRole role, std::vector<int64_t> ne, bool vec) {
+      out.push_back({layer_tensor_name(l, suffix), role, l, std::move(ne), vec, false});
+    };
+    const bool own_kv = s.kv_source == l;
+    add("attn_norm.weight", TensorRole::AttnNorm, {c.n_embd}, true);
+    add("attn_q.weight", TensorRole::AttnQ, {c.n_embd, s.n_embd_q()}, false);
+    if (own_kv) add("attn_k.weight", TensorRole::AttnK, {c.n_embd, s.n_embd_k()}, false);
+    if (own_kv && s.has_v) add("attn_v.weight", TensorRole::AttnV, {c.n_embd, s.n_embd_v()}, false);
+    add("attn_q_norm.weight", TensorRole::AttnQNorm, {s.head_dim}, true);
+    if (own_kv) add("attn_k_norm.weight", TensorRole::AttnKNorm, {s.head_dim}, true);
+    add("attn_output.weight", TensorRole::AttnOut, {s.n_head * s.head_dim_v, c.n_embd}, false);
+    add("post_attention_norm.weight", TensorRole::PostAttnNorm, {c.n_embd}, true);
+    add("ffn_norm.weight", TensorRole::FfnNorm, {c.n_embd}, true);
+    add("ffn_gate.weight", TensorRole::FfnGate, {c.n_embd, s.n_ff}, false);
+    add("ffn_up.weight", TensorRole::FfnUp, {c.n_embd, s.n_ff}, false);
+    add("ffn_down.weight", TensorRole::FfnDown, {s.n_ff, c.n_embd}, false);
+    if (s.moe) {
+      add("ffn_gate_inp.weight", TensorRole::FfnGateInp, {c.n_embd, c.n_expert}, false);
+      add("ffn_gate_inp.scale", TensorRole::FfnGateInpScale, {c.n_embd}, true);
+      add("post_ffw_norm_1.weight", TensorRole::PostFfnNorm1, {c.n_embd}, true);
+      add("pre_ffw_norm_2.weight", TensorRole::PreFfnNorm2, {c.n_embd}, true);
+      add("ffn_gate_up_exps.weight", TensorRole::FfnGateUpExps, {c.n_embd, 2 * c.n_ff_exp, c.n_expert}, false);
+      add("ffn_down_exps.weight", TensorRole::FfnDownExps, {c.n_ff_exp, c.n_embd, c.n_expert}, false);
+      add("ffn_down_exps.scale", TensorRole::FfnDownExpsScale, {c.n_expert}, true);
+      add("post_ffw_norm_2.weight", TensorRole::PostFfnNorm2, {c.n_embd}, true);
+    }
+    add("post_ffw_norm.weight", TensorRole::PostFfnNorm, {c.n_embd}, true);
+    if (n_pl > 0) {
+      add("inp_gate.weight", TensorRole::PleGate, {c.n_embd, n_pl}, false);
+      add("proj.weight", TensorRole::PleProj, {n_pl, c.n_embd}, false);
+      add("post_norm.weight", TensorRole::PleNorm, {c.n_embd}, true);
+    }
+    if (gemma4) add("layer_output_scale.weight", TensorRole::LayerOutScale, {1}, true);
+  }
+  global("output.weight", TensorRole::Output, {c.n_embd, c.n_vocab}, false, c.tied_output);
+  return out;
+}
+
+}  // namespace
+
 std::vector<TensorSpec> expected_tensors(const ModelConfig& c) {
+  if (arch_info(c.arch).gemma) return gemma_tensors(c);
   const ArchInfo& info = arch_info(c.arch);
   std::vector<TensorSpec> out;
   auto global = [&](std::string name, TensorRole role, std::vector<int64_t> ne, bool vec, bool optional) {

@@ -32,6 +32,22 @@ enum class TensorRole {
   FfnGateExps,
   FfnUpExps,
   FfnDownExps,
+  // Gemma.
+  PostAttnNorm,     // post_attention_norm: RMS norm of the attention output before the residual add
+  PostFfnNorm,      // post_ffw_norm
+  PerLayerTokEmbd,  // gemma4 per-layer inputs: per_layer_token_embd, per_layer_model_proj, per_layer_proj_norm
+  PerLayerProj,
+  PerLayerProjNorm,
+  PleGate,  // blk.N.inp_gate, proj, post_norm: the layer's per-layer input added to the stream
+  PleProj,
+  PleNorm,
+  LayerOutScale,    // layer_output_scale
+  FfnGateInpScale,  // gemma4 MoE: router input scale, expert down scales, fused gate/up experts, the extra norms
+  FfnDownExpsScale,
+  FfnGateUpExps,
+  PostFfnNorm1,
+  PreFfnNorm2,
+  PostFfnNorm2,
 };
 
 struct TensorSpec {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tensor/fp16.h"
 #include "tensor/kernels.h"
 
 namespace tessera {
@@ -55,6 +56,32 @@ void swiglu_on(Isa isa, const float* gate, const float* up, int64_t n, float* ou
 void softmax(float* x, int64_t n) { softmax_on(path(), x, n); }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) { swiglu_on(path(), gate, up, n, out); }
+
+float gelu_tanh(float x) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  constexpr float kCoef = 0.044715f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
+}
+
+GeluTable::GeluTable() : table_(size_t{1} << 16) {
+  for (size_t h = 0; h < table_.size(); ++h) {
+    table_[h] = fp32_to_fp16(gelu_tanh(fp16_to_fp32(static_cast<uint16_t>(h))));
+  }
+}
+
+float GeluTable::operator()(float x) const {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return fp16_to_fp32(table_[fp32_to_fp16(x)]);
+}
+
+void geglu(const float* gate, const float* up, int64_t n, float* out, const GeluTable* table) {
+  if (table != nullptr) {
+    for (int64_t i = 0; i < n; ++i) out[i] = (*table)(gate[i]) * up[i];
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
+  }
+}
 
 void rope_angles(int64_t pos, int64_t n_rot, float freq_base, float freq_scale, const float* factors, float* cs) {
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(n_rot));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tensor/kernels.h"
 
@@ -20,6 +21,24 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out);
 // the process's path (TESSERA_ISA or the CPU's best, as the kernels).
 void softmax_on(Isa isa, float* x, int64_t n);
 void swiglu_on(Isa isa, const float* gate, const float* up, int64_t n, float* out);
+
+// Gemma's GELU, the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated in f32.
+float gelu_tanh(float x);
+
+// llama.cpp's CPU GELU: the tanh form looked up by the input's fp16 value (an fp16 table of 65536 entries), x for
+// x >= 10 and 0 for x <= -10. Gemma's reference logits were computed with it; it differs from the exact form by up
+// to ~2.4e-4 relative.
+class GeluTable {
+ public:
+  GeluTable();
+  float operator()(float x) const;
+
+ private:
+  std::vector<uint16_t> table_;
+};
+
+// out[i] = gelu(gate[i]) * up[i], through the table, or exactly when table is null.
+void geglu(const float* gate, const float* up, int64_t n, float* out, const GeluTable* table);
 
 enum class RopeMode { Norm, Neox };
 

@@ -25,8 +25,8 @@ struct Fixture {
 
   Fixture(const AttentionShape& s, GgmlType type, const std::vector<int>& lengths, float q_spread)
       : shape(s),
-        cache(KvCacheConfig{1, static_cast<int64_t>(lengths.size()), 300, s.n_head_kv * s.head_dim,
-                            s.n_head_kv * s.head_dim_v, type, s.n_head_kv}) {
+        cache(KvCacheConfig::uniform(1, static_cast<int64_t>(lengths.size()), 300, s.n_head_kv, s.head_dim,
+                                     s.head_dim_v, type)) {
     std::mt19937 rng(11);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::normal_distribution<float> n(0.0f, q_spread);

@@ -20,7 +20,7 @@ float tag(int64_t layer, int64_t slot, int64_t pos, bool key, int64_t i) {
 TEST(KvCache, EachHeadsHistoryComesBackInOrder) {
   constexpr int64_t layers = 2, slots = 2, ctx = 4, heads = 4, hk = 4, hv = 3;
   for (GgmlType type : {GgmlType::F16, GgmlType::F32}) {
-    KvCache cache(KvCacheConfig{layers, slots, ctx, heads * hk, heads * hv, type, heads});
+    KvCache cache(KvCacheConfig::uniform(layers, slots, ctx, heads, hk, hv, type));
     for (int64_t l = 0; l < layers; ++l) {
       for (int64_t s = 0; s < slots; ++s) {
         for (int64_t p = 0; p < ctx; ++p) {
@@ -54,13 +54,31 @@ TEST(KvCache, EachHeadsHistoryComesBackInOrder) {
   }
 }
 
-TEST(KvCache, HeadsThatDoNotDivideTheRowsAreRefused) {
+TEST(KvCache, EmptyHeadsAreRefused) {
   try {
-    KvCache cache(KvCacheConfig{1, 1, 4, 12, 12, GgmlType::F16, 5});
-    FAIL() << "accepted 5 heads over rows of 12";
+    KvCache cache(KvCacheConfig::uniform(1, 1, 4, 2, 0, 12, GgmlType::F16));
+    FAIL() << "accepted heads of 0 elements";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("5 heads do not divide rows of 12"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("layer 0 has 2 heads of 0 and 12 elements"), std::string::npos) << e.what();
   }
+}
+
+// A sliding layer's ring keeps position p in cell p mod n_cells: the last n_cells positions come back.
+TEST(KvCache, RingKeepsTheLastCells) {
+  KvCacheConfig config = KvCacheConfig::uniform(1, 1, 16, 1, 2, 2, GgmlType::F32);
+  config.layers[0].window = 3;
+  config.layers[0].n_cells = 5;
+  KvCache cache(config);
+  for (int64_t p = 0; p < 12; ++p) {
+    const float k[2] = {static_cast<float>(p), 0.5f};
+    cache.store(0, 0, p, k, k);
+  }
+  const auto* keys = reinterpret_cast<const float*>(cache.k_head(0, 0, 0));
+  for (int64_t p = 7; p < 12; ++p) EXPECT_EQ(keys[(p % 5) * 2], static_cast<float>(p)) << p;
+  EXPECT_EQ(cache.bytes(), 5u * 2 * 2 * 4);
+  cache.set_length(0, 12);
+  EXPECT_TRUE(cache.can_truncate(0, 9));   // a token at 9 sees 7..8: held (7..11)
+  EXPECT_FALSE(cache.can_truncate(0, 8));  // one at 8 sees 6..7: 6 is gone
 }
 
 }  // namespace

@@ -126,7 +126,7 @@ TEST(ModelConfig, ValidFileParses) {
 
 TEST(ModelConfig, BadValuesAreClearErrors) {
   expect_config_error([](auto& md) { md.set("general.architecture", gguf::Value("gpt-j")); },
-                      "unsupported architecture 'gpt-j' (supported: llama, qwen2, qwen3, qwen3moe)");
+                      "unsupported architecture 'gpt-j' (supported: llama, qwen2, qwen3, qwen3moe, gemma3, gemma4)");
   expect_config_error([](auto& md) { md.set("llama.attention.head_count_kv", gguf::Value(uint32_t{3})); },
                       "not a multiple of n_head_kv 3");
   expect_config_error([](auto& md) { md.set("llama.block_count", gguf::Value("two")); }, "llama.block_count");
