@@ -196,7 +196,13 @@ int run_chat(const RunArgs& a) {
     size_t common = 0;
     while (common < cached.size() && common < tokens.size() && cached[common] == tokens[common]) ++common;
     if (common == tokens.size()) --common;  // at least one token must be evaluated to get logits
-    executor.truncate_sequence(0, static_cast<int64_t>(common));
+    try {
+      executor.truncate_sequence(0, static_cast<int64_t>(common));
+    } catch (const Error&) {
+      // A sliding-window layer no longer holds the keys before the common prefix: evaluate the whole chat again.
+      executor.clear_sequence(0);
+      common = 0;
+    }
     const std::span<const TokenId> fresh(tokens.data() + common, tokens.size() - common);
     const GenerationResult r = gen.generate(fresh, sampler, gp, cb);
     std::fputc('\n', stdout);

@@ -37,8 +37,11 @@ void PipelineExecutor::check_complete() const {
 // too many tokens, activations or logits over half a message's matrix limit (perplexity asks for every row).
 std::vector<Batch> PipelineExecutor::cap(std::vector<Batch> parts) const {
   const size_t budget = net::kMaxChunkBytes / 2;
+  // The widest stage boundary: Gemma 4 carries per-layer inputs and reused K/V rows beside the hidden state.
+  int64_t width = config_.n_embd;
+  for (const auto& s : stages_) width = std::max(width, config_.boundary_width(s->layers().begin));
   const auto max_tokens = static_cast<int64_t>(
-      std::min<size_t>(net::kMaxBatchTokens, budget / (sizeof(float) * static_cast<size_t>(config_.n_embd))));
+      std::min<size_t>(net::kMaxBatchTokens, budget / (sizeof(float) * static_cast<size_t>(width))));
   const auto max_outputs = static_cast<int64_t>(budget / (sizeof(float) * static_cast<size_t>(config_.n_vocab)));
   std::vector<Batch> out;
   for (auto& part : parts) {

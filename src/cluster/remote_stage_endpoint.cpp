@@ -80,7 +80,8 @@ RemoteStageEndpoint::RemoteStageEndpoint(std::string node, const std::string& ad
       first_(has_embedding),
       last_(has_head),
       wire_(options.wire),
-      n_embd_(model.config().n_embd),
+      in_width_(model.config().boundary_width(layers.begin)),
+      out_width_(model.config().boundary_width(layers.end)),
       n_vocab_(model.config().n_vocab),
       done_(done) {
   try {
@@ -238,6 +239,9 @@ void RemoteStageEndpoint::check_result(const InFlight& job, const net::ForwardRe
   if (!last_) {
     if (!r.hidden) fail("worker {}: a result without hidden states", node_);
     d.hidden = net::decode_activations(*r.hidden);
+    if (r.hidden->n_cols != static_cast<uint32_t>(out_width_)) {
+      fail("worker {}: hidden states of {} values per token, expected {}", node_, r.hidden->n_cols, out_width_);
+    }
     return;
   }
   if (r.hidden) fail("worker {}: hidden states from the last stage", node_);
@@ -268,7 +272,7 @@ void RemoteStageEndpoint::submit(StageJob job) {
     f.tokens = job.batch.tokens;
   } else {
     f.activations = net::encode_activations(job.hidden, static_cast<uint32_t>(job.batch.size()),
-                                            static_cast<uint32_t>(n_embd_), wire_);
+                                            static_cast<uint32_t>(in_width_), wire_);
   }
   InFlight expect;
   expect.id = job.id;

@@ -78,7 +78,8 @@ class RemoteStageEndpoint : public StageEndpoint {
   bool first_;
   bool last_;
   net::WireType wire_;
-  int64_t n_embd_ = 0;
+  int64_t in_width_ = 0;   // floats per token into the stage (ModelConfig::boundary_width)
+  int64_t out_width_ = 0;  // and out of it
   int64_t n_vocab_ = 0;
   CompletionQueue& done_;
   std::unique_ptr<net::Connection> conn_;

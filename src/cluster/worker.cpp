@@ -32,7 +32,7 @@ net::ForwardResult run_forward(Stage& stage, const net::Forward& f, net::WireTyp
   std::vector<float> hidden;
   if (f.activations) hidden = net::decode_activations(*f.activations);
   if (!stage.is_first()) {
-    const auto need = static_cast<size_t>(b.size() * stage.config().n_embd);
+    const auto need = static_cast<size_t>(b.size() * stage.in_width());
     if (hidden.size() != need) fail("activations of {} values, expected {}", hidden.size(), need);
     if (b.tokens.empty()) b.tokens.assign(b.seq.size(), 0);
   }
@@ -52,7 +52,7 @@ net::ForwardResult run_forward(Stage& stage, const net::Forward& f, net::WireTyp
       r.logits = net::encode_activations(out.logits, rows, static_cast<uint32_t>(n_vocab), net::WireType::F32);
   } else {
     r.hidden = net::encode_activations(out.hidden, static_cast<uint32_t>(b.size()),
-                                       static_cast<uint32_t>(stage.config().n_embd), wire);
+                                       static_cast<uint32_t>(stage.out_width()), wire);
   }
   return r;
 }

@@ -408,7 +408,11 @@ BenchModel describe_bench_model(const std::string& filename, const ModelWeights&
   m.n_params = profile.n_params;
   m.decode_bytes_per_token = profile.decode_bytes_per_token;
   const ModelConfig& c = weights.config();
-  m.kv_values_per_position = static_cast<uint64_t>(c.n_layer * (c.n_embd_k() + c.n_embd_v()));
+  m.kv_values_per_position = 0;
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const LayerShape s = c.layer(il);
+    if (s.kv_source == il) m.kv_values_per_position += static_cast<uint64_t>(s.n_embd_k() + s.n_embd_v());
+  }
   m.type = fmt::format("{} {} {}", weights.config().arch_name, params_label(profile.n_params),
                        file_type_label(weights.file()));
   return m;

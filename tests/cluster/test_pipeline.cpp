@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -61,6 +62,52 @@ TEST(Pipeline, SameLogitsAsOneStageForEveryArchitecture) {
     for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
     EXPECT_LE(max_diff, 1e-3f) << name;
     EXPECT_EQ(two->sequence_length(0), static_cast<int64_t>(prompt.size()));
+  }
+}
+
+// Gemma: a stage boundary anywhere, including between a layer that reuses another's K/V and that layer (gemma4:
+// layers 3 and 4 read layers 1 and 2), with the per-layer inputs and the reused K/V rows carried across; prompts cut
+// into micro-batches of 4 and 5 and sliding-window rings that wrap inside them; then greedy steps.
+TEST(Pipeline, GemmaSameLogitsAsOneStageWithABoundaryAnywhere) {
+  const std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 383, 286, 261, 376, 298, 315, 421, 395, 317};
+  struct Split {
+    const char* model;
+    std::vector<LayerRange> ranges;
+  };
+  const std::vector<Split> splits = {
+      {"gemma4-f32", {{0, 1}, {1, 5}}},         {"gemma4-f32", {{0, 2}, {2, 5}}},
+      {"gemma4-f32", {{0, 3}, {3, 5}}},         {"gemma4-f32", {{0, 4}, {4, 5}}},
+      {"gemma4-f32", {{0, 2}, {2, 3}, {3, 5}}}, {"gemma4-q8_0", {{0, 2}, {2, 4}, {4, 5}}},
+      {"gemma3-f32", {{0, 3}, {3, 6}}},         {"gemma4moe-q4_k_m", {{0, 1}, {1, 4}}},
+  };
+  for (const auto& [name, ranges] : splits) {
+    SCOPED_TRACE(fmt::format("{} over {} stages from layer {}", name, ranges.size(), ranges[1].begin));
+    const auto path = test::shared_dir() / "fixtures/models" / (std::string(name) + ".gguf");
+    for (int64_t micro : {4, 5}) {
+      StageOptions so{1, 64, GgmlType::F32};
+      so.window_batch = 3;  // rings of 10 cells for the window of 8
+      LocalExecutor one(ModelWeights::load(path), so, 1);
+      auto many = make_pipeline(path, ranges, so, micro);
+      std::vector<float> a, b;
+      one.decode(prompt_batch(prompt, 0, true), a);
+      many->decode(prompt_batch(prompt, 0, true), b);
+      ASSERT_EQ(a.size(), b.size());
+      float max_diff = 0.0f;
+      for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+      EXPECT_LE(max_diff, 1e-3f);
+      const int64_t v = one.config().n_vocab;
+      for (int32_t step = 0; step < 6; ++step) {
+        const float* last = a.data() + (a.size() / static_cast<size_t>(v) - 1) * static_cast<size_t>(v);
+        const auto next = static_cast<int32_t>(std::max_element(last, last + v) - last);
+        Batch d;
+        d.add(next, 0, static_cast<int32_t>(prompt.size()) + step, true);
+        one.decode(d, a);
+        many->decode(d, b);
+        max_diff = 0.0f;
+        for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+        EXPECT_LE(max_diff, 1e-3f) << "step " << step;
+      }
+    }
   }
 }
 

@@ -3,9 +3,11 @@
 // clear errors naming the worker; a worker serves the next head after one goes away.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "cluster/local_stage_endpoint.h"
@@ -42,14 +44,15 @@ test::CommandResult tessera(std::vector<std::string> args) {
 
 std::unique_ptr<cluster::RemoteStageEndpoint> remote(const test::WorkerProcess& w, const ModelWeights& model,
                                                      cluster::CompletionQueue& done, LayerRange layers, bool first,
-                                                     bool last, const net::ClusterKey* key = nullptr) {
+                                                     bool last, const net::ClusterKey* key = nullptr, int index = 0) {
   cluster::RemoteStageOptions o;
   o.stage = {1, 64, GgmlType::F32};
   o.wire = net::WireType::F32;
   o.connect_timeout = 3000ms;
   // RTT only: the bandwidth probe's megabytes would hide what these tests count (weights and activations).
   o.measure_bytes = 0;
-  return std::make_unique<cluster::RemoteStageEndpoint>("w", w.address(), key, 0, model, layers, first, last, o, done);
+  return std::make_unique<cluster::RemoteStageEndpoint>("w", w.address(), key, index, model, layers, first, last, o,
+                                                        done);
 }
 
 TEST(Workers, TwoAndThreeNodeRunsEqualOneNode) {
@@ -66,6 +69,73 @@ TEST(Workers, TwoAndThreeNodeRunsEqualOneNode) {
                "a=" + a.address() + ",b=" + b.address(), "--split", "0-1@local,2-3@a,4-4@b", "--wire-type", "f32"});
   ASSERT_EQ(three.exit_code, 0) << three.err;
   EXPECT_EQ(three.out, one.out);
+}
+
+// Every gemma fixture through two worker processes, the boundary between a layer and the earlier layer whose K/V it
+// reuses (gemma4: layer 3 reads layer 1, layer 4 reads layer 2), against llama.cpp's logits: the scalar kernels
+// sum like ggml, so the fixture's tighter tier holds (the fp16-GELU tier for F32 files, the faithful tier for
+// quantized ones), with its required greedy tokens.
+TEST(Workers, GemmaFixturesOverTwoWorkersMatchLlamaCpp) {
+  struct Case {
+    const char* name;
+    const char* file;
+    int64_t boundary;
+  };
+  const Case cases[] = {{"gemma3-f32", "gemma3-f32.gguf", 3},
+                        {"gemma3-q8_0", "gemma3-q8_0.gguf", 5},
+                        {"gemma4-f32", "gemma4-f32.gguf", 3},
+                        {"gemma4-q8_0", "gemma4-q8_0.gguf", 2},
+                        {"gemma4moe-f32", "gemma4moe-f32.gguf", 2},
+                        {"gemma4moe-q4_k_m", "gemma4moe-q4_k_m.gguf", 1},
+                        {"gemma4moe-q4_k_m-split", "gemma4moe-q4_k_m-split-00001-of-00003.gguf", 3}};
+  test::WorkerProcess wa, wb;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto dir = test::shared_dir() / "fixtures/models";
+    std::ifstream json_in(dir / (std::string(c.name) + ".json"));
+    const auto ref = nlohmann::json::parse(json_in);
+    const auto& tol_all = ref["tolerance"];
+    const auto& tol = tol_all.contains("faithful_gelu_fp16") ? tol_all["faithful_gelu_fp16"]
+                                                             : tol_all["faithful_activation_quantization"];
+    const auto prompt = ref["tokens"].get<std::vector<int32_t>>();
+    const int64_t v = ref["n_vocab"];
+    std::ifstream logits_in(dir / (std::string(c.name) + ".logits.f32"), std::ios::binary);
+    std::vector<float> expected(prompt.size() * static_cast<size_t>(v));
+    logits_in.read(reinterpret_cast<char*>(expected.data()),
+                   static_cast<std::streamsize>(expected.size() * sizeof(float)));
+
+    auto model = ModelWeights::load(dir / c.file);
+    const int64_t n_layer = model->config().n_layer;
+    cluster::PipelineExecutor p(model->config(), 64, 1, {5});
+    p.add_stage(remote(wa, *model, p.completions(), {0, c.boundary}, true, false));
+    p.add_stage(remote(wb, *model, p.completions(), {c.boundary, n_layer}, false, true, nullptr, 1));
+    Batch b;
+    for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], 0, static_cast<int32_t>(i), true);
+    std::vector<float> got;
+    p.decode(b, got);
+    ASSERT_EQ(got.size(), expected.size());
+    double max_diff = 0, sum = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const double d = std::fabs(static_cast<double>(got[i]) - expected[i]);
+      max_diff = std::max(max_diff, d);
+      sum += d;
+    }
+    EXPECT_LE(max_diff, tol["max_abs_logit_diff"].get<double>());
+    EXPECT_LE(sum / static_cast<double>(got.size()), tol["mean_abs_logit_diff"].get<double>());
+    const int required = tol["greedy_tokens_required"];
+    const auto want = ref["greedy"]["tokens"].get<std::vector<int32_t>>();
+    std::vector<int32_t> greedy;
+    const float* last = got.data() + (prompt.size() - 1) * static_cast<size_t>(v);
+    int32_t next = static_cast<int32_t>(std::max_element(last, last + v) - last);
+    for (int i = 0; i < required; ++i) {
+      greedy.push_back(next);
+      Batch d;
+      d.add(next, 0, static_cast<int32_t>(prompt.size()) + i, true);
+      p.decode(d, got);
+      next = static_cast<int32_t>(std::max_element(got.begin(), got.end()) - got.begin());
+    }
+    EXPECT_EQ(greedy, std::vector<int32_t>(want.begin(), want.begin() + required));
+  }
 }
 
 TEST(Workers, IdenticalLogitsWithF32OnTheWire) {
