@@ -97,7 +97,7 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
          kv.n_head_kv, kv.head_dim_k, kv.head_dim_v);
   }
   const int64_t n_cells = kv.n_cells;
-  const int64_t group = s.n_head / s.n_head_kv;
+  const int64_t group = s.group > 0 ? s.group : s.n_head / s.n_head_kv;
   const int64_t d = s.head_dim;
   const int64_t dv = s.head_dim_v;
   const float scale = s.scale > 0.0f ? s.scale : 1.0f / std::sqrt(static_cast<float>(d));
@@ -127,15 +127,19 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
       const TokenRun run = runs[static_cast<size_t>(item / s.n_head_kv)];
       const int64_t g = item % s.n_head_kv;
       const int64_t slot = batch.seq[static_cast<size_t>(run.first)];
-      const int64_t n_rows = (run.last - run.first) * group;
+      // The query heads that read KV head g (all `group` of them, or a tensor-parallel rank's part of them).
+      const int64_t qa = std::max<int64_t>(0, (s.kv_head0 + g) * group - s.q_head0);
+      const int64_t qb = std::min<int64_t>(s.n_head, (s.kv_head0 + g + 1) * group - s.q_head0);
+      const int64_t nh = qb - qa;
+      const int64_t n_rows = (run.last - run.first) * nh;
 
       int32_t last_pos = 0;
       const int32_t first_pos = batch.pos[static_cast<size_t>(run.first)];
       // A run of several tokens starts at 0 (token_runs); a lone token at its window's first key.
       const int64_t first_key = s.window > 0 ? std::max<int64_t>(0, first_pos - s.window + 1) : 0;
       for (int64_t r = 0; r < n_rows; ++r) {
-        const int64_t t = run.first + r / group;
-        const float* q_src = q + (t * s.n_head + g * group + r % group) * d;
+        const int64_t t = run.first + r / nh;
+        const float* q_src = q + (t * s.n_head + qa + r % nh) * d;
         for (int64_t i = 0; i < d; ++i) qr[r * d + i] = q_src[i] * scale;
         pos[static_cast<size_t>(r)] = batch.pos[static_cast<size_t>(t)];
         last_pos = std::max(last_pos, batch.pos[static_cast<size_t>(t)]);
@@ -158,9 +162,9 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
       }
 
       for (int64_t r = 0; r < n_rows; ++r) {
-        const int64_t t = run.first + r / group;
+        const int64_t t = run.first + r / nh;
         const float inv = 1.0f / ml[n_rows + r];
-        float* o = out + (t * s.n_head + g * group + r % group) * dv;
+        float* o = out + (t * s.n_head + qa + r % nh) * dv;
         for (int64_t i = 0; i < dv; ++i) o[i] = orow[r * dv + i] * inv;
       }
     }

@@ -20,6 +20,11 @@ struct AttentionShape {
   int64_t head_dim_v = 0;
   float scale = 0.0f;  // of q.k before the softmax; 0: 1/sqrt(head_dim)
   int64_t window = 0;  // sliding window: a query at p sees keys p - window + 1 .. p; 0: every earlier key
+  // A tensor-parallel rank's part of the heads: query head q0 + i reads KV head (q0 + i) / group, held here as
+  // KV head index (q0 + i) / group - kv0. group 0: n_head / n_head_kv (all heads held).
+  int64_t group = 0;
+  int64_t q_head0 = 0;
+  int64_t kv_head0 = 0;
 };
 
 // 64-byte aligned floats for the attention's vector loads; grows, never shrinks.

@@ -31,7 +31,7 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, GatedActivati
   router_.resize(static_cast<size_t>(n_tokens * n_exp));
   matmul(w.ffn_gate_inp, router_x != nullptr ? router_x : x, n_tokens, router_.data(), pool, scratch_);
 
-  Routing routed(static_cast<size_t>(n_exp));
+  Routing routed(static_cast<size_t>(w.shape.n_expert));  // by the index among the experts w holds
   std::vector<int64_t> order(static_cast<size_t>(n_exp));
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* p = router_.data() + t * n_exp;
@@ -44,9 +44,11 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, GatedActivati
     sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's floor against division by ~0
     for (int64_t i = 0; i < k; ++i) {
       const int64_t e = order[static_cast<size_t>(i)];
+      const int64_t local = e - w.expert0;
+      if (local < 0 || local >= w.shape.n_expert) continue;  // another rank's expert
       // Gemma 4 scales each expert's output (ffn_down_exps.scale): folded into its routing weight, no extra pass.
-      const float scale = w.ffn_down_exps_scale.empty() ? 1.0f : w.ffn_down_exps_scale[static_cast<size_t>(e)];
-      routed[static_cast<size_t>(e)].emplace_back(t, p[e] / sum * scale);
+      const float scale = w.ffn_down_exps_scale.empty() ? 1.0f : w.ffn_down_exps_scale[static_cast<size_t>(local)];
+      routed[static_cast<size_t>(local)].emplace_back(t, p[e] / sum * scale);
     }
   }
 
@@ -64,12 +66,12 @@ void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, 
                                    const Routing& routed, float* out, ThreadPool& pool, EachSplit split,
                                    NextWeights next) {
   const int64_t n_embd = c.n_embd;
-  const int64_t n_ff = c.n_ff_exp;
+  const int64_t n_ff = w.shape.n_ff_exp;
   // Gemma 4 keeps each expert's gate and up as one matrix (gate rows first): one job of 2 n_ff rows per expert.
   const bool fused = !w.ffn_gate_up_exps.empty();
   std::vector<std::pair<int64_t, int64_t>> active;  // (expert, first row)
   int64_t rows = 0;
-  for (int64_t e = 0; e < c.n_expert; ++e) {
+  for (int64_t e = 0; e < w.shape.n_expert; ++e) {
     const auto m = static_cast<int64_t>(routed[static_cast<size_t>(e)].size());
     if (m == 0) continue;
     active.emplace_back(e, rows);

@@ -36,7 +36,7 @@ int64_t KvCacheConfig::index_of(int64_t model_layer) const {
 }
 
 KvCacheConfig kv_cache_config(const ModelConfig& c, int64_t begin, int64_t end, int64_t n_slots, int64_t n_ctx,
-                              GgmlType type, int64_t window_batch) {
+                              GgmlType type, int64_t window_batch, const std::function<LayerShape(int64_t)>& shape) {
   if (window_batch <= 0) fail("the sliding-window batch must be positive, got {}", window_batch);
   KvCacheConfig kv;
   kv.window_batch = window_batch;
@@ -44,7 +44,7 @@ KvCacheConfig kv_cache_config(const ModelConfig& c, int64_t begin, int64_t end, 
   kv.n_ctx = n_ctx;
   kv.type = type;
   auto entry = [&](int64_t il) {
-    const LayerShape s = c.layer(il);
+    const LayerShape s = shape ? shape(il) : c.layer(il);
     KvLayer l;
     l.model_layer = il;
     l.n_head_kv = s.n_head_kv;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/model_config.h"
@@ -47,8 +48,11 @@ struct KvCacheConfig {
 
 // The cache for model layers [begin, end): an entry per layer with K/V of its own, plus one per earlier layer whose
 // K/V a layer in the range reads (a pipeline carries those rows across the boundary).
+// shape: each layer's shape as the stage holds it (a tensor-parallel rank keeps only its KV heads); by default the
+// model's.
 KvCacheConfig kv_cache_config(const ModelConfig& c, int64_t begin, int64_t end, int64_t n_slots, int64_t n_ctx,
-                              GgmlType type, int64_t window_batch = kWindowBatch);
+                              GgmlType type, int64_t window_batch = kWindowBatch,
+                              const std::function<LayerShape(int64_t)>& shape = {});
 
 class KvCache {
  public:

@@ -156,6 +156,8 @@ LayerShape ModelConfig::layer(int64_t il) const {
   l.head_dim_v = head_dim_v;
   l.n_rot = n_rot;
   l.n_ff = n_ff;
+  l.n_ff_exp = n_ff_exp;
+  l.n_expert = n_expert;
   l.kv_source = il;
   l.rope_base = rope_freq_base;
   l.rope_freq_scale = rope_freq_scale;

@@ -139,6 +139,7 @@ std::shared_ptr<const ModelWeights> ModelWeights::load(std::shared_ptr<const ggu
   for (int64_t l = layers.begin; l < layers.end; ++l) {
     auto n = [l](const char* suffix) { return layer_tensor_name(l, suffix); };
     LayerWeights lw;
+    lw.shape = c.layer(l);
     if (info.gemma) {
       load_gemma_layer(ld, c, l, lw);
       w->layer_weights_.push_back(std::move(lw));

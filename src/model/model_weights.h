@@ -9,6 +9,7 @@
 
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
+#include "model/shard.h"
 #include "tensor/kernels.h"
 #include "tensor/packed_weights.h"
 #include "tensor/tensor_view.h"
@@ -35,6 +36,13 @@ struct LayerWeights {
   TensorView ple_gate, ple_proj;
   std::vector<float> ple_norm;
   float layer_out_scale = 1.0f;  // Gemma 4: the whole stream times this at the layer's end
+
+  // The layer's shape as these weights hold it: the model's, or a rank's share under tensor or expert parallelism
+  // (its query and KV heads, FFN rows, each expert's rows, its experts), with where that share starts.
+  LayerShape shape;
+  int64_t q_head0 = 0;   // the first query head held
+  int64_t kv_head0 = 0;  // the first KV head held
+  int64_t expert0 = 0;   // the first expert held (expert parallelism); the experts held are consecutive
 };
 
 struct LayerRange {
@@ -54,6 +62,14 @@ class ModelWeights {
   // The same from any tensor source (a worker's cache or streamed tensors).
   static std::shared_ptr<const ModelWeights> load(std::shared_ptr<const gguf::TensorSource> source, LayerRange layers,
                                                   bool with_embedding, bool with_head);
+
+  // Rank spec.rank's share under tensor/expert parallelism (ShardSpec): its slices of the matrices copied into
+  // memory of its own, the rest (norms, embedding, router) kept whole. Throws Error when a layer cannot be split
+  // that many ways.
+  static std::shared_ptr<const ModelWeights> sharded(const std::shared_ptr<const ModelWeights>& weights,
+                                                     const ShardSpec& spec, ThreadPool& pool);
+  const ShardSpec& shard() const { return shard_; }
+  int64_t vocab0() const { return vocab0_; }  // the output head's first row held (split by vocabulary)
 
   // The same weights with every matrix the kernels have a packed layout for also packed (PackedWeights): faster
   // prefill and batched decode for packed_bytes() more memory.
@@ -107,6 +123,9 @@ class ModelWeights {
   std::vector<float> output_norm_, rope_factors_, per_layer_proj_norm_;
   std::shared_ptr<const PackedWeights> packed_;
   std::shared_ptr<const HugeBuffer> copy_;
+  std::shared_ptr<const HugeBuffer> shard_copy_;  // sharded(): the rank's slices
+  ShardSpec shard_;
+  int64_t vocab0_ = 0;
 };
 
 }  // namespace tessera

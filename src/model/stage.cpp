@@ -30,13 +30,16 @@ KvCacheConfig cache_config(const ModelWeights& w, const StageOptions& o) {
   const ModelConfig& c = w.config();
   if (o.n_slots <= 0) fail("the number of parallel sequences must be positive, got {}", o.n_slots);
   if (o.n_ctx < 0) fail("the context size must be positive, got {}", o.n_ctx);
+  // A rank keeps the KV heads of its share.
+  auto shape = [&](int64_t il) { return w.layers().contains(il) ? w.layer(il).shape : c.layer(il); };
   return kv_cache_config(c, w.layers().begin, w.layers().end, o.n_slots, o.n_ctx > 0 ? o.n_ctx : c.n_ctx_train,
-                         o.kv_type, o.window_batch);
+                         o.kv_type, o.window_batch, shape);
 }
 
 // Copies and packs the weights as the options ask (copy first, so the packing reads huge pages).
 std::shared_ptr<const ModelWeights> prepare_weights(std::shared_ptr<const ModelWeights> w, const StageOptions& o,
                                                     ThreadPool& pool) {
+  if (o.shard.sharded()) w = ModelWeights::sharded(w, o.shard, pool);
   if (o.copy_weights) w = ModelWeights::copied(w, Stage::packing_kernels(), pool);
   if (o.repack) w = ModelWeights::packed(w, Stage::packing_kernels(), pool);
   return w;
@@ -63,11 +66,18 @@ Batch batch_part(const Batch& b, int64_t first, int64_t last) {
 
 }  // namespace
 
-Stage::Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, ThreadPool& pool)
+Stage::Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, ThreadPool& pool,
+             collective::Communicator* comm)
     : weights_(prepare_weights(std::move(weights), options, pool)),
       pool_(pool),
+      comm_(comm),
       vec_(VecOps::get(select_isa())),
       cache_(cache_config(*weights_, options)) {
+  if (options.shard.sharded() && (comm == nullptr || comm->size() != options.shard.n_ranks ||
+                                  comm->rank() != options.shard.rank)) {
+    fail("a shard {} of {} needs a communicator of {} ranks in which it is rank {}", options.shard.rank,
+         options.shard.n_ranks, options.shard.n_ranks, options.shard.rank);
+  }
   if (arch_info(config().arch).ffn_act == FfnActivation::Gelu && !options.exact_gelu) {
     gelu_table_ = std::make_unique<GeluTable>();
   }
@@ -187,7 +197,8 @@ void Stage::forward_part(const Batch& batch, const float* hidden_in, StageOutput
     ++row;
   }
   out.hidden.clear();
-  out.logits.resize(static_cast<size_t>(n_out * c.n_vocab));
+  // A tensor-parallel rank holds a range of the vocabulary's rows.
+  out.logits.resize(static_cast<size_t>(n_out * weights_->output().rows()));
   if (n_out > 0) {
     std::array<const TensorView*, 3> next;
     matmul(weights_->output(), norm_.data(), n_out, out.logits.data(), pool_, scratch_,
@@ -198,6 +209,35 @@ void Stage::forward_part(const Batch& batch, const float* hidden_in, StageOutput
     const float inv = 1.0f / cap;
     for (float& v : out.logits) v = std::tanh(v * inv) * cap;
   }
+  if (weights_->shard().sharded()) gather_logits(n_out, out.logits);
+}
+
+void Stage::reduce(std::vector<float>& v, int64_t n) {
+  if (comm_ != nullptr && comm_->size() > 1) comm_->all_reduce_sum(std::span<float>(v.data(), static_cast<size_t>(n)));
+}
+
+// The ranks' vocabulary ranges, in rank order, into whole rows on rank 0 (the others keep none).
+void Stage::gather_logits(int64_t n_out, std::vector<float>& logits) {
+  comm_->gather(logits, gathered_, 0);
+  if (comm_->rank() != 0) {
+    logits.clear();
+    return;
+  }
+  const int64_t n_vocab = config().n_vocab;
+  logits.assign(static_cast<size_t>(n_out * n_vocab), 0.0f);
+  int64_t v0 = 0;
+  size_t at = 0;
+  ShardSpec spec = weights_->shard();
+  for (int r = 0; r < spec.n_ranks; ++r) {
+    spec.rank = r;
+    const auto [b, e] = share_range(n_vocab, spec, "the vocabulary");
+    for (int64_t t = 0; t < n_out; ++t) {
+      std::copy_n(gathered_.data() + at + static_cast<size_t>(t * (e - b)), e - b, logits.data() + t * n_vocab + b);
+    }
+    at += static_cast<size_t>(n_out * (e - b));
+    v0 = e;
+  }
+  if (v0 != n_vocab || at != gathered_.size()) fail("the ranks' logits cover {} of {} columns", v0, n_vocab);
 }
 
 void Stage::embed(const Batch& batch) {
@@ -432,8 +472,9 @@ void Stage::attention_inputs(int64_t l, const LayerShape& s, const Batch& batch)
 
 void Stage::layer_forward(int64_t l, const Batch& batch) {
   const ModelConfig& c = config();
-  const LayerShape s = c.layer(l);
   const LayerWeights& w = weights_->layer(l);
+  const LayerShape& s = w.shape;  // this rank's share under tensor parallelism
+  const bool tp = weights_->shard().sharded() && weights_->shard().tp;
   const int64_t n_tokens = batch.size();
   const int64_t n_embd = c.n_embd;
   const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
@@ -446,13 +487,17 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
   });
   attention_inputs(l, s, batch);
   attn_.resize(sz(n_tokens * s.n_head * s.head_dim_v));
-  const AttentionShape shape{s.n_head, s.n_head_kv, s.head_dim, s.head_dim_v, c.attention_scale(s), s.window};
+  const LayerShape whole = c.layer(l);
+  const AttentionShape shape{s.n_head,        s.n_head_kv,  s.head_dim,
+                             s.head_dim_v,    c.attention_scale(s), s.window,
+                             whole.n_head / whole.n_head_kv, w.q_head0, w.kv_head0};
   attention(shape, cache_, cache_.config().index_of(s.kv_source), batch, q_.data(), attn_.data(), pool_, vec_,
             attention_scratch_);
   proj_.resize(sz(n_tokens * n_embd));
   const TensorView* ffn_first[] = {s.moe && !gemma ? &w.ffn_gate_inp : &w.ffn_gate, &w.ffn_up};
   matmul(w.wo, attn_.data(), n_tokens, proj_.data(), pool_, scratch_,
          NextWeights{ffn_first}.first(s.moe && !gemma ? 1 : 2));
+  if (tp) reduce(proj_, n_tokens * n_embd);
   if (gemma) norm_rows(proj_.data(), w.post_attn_norm, n_tokens, n_embd);
   add_residual(n_tokens, n_embd);
 
@@ -471,9 +516,11 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
     gemma_ffn(l, s, n_tokens, after);
   } else if (s.moe) {
     ffn_.moe(w, c, {}, norm_.data(), nullptr, n_tokens, proj_.data(), pool_, after);
+    if (weights_->shard().sharded()) reduce(proj_, n_tokens * n_embd);
     add_residual(n_tokens, n_embd);
   } else {
     ffn_.dense(w, s.n_ff, {}, norm_.data(), n_tokens, proj_.data(), pool_, after);
+    if (tp) reduce(proj_, n_tokens * n_embd);
     add_residual(n_tokens, n_embd);
   }
 }
@@ -485,13 +532,16 @@ void Stage::gemma_ffn(int64_t l, const LayerShape& s, int64_t n_tokens, NextWeig
   const int64_t n_embd = c.n_embd;
   const auto sz = [](int64_t n) { return static_cast<size_t>(n); };
   const GatedActivation act{FfnActivation::Gelu, gelu_table_.get()};
+  const bool tp = weights_->shard().sharded() && weights_->shard().tp;
   if (!s.moe) {
     ffn_.dense(w, s.n_ff, act, norm_.data(), n_tokens, proj_.data(), pool_, after);
+    if (tp) reduce(proj_, n_tokens * n_embd);
   } else {
     // Gemma 4 MoE: a dense MLP beside the experts, each normalised, their sum normalised again. The router reads
     // the stream RMS-normalised without a weight, times 1/sqrt(n_embd) and its own scale.
     mlp_.resize(sz(n_tokens * n_embd));
     ffn_.dense(w, s.n_ff, act, norm_.data(), n_tokens, mlp_.data(), pool_);
+    if (tp) reduce(mlp_, n_tokens * n_embd);
     norm_rows(mlp_.data(), w.post_ffn_norm_1, n_tokens, n_embd);
     router_in_.resize(sz(n_tokens * n_embd));
     const float inv = 1.0f / std::sqrt(static_cast<float>(n_embd));
@@ -502,6 +552,7 @@ void Stage::gemma_ffn(int64_t l, const LayerShape& s, int64_t n_tokens, NextWeig
       rms_norm(x_.data() + t * n_embd, w.pre_ffn_norm_2.data(), n_embd, c.rms_eps, norm_.data() + t * n_embd);
     });
     ffn_.moe(w, c, act, norm_.data(), router_in_.data(), n_tokens, proj_.data(), pool_, after);
+    if (weights_->shard().sharded()) reduce(proj_, n_tokens * n_embd);
     norm_rows(proj_.data(), w.post_ffn_norm_2, n_tokens, n_embd);
     for (size_t i = 0; i < sz(n_tokens * n_embd); ++i) proj_[i] += mlp_[i];
   }

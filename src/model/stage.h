@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "collective/communicator.h"
 #include "model/attention.h"
 #include "model/batch.h"
 #include "model/ffn.h"
@@ -32,6 +33,9 @@ struct StageOptions {
   bool exact_gelu = false;
   // A sliding-window layer's cache keeps window - 1 + window_batch positions per sequence (see KvCacheConfig).
   int64_t window_batch = kWindowBatch;
+  // This stage's share of each layer under tensor/expert parallelism (the Stage then needs a Communicator with
+  // one rank per share).
+  ShardSpec shard{};
 };
 
 struct StageOutput {
@@ -41,7 +45,9 @@ struct StageOutput {
 
 class Stage {
  public:
-  Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, ThreadPool& pool);
+  // comm: the ranks that hold the other shares of each layer, when options.shard splits the layers.
+  Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, ThreadPool& pool,
+        collective::Communicator* comm = nullptr);
 
   const ModelConfig& config() const { return weights_->config(); }
   // Memory of the weights packed at load (StageOptions::repack); 0 when none were.
@@ -108,9 +114,14 @@ class Stage {
   void gemma_ffn(int64_t layer, const LayerShape& s, int64_t n_tokens, NextWeights after);
   void add_residual(int64_t n_tokens, int64_t n_embd);                                    // x += proj, row by row
   void norm_rows(float* rows, const std::vector<float>& w, int64_t n_tokens, int64_t n);  // in place
+  // The sum over the ranks of each rank's partial output (tensor/expert parallelism); nothing on one rank.
+  void reduce(std::vector<float>& v, int64_t n);
+  void gather_logits(int64_t n_out, std::vector<float>& logits);
 
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool& pool_;
+  collective::Communicator* comm_;
+  std::vector<float> gathered_;
   const VecOps& vec_;
   KvCache cache_;
   FeedForward ffn_;

@@ -1,0 +1,197 @@
+// ModelWeights::sharded: one rank's slices of every matrix, Megatron-style. q, k and v keep the rank's heads (rows),
+// the attention output its heads' columns; gate and up keep its FFN rows, down their columns; so each rank's
+// partial outputs add up to the layer's (one all-reduce after attention, one after the FFN). Experts are split the
+// same way, or held whole by one rank each (expert parallelism). The output head keeps a range of vocabulary rows.
+// Columns are cut in whole quant blocks; a cut inside a block is held in f32 instead.
+#include <algorithm>
+#include <cstring>
+
+#include "model/model_weights.h"
+#include "tensor/quant.h"
+#include "util/error.h"
+
+namespace tessera {
+namespace {
+
+using Range = std::pair<int64_t, int64_t>;
+
+// One matrix's slice: rows (ranges of the source's rows) by columns [c0, c1), written at `offset` of the buffer.
+struct Cut {
+  TensorView* view;
+  TensorView src;
+  std::vector<Range> rows;
+  int64_t c0, c1;
+  std::array<int64_t, 4> ne;
+  bool as_f32;
+  size_t row_bytes;
+  size_t offset;
+};
+
+class ShardBuilder {
+ public:
+  // The view becomes rows x [c0, c1) of itself, shaped `ne` (ne[0] = c1 - c0).
+  void cut(TensorView& view, std::vector<Range> rows, int64_t c0, int64_t c1, std::array<int64_t, 4> ne) {
+    if (view.empty()) return;
+    const auto& traits = type_traits(view.type);
+    const int64_t bs = traits.block_size;
+    const bool aligned = c0 % bs == 0 && (c1 % bs == 0 || c1 == view.cols());
+    const bool whole = c0 == 0 && c1 == view.cols();
+    Cut c{&view, view, std::move(rows), c0, c1, ne, !(whole || aligned), 0, 0};
+    c.row_bytes = c.as_f32 ? static_cast<size_t>(c1 - c0) * sizeof(float) : row_size(view.type, c1 - c0);
+    int64_t n_rows = 0;
+    for (const auto& [r0, r1] : c.rows) n_rows += r1 - r0;
+    c.offset = total_;
+    total_ += (static_cast<size_t>(n_rows) * c.row_bytes + 63) / 64 * 64;
+    cuts_.push_back(std::move(c));
+  }
+
+  std::shared_ptr<const HugeBuffer> build(ThreadPool& pool) {
+    auto buffer = std::make_shared<HugeBuffer>(std::max<size_t>(total_, 64));
+    uint8_t* base = buffer->data();
+    pool.parallel_for(static_cast<int64_t>(cuts_.size()), [&](int64_t i0, int64_t i1) {
+      std::vector<float> row;
+      for (int64_t i = i0; i < i1; ++i) copy(cuts_[static_cast<size_t>(i)], base, row);
+    });
+    for (const Cut& c : cuts_) {
+      TensorView v;
+      v.type = c.as_f32 ? GgmlType::F32 : c.src.type;
+      v.ne = c.ne;
+      v.data = base + c.offset;
+      v.row_bytes = c.row_bytes;
+      *c.view = v;
+    }
+    return buffer;
+  }
+
+ private:
+  static void copy(const Cut& c, uint8_t* base, std::vector<float>& row) {
+    uint8_t* dst = base + c.offset;
+    const auto& traits = type_traits(c.src.type);
+    const size_t skip = static_cast<size_t>(c.c0 / traits.block_size) * traits.type_size;
+    for (const auto& [r0, r1] : c.rows) {
+      for (int64_t r = r0; r < r1; ++r, dst += c.row_bytes) {
+        if (!c.as_f32) {
+          std::memcpy(dst, c.src.row(r) + skip, c.row_bytes);
+          continue;
+        }
+        row.resize(static_cast<size_t>(c.src.cols()));
+        dequantize_row(c.src.type, c.src.row(r), row.data(), c.src.cols());
+        std::memcpy(dst, row.data() + c.c0, c.row_bytes);
+      }
+    }
+  }
+
+  std::vector<Cut> cuts_;
+  size_t total_ = 0;
+};
+
+std::vector<float> slice(const std::vector<float>& v, int64_t first, int64_t count) {
+  if (v.empty()) return v;
+  return std::vector<float>(v.begin() + first, v.begin() + first + count);
+}
+
+// Column ranges cut on quant-block boundaries of `w` where they can be: units of its block size.
+Range column_share(int64_t cols, const TensorView& w, const ShardSpec& spec, const std::string& what) {
+  const int64_t bs = w.empty() ? 1 : type_traits(w.type).block_size;
+  const int64_t units = (cols + bs - 1) / bs;
+  if (units >= spec.n_ranks) {
+    const auto [u0, u1] = share_range(units, spec, what);
+    return {u0 * bs, std::min(cols, u1 * bs)};
+  }
+  return share_range(cols, spec, what);  // fewer blocks than ranks: cut inside blocks (held in f32)
+}
+
+}  // namespace
+
+std::shared_ptr<const ModelWeights> ModelWeights::sharded(const std::shared_ptr<const ModelWeights>& weights,
+                                                          const ShardSpec& spec, ThreadPool& pool) {
+  if (!spec.sharded()) return weights;
+  if (weights->shard_.sharded()) fail("the weights are already a shard");
+  auto w = std::shared_ptr<ModelWeights>(new ModelWeights(*weights));
+  w->shard_ = spec;
+  const ModelConfig& c = w->config_;
+  ShardBuilder b;
+  for (int64_t l = w->layers_.begin; l < w->layers_.end; ++l) {
+    LayerWeights& lw = w->layer_weights_[static_cast<size_t>(l - w->layers_.begin)];
+    LayerShape& s = lw.shape;
+    const std::string where = fmt::format("layer {}", l);
+    if (l != s.kv_source && !(s.kv_source >= w->layers_.begin)) {
+      fail("{}: a shard cannot reuse the K/V of layer {} from another stage", where, s.kv_source);
+    }
+    // Attention: whole KV-head groups per rank when there are at least as many KV heads as ranks; else a share of
+    // the query heads, each rank holding (and computing) the KV heads its query heads read.
+    if (spec.tp) {
+      const int64_t group = s.n_head / s.n_head_kv;
+      int64_t q0, q1, k0, k1;
+      if (s.n_head_kv >= spec.n_ranks) {
+        std::tie(k0, k1) = share_range(s.n_head_kv, spec, where + "'s KV heads");
+        q0 = k0 * group;
+        q1 = k1 * group;
+      } else {
+        std::tie(q0, q1) = share_range(s.n_head, spec, where + "'s query heads");
+        k0 = q0 / group;
+        k1 = (q1 - 1) / group + 1;
+      }
+      const int64_t hd = s.head_dim;
+      const int64_t hv = s.head_dim_v;
+      b.cut(lw.wq, {{q0 * hd, q1 * hd}}, 0, c.n_embd, {c.n_embd, (q1 - q0) * hd, 1, 1});
+      b.cut(lw.wk, {{k0 * hd, k1 * hd}}, 0, c.n_embd, {c.n_embd, (k1 - k0) * hd, 1, 1});
+      b.cut(lw.wv, {{k0 * hv, k1 * hv}}, 0, c.n_embd, {c.n_embd, (k1 - k0) * hv, 1, 1});
+      b.cut(lw.wo, {{0, c.n_embd}}, q0 * hv, q1 * hv, {(q1 - q0) * hv, c.n_embd, 1, 1});
+      lw.q_bias = slice(lw.q_bias, q0 * hd, (q1 - q0) * hd);
+      lw.k_bias = slice(lw.k_bias, k0 * hd, (k1 - k0) * hd);
+      lw.v_bias = slice(lw.v_bias, k0 * hv, (k1 - k0) * hv);
+      lw.q_head0 = q0;
+      lw.kv_head0 = k0;
+      s.n_head = q1 - q0;
+      s.n_head_kv = k1 - k0;
+      // Dense FFN (also Gemma 4's MLP beside the experts): rows of gate and up, columns of down.
+      if (!lw.ffn_down.empty()) {
+        const auto [f0, f1] = column_share(s.n_ff, lw.ffn_down, spec, where + "'s FFN");
+        b.cut(lw.ffn_gate, {{f0, f1}}, 0, c.n_embd, {c.n_embd, f1 - f0, 1, 1});
+        b.cut(lw.ffn_up, {{f0, f1}}, 0, c.n_embd, {c.n_embd, f1 - f0, 1, 1});
+        b.cut(lw.ffn_down, {{0, c.n_embd}}, f0, f1, {f1 - f0, c.n_embd, 1, 1});
+        s.n_ff = f1 - f0;
+      }
+    }
+    if (!s.moe || lw.ffn_down_exps.empty()) continue;
+    const int64_t n_exp = s.n_expert;
+    const int64_t F = s.n_ff_exp;
+    if (spec.ep) {
+      // Whole experts per rank.
+      const auto [e0, e1] = share_range(n_exp, spec, where + "'s experts");
+      const int64_t n = e1 - e0;
+      b.cut(lw.ffn_gate_exps, {{e0 * F, e1 * F}}, 0, c.n_embd, {c.n_embd, F, n, 1});
+      b.cut(lw.ffn_up_exps, {{e0 * F, e1 * F}}, 0, c.n_embd, {c.n_embd, F, n, 1});
+      b.cut(lw.ffn_gate_up_exps, {{e0 * 2 * F, e1 * 2 * F}}, 0, c.n_embd, {c.n_embd, 2 * F, n, 1});
+      b.cut(lw.ffn_down_exps, {{e0 * c.n_embd, e1 * c.n_embd}}, 0, F, {F, c.n_embd, n, 1});
+      lw.ffn_down_exps_scale = slice(lw.ffn_down_exps_scale, e0, n);
+      lw.expert0 = e0;
+      s.n_expert = n;
+    } else if (spec.tp) {
+      // A share of every expert's rows.
+      const auto [f0, f1] = column_share(F, lw.ffn_down_exps, spec, where + "'s expert FFN");
+      const int64_t m = f1 - f0;
+      std::vector<Range> rows, fused;
+      for (int64_t e = 0; e < n_exp; ++e) {
+        rows.emplace_back(e * F + f0, e * F + f1);
+        fused.emplace_back(e * 2 * F + f0, e * 2 * F + f1);
+        fused.emplace_back(e * 2 * F + F + f0, e * 2 * F + F + f1);
+      }
+      b.cut(lw.ffn_gate_exps, rows, 0, c.n_embd, {c.n_embd, m, n_exp, 1});
+      b.cut(lw.ffn_up_exps, rows, 0, c.n_embd, {c.n_embd, m, n_exp, 1});
+      b.cut(lw.ffn_gate_up_exps, fused, 0, c.n_embd, {c.n_embd, 2 * m, n_exp, 1});
+      b.cut(lw.ffn_down_exps, {{0, n_exp * c.n_embd}}, f0, f1, {m, c.n_embd, n_exp, 1});
+      s.n_ff_exp = m;
+    }
+  }
+  if (!w->output_.empty()) {
+    const auto [v0, v1] = share_range(c.n_vocab, spec, "the vocabulary");
+    b.cut(w->output_, {{v0, v1}}, 0, c.n_embd, {c.n_embd, v1 - v0, 1, 1});
+    w->vocab0_ = v0;
+  }
+  w->shard_copy_ = b.build(pool);
+  return w;
+}
+
+}  // namespace tessera
