@@ -25,6 +25,7 @@ struct GenArgs {
   std::string vocab_from;
   int threads = 0;
   uint64_t split_count = 0;
+  bool moe = false;
   std::optional<int64_t> n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, n_vocab, n_ctx, n_expert, n_expert_used,
       n_ff_exp;
 };
@@ -37,6 +38,9 @@ Command add_gen_model_command(CLI::App& root) {
   app->add_option("-o,--output", a->out, "Output GGUF file")->required();
   app->add_option("--arch", a->arch, "Architecture: " + synthetic_arch_names())->capture_default_str();
   app->add_option("--preset", a->preset, "Dimensions: " + preset_names())->capture_default_str();
+  app->add_flag("--moe", a->moe,
+                "gemma4: the MoE layout (26B-A4B's: experts beside a dense MLP, V = K on global layers); "
+                "moe-small is MoE by itself");
   app->add_option("--type", a->type, "Weight type: f32, f16, bf16, q8_0, q4_0, q4_k_m, ...")->capture_default_str();
   app->add_option("--seed", a->seed, "Random seed")->capture_default_str();
   app->add_option("--vocab-from", a->vocab_from, "Copy the tokenizer from this GGUF (sets the vocab size)");
@@ -60,16 +64,21 @@ Command add_gen_model_command(CLI::App& root) {
 
   return {app, [a] {
             SyntheticSpec spec;
-            spec.config = preset_config(a->preset, a->arch);
+            spec.config = preset_config(a->preset, a->arch, a->moe);
             ModelConfig& c = spec.config;
+            const ModelConfig preset = c;
+            const bool gemma = arch_info(c.arch).gemma;
             if (a->n_embd) c.n_embd = *a->n_embd;
             if (a->n_layer) c.n_layer = *a->n_layer;
             if (a->n_head) c.n_head = *a->n_head;
             if (a->n_head_kv) c.n_head_kv = *a->n_head_kv;
             if (a->n_head && !a->n_head_kv) c.n_head_kv = std::min(c.n_head_kv, c.n_head);
+            // Gemma's head sizes do not follow n_embd / n_head: only --head-dim changes them (gemma4: the global
+            // layers' size, the sliding layers' half of it, as in Gemma 4).
             if (a->head_dim) {
               c.head_dim = *a->head_dim;
-            } else if (a->n_embd || a->n_head) {
+              if (c.arch == Arch::Gemma4) c.head_dim_swa = c.n_rot_swa = std::max<int64_t>(2, c.head_dim / 4 * 2);
+            } else if ((a->n_embd || a->n_head) && !gemma) {
               c.head_dim = c.n_embd / c.n_head;
             }
             c.head_dim_v = c.head_dim;
@@ -80,6 +89,9 @@ Command add_gen_model_command(CLI::App& root) {
             if (a->n_expert) c.n_expert = *a->n_expert;
             if (a->n_expert_used) c.n_expert_used = *a->n_expert_used;
             if (a->n_ff_exp) c.n_ff_exp = *a->n_ff_exp;
+            if (c.arch == Arch::Gemma3 && c.n_expert > 0)
+              fail("gemma3 has no MoE layers (--n-expert is for MoE archs)");
+            if (c.arch == Arch::Gemma4) fit_gemma4_layers(c, preset, a->n_head_kv, a->n_ff);
             if (c.n_expert > 0 && c.n_expert_used > c.n_expert) {
               fail("--n-expert-used {} exceeds --n-expert {}", c.n_expert_used, c.n_expert);
             }

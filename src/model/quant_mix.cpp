@@ -75,12 +75,13 @@ std::string quant_mix_names() {
   return out;
 }
 
-GgmlType tensor_type_for(const QuantMix& mix, const TensorSpec& spec, int64_t n_layer) {
+GgmlType tensor_type_for(const QuantMix& mix, const TensorSpec& spec, int64_t n_layer, bool tied_output) {
   if (spec.is_vector || spec.role == TensorRole::FfnGateInp) return GgmlType::F32;
   GgmlType type = mix.base;
   const bool quantized = type_traits(mix.base).quantized;
   const bool k_mix = mix.name.ends_with("_m");
-  if (spec.role == TensorRole::Output && quantized && mix.base != GgmlType::Q8_0) type = GgmlType::Q6_K;
+  const bool head = spec.role == TensorRole::Output || (tied_output && spec.role == TensorRole::TokenEmbd);
+  if (head && quantized && mix.base != GgmlType::Q8_0) type = GgmlType::Q6_K;
   const bool sensitive =
       spec.role == TensorRole::AttnV || spec.role == TensorRole::FfnDown || spec.role == TensorRole::FfnDownExps;
   if (k_mix && sensitive) {

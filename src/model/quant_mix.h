@@ -21,7 +21,8 @@ QuantMix quant_mix_from_name(std::string_view name);
 std::string quant_mix_names();
 
 // The type a tensor gets under a mix: vectors stay F32; the output head and, for *_M mixes, attn_v/ffn_down of
-// some layers get more bits; a row length the type cannot block falls back to a compatible type.
-GgmlType tensor_type_for(const QuantMix& mix, const TensorSpec& spec, int64_t n_layer);
+// some layers get more bits; a row length the type cannot block falls back to a compatible type. With a tied output
+// head (no output.weight), token_embd is the head and gets its type, as llama-quantize does.
+GgmlType tensor_type_for(const QuantMix& mix, const TensorSpec& spec, int64_t n_layer, bool tied_output = false);
 
 }  // namespace tessera

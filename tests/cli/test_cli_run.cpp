@@ -204,6 +204,33 @@ TEST(CliChat, ConversationWithATemplate) {
   EXPECT_FALSE(r.out.empty());
 }
 
+// gen-model's Gemma files run: a gemma4 MoE (26B-A4B's layout) at q4_k_m, a gemma4 dense one with other layer
+// counts than its preset's (the layout follows), and the refusal of an MoE gemma3.
+TEST(CliGenModel, GemmaModelsGenerateAndRun) {
+  test::TempDir dir;
+  const std::string moe = (dir / "moe.gguf").string();
+  auto gen = tessera({"gen-model", "--arch", "gemma4", "--moe", "--type", "q4_k_m", "-o", moe});
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  auto r = tessera({"run", "-m", moe, "-p", "Once upon a time", "-n", "8", "--temp", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("Once upon a time", 0), 0u) << r.out;
+  EXPECT_GT(r.out.size(), std::string("Once upon a time").size() + 1) << r.out;
+  EXPECT_NE(r.err.find("tokens per second"), std::string::npos) << r.err;
+
+  const std::string dense = (dir / "dense.gguf").string();
+  gen = tessera({"gen-model", "--arch", "gemma4", "--n-layer", "9", "--type", "q8_0", "-o", dense});
+  ASSERT_EQ(gen.exit_code, 0) << gen.err;
+  r = tessera({"run", "-m", dense, "-p", "Once upon a time", "-n", "8", "--temp", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto file = gguf::GgufFile::open(dense);
+  EXPECT_EQ(file.metadata().get_array("gemma4.attention.sliding_window_pattern").size(), 9u);
+
+  auto bad = tessera({"gen-model", "--arch", "gemma3", "--moe", "-o", (dir / "bad.gguf").string()});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("gemma3 has no MoE"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(dir / "bad.gguf"));
+}
+
 TEST(CliTokenize, IdsAndPieces) {
   auto ids = tessera({"tokenize", "-p", "Once upon a time there was a little girl named Lily", "--ids"});
   ASSERT_EQ(ids.exit_code, 0) << ids.err;
