@@ -2,8 +2,11 @@
 // tokenizer, tensors and memory needs.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/inspect_report.h"
@@ -14,6 +17,76 @@ namespace tessera {
 namespace {
 
 using nlohmann::json;
+
+// "0-1, 3, 5-7": layer indices, consecutive runs joined.
+std::string layer_ranges(const std::vector<int64_t>& layers) {
+  std::string out;
+  for (size_t i = 0; i < layers.size();) {
+    size_t j = i;
+    while (j + 1 < layers.size() && layers[j + 1] == layers[j] + 1) ++j;
+    out += (out.empty() ? "" : ", ") + std::to_string(layers[i]);
+    if (j > i) out += "-" + std::to_string(layers[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string attention_name(const json& l) {
+  return l["type"].get<std::string>() == "sliding" ? fmt::format("sliding (window {})", l["window"].get<int64_t>())
+                                                   : std::string("global");
+}
+
+// Gemma's per-layer shapes, one line per kind of layer, then the K/V reuse and the MoE layers.
+std::string layer_types_text(const json& layers) {
+  std::vector<std::string> kinds;
+  std::vector<std::vector<int64_t>> members;
+  std::vector<int64_t> moe;
+  std::string reuse;
+  for (const auto& l : layers) {
+    const int64_t il = l["layer"].get<int64_t>();
+    const std::string kind =
+        fmt::format("{}: head_dim {}, kv heads {}{}", attention_name(l), l["head_dim"].get<int64_t>(),
+                    l["n_head_kv"].get<int64_t>(), l["has_v"].get<bool>() ? "" : ", V = K");
+    const auto it = std::find(kinds.begin(), kinds.end(), kind);
+    if (it == kinds.end()) {
+      kinds.push_back(kind);
+      members.push_back({il});
+    } else {
+      members[static_cast<size_t>(it - kinds.begin())].push_back(il);
+    }
+    if (l["kv_source"].get<int64_t>() != il) {
+      reuse += fmt::format("{}{} -> {}", reuse.empty() ? "" : ", ", il, l["kv_source"].get<int64_t>());
+    }
+    if (l["moe"].get<bool>()) moe.push_back(il);
+  }
+  std::string out = "  layer types:\n";
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    out += fmt::format("    {} (layers {})\n", kinds[k], layer_ranges(members[k]));
+  }
+  if (!reuse.empty())
+    out += "  K/V reused (layer -> the layer whose K/V it reads, no cache of its own): " + reuse + "\n";
+  if (!moe.empty()) out += "  MoE layers (experts beside the dense MLP): " + layer_ranges(moe) + "\n";
+  return out;
+}
+
+// The KV cache per kind of layer: a sliding layer's ring, a global layer's whole context, the reusing layers' none.
+std::string kv_types_text(const json& mem) {
+  std::string out = fmt::format("  KV cache per layer type at -c {}:\n", mem["n_ctx"].get<int64_t>());
+  for (const auto& t : mem["kv_layer_types"]) {
+    const std::string name = t["type"].get<std::string>() == "sliding"
+                                 ? fmt::format("sliding (window {})", t["window"].get<int64_t>())
+                                 : std::string("global");
+    out += fmt::format("    {}, kv heads {} x {}: {} layer{} x {} positions = {}", name, t["n_head_kv"].get<int64_t>(),
+                       t["head_dim_k"].get<int64_t>(), t["n_layers"].get<int64_t>(),
+                       t["n_layers"].get<int64_t>() == 1 ? "" : "s", t["n_cells"].get<int64_t>(),
+                       human_bytes(t["bytes"].get<uint64_t>()));
+    if (const int64_t n = t["n_reusing"].get<int64_t>(); n > 0) {
+      out += fmt::format(" (+ {} layer{} reusing K/V, no cache)", n, n == 1 ? "" : "s");
+    }
+    out += "\n";
+  }
+  return out;
+}
 
 struct InspectArgs {
   std::string path;
@@ -101,6 +174,7 @@ void print_text(const json& r, bool all_metadata) {
                          m["n_expert_used"].get<int64_t>(), m["n_ff_exp"].get<int64_t>());
     }
     out += fmt::format("  output head {}\n", m["tied_output"].get<bool>() ? "tied to token_embd" : "separate");
+    if (r.contains("layers")) out += layer_types_text(r["layers"]);
   } else {
     out += fmt::format("\nmodel:      {} ({})\n",
                        r["architecture"].get<std::string>().empty() ? "none" : r["architecture"].get<std::string>(),
@@ -144,6 +218,7 @@ void print_text(const json& r, bool all_metadata) {
     out += fmt::format("memory:     at -c {} with a {} KV cache: weights {} + KV cache {} + compute {} = {}\n",
                        mem["n_ctx"].get<int64_t>(), mem["kv_type"].get<std::string>(), human_bytes(mem["weights"]),
                        human_bytes(mem["kv_cache"]), human_bytes(mem["compute"]), human_bytes(mem["total"]));
+    if (r.contains("layers")) out += kv_types_text(mem);
   }
   std::cout << out;
 }

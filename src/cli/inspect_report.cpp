@@ -86,6 +86,42 @@ json config_json(const ModelConfig& c) {
               {"tied_output", c.tied_output}};
 }
 
+// Gemma's layers differ: each one's attention type, head sizes, KV heads, the layer whose K/V it reads, FFN and MoE.
+json layers_json(const ModelConfig& c) {
+  json out = json::array();
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    const LayerShape s = c.layer(il);
+    out.push_back({{"layer", il},
+                   {"type", s.is_swa() ? "sliding" : "global"},
+                   {"window", s.window},
+                   {"n_head", s.n_head},
+                   {"n_head_kv", s.n_head_kv},
+                   {"head_dim", s.head_dim},
+                   {"head_dim_v", s.head_dim_v},
+                   {"has_v", s.has_v},
+                   {"kv_source", s.kv_source},
+                   {"n_ff", s.n_ff},
+                   {"moe", s.moe}});
+  }
+  return out;
+}
+
+json kv_types_json(const ModelConfig& c, int64_t n_ctx, GgmlType kv_type) {
+  json out = json::array();
+  for (const KvLayerType& t : kv_layer_types(c, n_ctx, kv_type)) {
+    out.push_back({{"type", t.window > 0 ? "sliding" : "global"},
+                   {"window", t.window},
+                   {"n_head_kv", t.n_head_kv},
+                   {"head_dim_k", t.head_dim_k},
+                   {"head_dim_v", t.head_dim_v},
+                   {"n_layers", t.n_layers},
+                   {"n_reusing", t.n_reusing},
+                   {"n_cells", t.n_cells},
+                   {"bytes", t.bytes}});
+  }
+  return out;
+}
+
 json split_json(const gguf::GgufFile& file) {
   json files = json::array();
   for (size_t i = 0; i < file.n_parts(); ++i) {
@@ -173,17 +209,22 @@ nlohmann::json inspect_report(const gguf::GgufFile& file, const InspectOptions& 
     const int64_t n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min<int64_t>(config.n_ctx_train, 4096);
     const MemoryEstimate mem = estimate_memory(profile, config, n_ctx, options.kv_type);
     r["model"] = config_json(config);
-    r["totals"] = {
-        {"weight_bytes", profile.weight_bytes},      {"n_params", profile.n_params},
-        {"embd_bytes", profile.embd_bytes},          {"output_bytes", profile.output_bytes},
-        {"other_bytes", profile.other_bytes},        {"decode_bytes_per_token", profile.decode_bytes_per_token},
-        {"flops_per_token", profile.flops_per_token}};
+    if (arch_info(config.arch).gemma) r["layers"] = layers_json(config);
+    r["totals"] = {{"weight_bytes", profile.weight_bytes},
+                   {"n_params", profile.n_params},
+                   {"embd_bytes", profile.embd_bytes},
+                   {"output_bytes", profile.output_bytes},
+                   {"other_bytes", profile.other_bytes},
+                   {"per_layer_embd_bytes", profile.per_layer_embd_bytes},
+                   {"decode_bytes_per_token", profile.decode_bytes_per_token},
+                   {"flops_per_token", profile.flops_per_token}};
     r["bytes_per_layer"] = profile.layer_bytes;
     r["memory"] = {{"n_ctx", n_ctx},
                    {"kv_type", std::string(type_name(options.kv_type))},
                    {"kv_bytes_per_token", kv_bytes_per_token(config, options.kv_type)},
                    {"weights", mem.weights},
                    {"kv_cache", mem.kv_cache},
+                   {"kv_layer_types", kv_types_json(config, n_ctx, options.kv_type)},
                    {"compute", mem.compute},
                    {"total", mem.total()}};
   } catch (const Error& e) {

@@ -3,6 +3,7 @@
 
 #include "cluster/pipeline_executor.h"
 #include "cluster/remote_stage_endpoint.h"
+#include "model/kv_cache.h"
 #include "model/model_profile.h"
 #include "util/error.h"
 
@@ -80,8 +81,7 @@ server::ReplicaSpec pipeline_replica(const ModelOptions& o, const ClusterOptions
   auto* pipeline = dynamic_cast<cluster::PipelineExecutor*>(executor.get());
   if (!pipeline) fail("internal error: a distributed replica is not a pipeline");
   const ModelProfile profile = profile_model(m.weights->source(), m.weights->config());
-  const uint64_t kv_per_token =
-      kv_bytes_per_token(m.weights->config(), o.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16);
+  const GgmlType kv_type = o.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
 
   server::ReplicaSpec spec;
   for (size_t i = 0; i < pipeline->n_stages(); ++i) {
@@ -97,9 +97,10 @@ server::ReplicaSpec pipeline_replica(const ModelOptions& o, const ClusterOptions
       n.kv_bytes = remote->load_report().kv_bytes;
     } else {
       n.weight_bytes = local_stage_bytes(profile, n.layers, n.embedding, n.head);
-      n.kv_bytes = kv_per_token * static_cast<uint64_t>(pipeline->n_ctx() * pipeline->n_slots()) *
-                   static_cast<uint64_t>(n.layers.end - n.layers.begin) /
-                   static_cast<uint64_t>(std::max<int64_t>(1, m.weights->config().n_layer));
+      // What the stage's cache allocates: rings on sliding-window layers, none where a layer reuses K/V.
+      n.kv_bytes = kv_cache_config(m.weights->config(), n.layers.begin, n.layers.end, pipeline->n_slots(),
+                                   pipeline->n_ctx(), kv_type)
+                       .bytes();
     }
     spec.nodes.push_back(std::move(n));
   }

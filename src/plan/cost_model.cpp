@@ -137,11 +137,18 @@ TimeParts CostModel::stage_time(const StageSpec& s, double tokens, double seqs, 
       eq += s.fraction * tokens * k * l.expert_flops_q;
       ef += s.fraction * tokens * k * l.expert_flops_f;
     }
-    // Attention: each sequence reads its own history once per pass; every token scores every position (f32).
-    bytes += s.fraction * seqs * ctx * static_cast<double>(l.kv_bytes_per_token);
-    ff += s.fraction * tokens * ctx * l.attn_flops_per_pos;
+    // Attention: each sequence reads its own history once per pass; every token scores every position it sees (f32),
+    // on a sliding-window layer the last `window` of them.
+    const double seen = l.attended_positions(ctx);
+    bytes += s.fraction * seqs * seen * static_cast<double>(l.kv_bytes_per_token);
+    ff += s.fraction * tokens * seen * l.attn_flops_per_pos;
   }
-  if (s.first_stage) bytes += tokens * static_cast<double>(m.embd_row_bytes);
+  if (s.first_stage) {
+    // The embedding rows, and Gemma 4's per-layer inputs: a row per token of their table, the projection once.
+    bytes += tokens * static_cast<double>(m.embd_row_bytes) + static_cast<double>(m.input_read_bytes);
+    fq += tokens * m.input_flops_q;
+    ff += tokens * m.input_flops_f;
+  }
   if (s.last_stage && logit_tokens > 0) {
     bytes += static_cast<double>(m.head_read_bytes());
     fq += logit_tokens * m.output_flops_q;
@@ -185,16 +192,23 @@ MemoryNeed CostModel::stage_memory(const StageSpec& s, const Workload& w) const 
     const LayerCost& l = m.layers[static_cast<size_t>(i)];
     weights += s.fraction * static_cast<double>(l.dense_bytes + (s.experts ? l.expert_bytes : 0));
     packed += s.fraction * static_cast<double>(l.packed_dense_bytes + (s.experts ? l.packed_expert_bytes : 0));
-    kv += s.fraction * static_cast<double>(l.kv_bytes_per_token) * static_cast<double>(w.n_ctx) *
-          static_cast<double>(w.concurrency);
+  }
+  // Sliding-window layers keep a ring, layers that reuse K/V keep none, and the stage keeps a copy of an earlier
+  // layer's K/V that one of its layers reads: exactly what kv_cache_config allocates.
+  if (s.last >= s.first) {
+    kv = s.fraction * static_cast<double>(m.stage_kv_cache_bytes(s.first, s.last, w.n_ctx)) *
+         static_cast<double>(w.concurrency);
   }
   uint64_t fixed = m.other_bytes;
-  if (s.first_stage) fixed += m.embd_bytes;
+  if (s.first_stage) fixed += m.embd_bytes + m.input_bytes;
   // A tied head multiplies by token_embd, so a last stage that is not also the first holds its own copy.
   if (s.last_stage) fixed += m.output_bytes + (m.config.tied_output && !s.first_stage ? m.embd_bytes : 0);
   need.weights = static_cast<uint64_t>(weights) + fixed;
   // --repack packs the stage's matrices and its head next to them (the embedding is only looked up, never packed).
-  if (node.repack) need.packed = static_cast<uint64_t>(packed) + (s.last_stage ? m.output_packed_bytes : 0);
+  if (node.repack) {
+    need.packed = static_cast<uint64_t>(packed) + (s.last_stage ? m.output_packed_bytes : 0) +
+                  (s.first_stage ? m.input_packed_bytes : 0);
+  }
   need.kv_cache = static_cast<uint64_t>(kv);
   need.buffers = buffer_bytes(w, s.last_stage);
   need.available = static_cast<uint64_t>(static_cast<double>(node.mem_available_bytes) * (1.0 - k_.memory_headroom));

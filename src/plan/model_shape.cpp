@@ -6,6 +6,7 @@
 #include <cctype>
 #include <map>
 
+#include "model/kv_cache.h"
 #include "model/stage.h"
 #include "model/tensor_layout.h"
 #include "tensor/packed_weights.h"
@@ -21,10 +22,16 @@ class CostBuilder {
     const ModelConfig& c = m.config;
     m.layers.assign(static_cast<size_t>(c.n_layer), LayerCost{});
     const uint64_t elem = type_traits(m.kv_type).type_size;
-    for (auto& l : m.layers) {
-      l.kv_bytes_per_token = static_cast<uint64_t>(c.n_embd_k() + c.n_embd_v()) * elem;
-      // Each query head scores every cached position (head_dim multiply-adds) and mixes its values (head_dim_v).
-      l.attn_flops_per_pos = 2.0 * static_cast<double>(c.n_head) * static_cast<double>(c.head_dim + c.head_dim_v);
+    for (int64_t il = 0; il < c.n_layer; ++il) {
+      LayerCost& l = m.layers[static_cast<size_t>(il)];
+      const LayerShape s = c.layer(il);
+      // A layer that reuses an earlier layer's K/V has the same K/V shape (ModelConfig::validate checks it).
+      l.kv_bytes_per_token = static_cast<uint64_t>(s.n_embd_k() + s.n_embd_v()) * elem;
+      // Each query head scores every attended position (head_dim multiply-adds) and mixes its values (head_dim_v).
+      l.attn_flops_per_pos = 2.0 * static_cast<double>(s.n_head) * static_cast<double>(s.head_dim + s.head_dim_v);
+      l.window = s.window;
+      l.kv_cells = s.is_swa() ? s.window - 1 + kWindowBatch : 0;
+      l.kv_own = s.kv_source == il;
     }
   }
 
@@ -66,6 +73,14 @@ class CostBuilder {
       if (!c.tied_output) m_.output_packed_bytes += packed;
     } else if (name == "output_norm.weight") {
       m_.output_bytes += bytes;
+    } else if (name == "per_layer_token_embd.weight") {
+      m_.input_bytes += bytes;
+      m_.input_read_bytes += c.n_vocab > 0 ? bytes / static_cast<uint64_t>(c.n_vocab) : 0;
+    } else if (name == "per_layer_model_proj.weight" || name == "per_layer_proj_norm.weight") {
+      m_.input_bytes += bytes;
+      m_.input_read_bytes += bytes;
+      (quantized ? m_.input_flops_q : m_.input_flops_f) += flops;
+      m_.input_packed_bytes += packed;
     } else {
       m_.other_bytes += bytes;
     }
@@ -120,8 +135,51 @@ ModelConfig moe(ModelConfig c, int64_t n_expert, int64_t n_used, int64_t ff_exp)
   return c;
 }
 
+// Gemma 4's MoE layers keep their dense MLP (n_ff) beside the experts.
+ModelConfig gemma4_moe(ModelConfig c, int64_t n_expert, int64_t n_used, int64_t ff_exp) {
+  c.n_expert = n_expert;
+  c.n_expert_used = n_used;
+  c.n_ff_exp = ff_exp;
+  return c;
+}
+
 ModelConfig with_rope_freqs(ModelConfig c) {
   c.has_rope_freqs = true;
+  return c;
+}
+
+// Gemma 3: every swa_period-th layer global (linear rope scaling there), the others slide over `window` positions.
+ModelConfig gemma3(int64_t embd, int64_t layers, int64_t heads, int64_t heads_kv, int64_t head_dim, int64_t ff,
+                   int64_t vocab, int64_t ctx, int64_t window, float rope_factor) {
+  ModelConfig c = dense(Arch::Gemma3, embd, layers, heads, heads_kv, head_dim, ff, vocab, ctx, true);
+  c.n_swa = window;
+  c.swa_period = 6;
+  c.rope_freq_base_swa = 10000.0f;
+  c.rope_scaling = RopeScaling::Linear;
+  c.rope_freq_scale = 1.0f / rope_factor;
+  c.rope_orig_ctx = ctx;
+  return c;
+}
+
+// Gemma 4 (26B-A4B, 31B): a global layer every sixth (fewer, larger KV heads, V = K, proportional rope through
+// rope_freqs), sliding layers with their own head size; no per-layer inputs or shared K/V in these sizes.
+ModelConfig gemma4(int64_t embd, int64_t layers, int64_t heads, int64_t heads_kv_swa, int64_t heads_kv_global,
+                   int64_t head_dim_swa, int64_t head_dim_global, int64_t ff, int64_t vocab, int64_t ctx,
+                   int64_t window) {
+  ModelConfig c = dense(Arch::Gemma4, embd, layers, heads, heads_kv_global, head_dim_global, ff, vocab, ctx, true);
+  c.n_swa = window;
+  c.rope_freq_base_swa = 10000.0f;
+  c.head_dim_swa = head_dim_swa;
+  c.n_rot_swa = head_dim_swa;
+  c.has_rope_freqs = true;
+  c.attn_k_eq_v = true;
+  c.final_logit_softcap = 30.0f;
+  for (int64_t il = 0; il < layers; ++il) {
+    const bool global = il % 6 == 5;
+    c.swa_layers.push_back(!global);
+    c.n_head_kv_layers.push_back(global ? heads_kv_global : heads_kv_swa);
+  }
+  c.n_head_kv = std::max(heads_kv_swa, heads_kv_global);
   return c;
 }
 
@@ -153,6 +211,11 @@ std::vector<ShapePreset> make_presets() {
        moe(dense(Q3M, 4096, 94, 64, 4, 128, 0, 151936, 40960, false), 128, 8, 1536)},
       {"mixtral-8x7b", "Mixtral-8x7B", moe(dense(L, 4096, 32, 32, 8, 128, 0, 32000, 32768, false), 8, 2, 14336)},
       {"mixtral-8x22b", "Mixtral-8x22B", moe(dense(L, 6144, 56, 48, 8, 128, 0, 32768, 65536, false), 8, 2, 16384)},
+      // The text models of the Hugging Face config.json files (docs/planner.md cites them).
+      {"gemma-3-27b", "Gemma-3-27B", gemma3(5376, 62, 32, 16, 128, 21504, 262208, 131072, 1024, 8.0f)},
+      {"gemma-4-26b-a4b", "Gemma-4-26B-A4B",
+       gemma4_moe(gemma4(2816, 30, 16, 8, 2, 256, 512, 2112, 262144, 262144, 1024), 128, 8, 704)},
+      {"gemma-4-31b", "Gemma-4-31B", gemma4(5376, 60, 32, 16, 4, 256, 512, 21504, 262144, 262144, 1024)},
   };
   for (auto& s : p) {
     s.config.name = std::string(s.display);
@@ -164,7 +227,7 @@ std::vector<ShapePreset> make_presets() {
 }  // namespace
 
 uint64_t ModelCost::total_bytes() const {
-  uint64_t t = embd_bytes + output_bytes + other_bytes;
+  uint64_t t = embd_bytes + output_bytes + other_bytes + input_bytes;
   for (const auto& l : layers) t += l.weight_bytes;
   return t;
 }
@@ -172,7 +235,7 @@ uint64_t ModelCost::total_bytes() const {
 uint64_t ModelCost::head_read_bytes() const { return config.tied_output ? embd_bytes + output_bytes : output_bytes; }
 
 uint64_t ModelCost::decode_bytes_per_token() const {
-  uint64_t t = embd_row_bytes + head_read_bytes() + other_bytes;
+  uint64_t t = embd_row_bytes + input_read_bytes + head_read_bytes() + other_bytes;
   for (const auto& l : layers) {
     t += l.dense_bytes;
     if (config.n_expert > 0) {
@@ -183,7 +246,7 @@ uint64_t ModelCost::decode_bytes_per_token() const {
 }
 
 double ModelCost::flops_per_token() const {
-  double f = output_flops_q + output_flops_f;
+  double f = output_flops_q + output_flops_f + input_flops_q + input_flops_f;
   const auto k = static_cast<double>(config.n_expert_used);
   for (const auto& l : layers) f += l.dense_flops_q + l.dense_flops_f + k * (l.expert_flops_q + l.expert_flops_f);
   return f;
@@ -194,8 +257,24 @@ double ModelCost::bits_per_weight() const {
 }
 
 uint64_t ModelCost::total_packed_bytes() const {
-  uint64_t t = output_packed_bytes;
+  uint64_t t = output_packed_bytes + input_packed_bytes;
   for (const auto& l : layers) t += l.packed_dense_bytes + l.packed_expert_bytes;
+  return t;
+}
+
+uint64_t ModelCost::kv_cache_bytes(int64_t n_ctx) const { return stage_kv_cache_bytes(0, n_layer() - 1, n_ctx); }
+
+uint64_t ModelCost::stage_kv_cache_bytes(int64_t first, int64_t last, int64_t n_ctx) const {
+  uint64_t t = 0;
+  for (int64_t i = std::max<int64_t>(first, 0); i <= last && i < n_layer(); ++i) {
+    t += layers[static_cast<size_t>(i)].kv_cache_bytes(n_ctx);
+  }
+  if (first <= 0 || config.n_layer != n_layer()) return t;
+  for (int64_t src : config.kv_carried_across(first)) {
+    bool used = false;
+    for (int64_t il = first; il <= last && il < n_layer(); ++il) used = used || config.layer(il).kv_source == src;
+    if (used) t += layers[static_cast<size_t>(src)].kv_cache_bytes(n_ctx);
+  }
   return t;
 }
 

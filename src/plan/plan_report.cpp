@@ -67,6 +67,13 @@ std::string nodes_cell(const Strategy& s) {
 
 ordered_json nullable(bool valid, double v) { return valid ? ordered_json(v) : ordered_json(nullptr); }
 
+// K and V of one position over the layers with a cache of their own (the cache per position where none is a ring).
+uint64_t kv_per_position(const ModelCost& m) {
+  uint64_t t = 0;
+  for (const auto& l : m.layers) t += l.kv_own ? l.kv_bytes_per_token : 0;
+  return t;
+}
+
 }  // namespace
 
 ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, const PlanConstants& k) {
@@ -90,7 +97,8 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
                 {"bits_per_weight", m.bits_per_weight()},
                 {"decode_bytes_per_token", m.decode_bytes_per_token()},
                 {"flops_per_token", m.flops_per_token()},
-                {"kv_bytes_per_token", m.layers.empty() ? 0 : m.layers[0].kv_bytes_per_token * m.layers.size()}};
+                {"kv_bytes_per_token", kv_per_position(m)},
+                {"kv_cache_bytes_per_sequence", m.kv_cache_bytes(w.n_ctx)}};
   j["workload"] = {{"prompt_tokens", w.prompt_tokens},
                    {"n_gen", w.n_gen},
                    {"concurrency", w.concurrency},

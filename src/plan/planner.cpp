@@ -173,7 +173,7 @@ std::optional<std::vector<StageSpec>> Planner::proportional_split(const std::vec
   std::vector<uint64_t> layer_mem;
   double total = 0;
   for (const auto& l : m_.layers) {
-    layer_mem.push_back(l.weight_bytes + l.kv_bytes_per_token * static_cast<uint64_t>(w.n_ctx * w.concurrency));
+    layer_mem.push_back(l.weight_bytes + l.kv_cache_bytes(w.n_ctx) * static_cast<uint64_t>(w.concurrency));
     total += static_cast<double>(layer_mem.back());
   }
   // A node that packs at load holds a packed copy next to each layer: its room, in unpacked layer bytes, shrinks by

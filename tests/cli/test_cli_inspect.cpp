@@ -101,6 +101,48 @@ TEST(CliInspect, TextOutput) {
   EXPECT_NE(r.out.find("memory:"), std::string::npos);
 }
 
+// gemma4-f32 (README_gemma.md): layers 0, 1, 3 slide over 8 positions (2 KV heads of 32), 2 and 4 are global (1 KV
+// head of 64, V = K); 3 reuses layer 1's K/V and 4 layer 2's. At -c 4096 a sliding cache keeps 8 - 1 + 512 = 519
+// positions: 2 layers x 519 x 128 values x 2 bytes; the global one 4096 x 128 x 2.
+TEST(CliInspect, GemmaLayerTypesAndKvCachePerType) {
+  const auto path = test::shared_dir() / "fixtures/models/gemma4-f32.gguf";
+  auto r = test::run_command({test::tessera_bin().string(), "inspect", path.string(), "--json", "-c", "4096"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["layers"].size(), 5u);
+  EXPECT_EQ(j["layers"][0]["type"], "sliding");
+  EXPECT_EQ(j["layers"][0]["window"], 8);
+  EXPECT_EQ(j["layers"][2]["type"], "global");
+  EXPECT_EQ(j["layers"][2]["has_v"], false);
+  EXPECT_EQ(j["layers"][3]["kv_source"], 1);
+  EXPECT_EQ(j["layers"][4]["kv_source"], 2);
+  EXPECT_EQ(j["memory"]["kv_cache"], 2 * 519 * 128 * 2 + 4096 * 128 * 2);
+  ASSERT_EQ(j["memory"]["kv_layer_types"].size(), 2u);
+  EXPECT_EQ(j["memory"]["kv_layer_types"][1]["type"], "sliding");
+  EXPECT_EQ(j["memory"]["kv_layer_types"][1]["n_cells"], 519);
+  EXPECT_EQ(j["memory"]["kv_layer_types"][1]["bytes"], 2 * 519 * 128 * 2);
+  EXPECT_EQ(j["memory"]["kv_layer_types"][0]["bytes"], 4096 * 128 * 2);
+
+  r = test::run_command({test::tessera_bin().string(), "inspect", path.string(), "-c", "4096"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sliding (window 8): head_dim 32, kv heads 2 (layers 0-1, 3)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("global: head_dim 64, kv heads 1, V = K (layers 2, 4)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("3 -> 1, 4 -> 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("KV cache per layer type at -c 4096"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 layers x 519 positions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 layer x 4096 positions"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("reusing K/V, no cache"), std::string::npos) << r.out;
+
+  // The MoE fixture names its MoE layers; a llama file shows no layer types.
+  r = test::run_command({test::tessera_bin().string(), "inspect",
+                         (test::shared_dir() / "fixtures/models/gemma4moe-q4_k_m.gguf").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("MoE layers (experts beside the dense MLP): 0-3"), std::string::npos) << r.out;
+  r = test::run_command(
+      {test::tessera_bin().string(), "inspect", (test::shared_dir() / "models/stories260K.gguf").string()});
+  EXPECT_EQ(r.out.find("layer types"), std::string::npos);
+}
+
 TEST(CliInspect, BadInputGivesClearErrors) {
   test::TempDir dir;
   auto missing = test::run_command({test::tessera_bin().string(), "inspect", (dir / "nope.gguf").string()});

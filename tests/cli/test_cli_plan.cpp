@@ -217,7 +217,8 @@ TEST(CliPlan, WorkedExampleInTheDocsIsCurrent) {
 TEST(CliPlan, ListShapes) {
   const auto r = plan({"--list-shapes"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* name : {"llama-3-8b", "llama-3-70b", "qwen2.5-7b", "qwen2.5-72b", "qwen3-30b-a3b", "mixtral-8x7b"}) {
+  for (const char* name : {"llama-3-8b", "llama-3-70b", "qwen2.5-7b", "qwen2.5-72b", "qwen3-30b-a3b", "mixtral-8x7b",
+                           "gemma-3-27b", "gemma-4-26b-a4b", "gemma-4-31b"}) {
     EXPECT_NE(r.out.find(name), std::string::npos) << name;
   }
 }
