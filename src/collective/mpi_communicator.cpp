@@ -101,8 +101,8 @@ void MpiCommunicator::gather(std::span<const float> mine, std::vector<float>& al
     total += counts[static_cast<size_t>(r)];
   }
   all.assign(rank_ == root ? static_cast<size_t>(total) : 0, 0.0f);
-  MPI_Igatherv(mine.data(), count, MPI_FLOAT, all.data(), counts.data(), displs.data(), MPI_FLOAT, root,
-               MPI_COMM_WORLD, &request);
+  MPI_Igatherv(mine.data(), count, MPI_FLOAT, all.data(), counts.data(), displs.data(), MPI_FLOAT, root, MPI_COMM_WORLD,
+               &request);
   wait(request, timeout_, rank_, "a gather");
   ++stats_.calls;
   stats_.bytes += mine.size() * sizeof(float);

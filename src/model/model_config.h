@@ -21,8 +21,8 @@ struct LayerShape {
   int64_t head_dim_v = 0;  // value head size
   int64_t n_rot = 0;
   int64_t n_ff = 0;       // dense FFN (the shared MLP beside a Gemma 4 MoE)
-  int64_t n_ff_exp = 0;  // each expert's FFN rows (MoE)
-  int64_t n_expert = 0;  // experts this layer holds (a rank under expert parallelism holds some)
+  int64_t n_ff_exp = 0;   // each expert's FFN rows (MoE)
+  int64_t n_expert = 0;   // experts this layer holds (a rank under expert parallelism holds some)
   int64_t window = 0;     // sliding window in positions (a query sees this many keys, itself included); 0: global
   int64_t kv_source = 0;  // the layer whose K/V this layer attends to: itself, or an earlier one (Gemma 4 sharing)
   float rope_base = 10000.0f;

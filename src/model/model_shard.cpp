@@ -5,6 +5,7 @@
 // Columns are cut in whole quant blocks; a cut inside a block is held in f32 instead.
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "model/model_weights.h"
 #include "tensor/quant.h"
@@ -32,6 +33,10 @@ class ShardBuilder {
   // The view becomes rows x [c0, c1) of itself, shaped `ne` (ne[0] = c1 - c0).
   void cut(TensorView& view, std::vector<Range> rows, int64_t c0, int64_t c1, std::array<int64_t, 4> ne) {
     if (view.empty()) return;
+    if (c1 <= c0 || ne[1] == 0) {  // this rank holds none of it
+      view = TensorView{};
+      return;
+    }
     const auto& traits = type_traits(view.type);
     const int64_t bs = traits.block_size;
     const bool aligned = c0 % bs == 0 && (c1 % bs == 0 || c1 == view.cols());
@@ -90,15 +95,13 @@ std::vector<float> slice(const std::vector<float>& v, int64_t first, int64_t cou
   return std::vector<float>(v.begin() + first, v.begin() + first + count);
 }
 
-// Column ranges cut on quant-block boundaries of `w` where they can be: units of its block size.
+// An FFN's rows cut on quant-block boundaries of the down projection's columns: whole blocks per rank, so each
+// rank quantizes and sums exactly the blocks one node does. With fewer blocks than ranks some ranks hold none.
 Range column_share(int64_t cols, const TensorView& w, const ShardSpec& spec, const std::string& what) {
   const int64_t bs = w.empty() ? 1 : type_traits(w.type).block_size;
   const int64_t units = (cols + bs - 1) / bs;
-  if (units >= spec.n_ranks) {
-    const auto [u0, u1] = share_range(units, spec, what);
-    return {u0 * bs, std::min(cols, u1 * bs)};
-  }
-  return share_range(cols, spec, what);  // fewer blocks than ranks: cut inside blocks (held in f32)
+  const auto [u0, u1] = share_range(units, spec, what, units < spec.n_ranks);
+  return {std::min(cols, u0 * bs), std::min(cols, u1 * bs)};
 }
 
 }  // namespace
@@ -122,25 +125,34 @@ std::shared_ptr<const ModelWeights> ModelWeights::sharded(const std::shared_ptr<
     // the query heads, each rank holding (and computing) the KV heads its query heads read.
     if (spec.tp) {
       const int64_t group = s.n_head / s.n_head_kv;
-      int64_t q0, q1, k0, k1;
-      if (s.n_head_kv >= spec.n_ranks) {
-        std::tie(k0, k1) = share_range(s.n_head_kv, spec, where + "'s KV heads");
-        q0 = k0 * group;
-        q1 = k1 * group;
-      } else {
-        std::tie(q0, q1) = share_range(s.n_head, spec, where + "'s query heads");
+      // The attention output's columns are cut between heads, in whole quant blocks: a unit of `unit` query heads
+      // (whole KV groups when each rank holds whole groups). A layer with fewer units than ranks keeps its
+      // attention whole on every rank.
+      const int64_t bs = lw.wo.empty() ? 1 : type_traits(lw.wo.type).block_size;
+      const int64_t unit = bs / std::gcd(bs, s.head_dim_v);
+      auto fits = [&](int64_t step) { return s.n_head % step == 0 && s.n_head / step >= spec.n_ranks; };
+      int64_t step = std::lcm(unit, group);
+      if (!fits(step)) step = unit;
+      int64_t q0 = 0, q1 = s.n_head, k0 = 0, k1 = s.n_head_kv;
+      lw.attn_split = fits(step);
+      if (lw.attn_split) {
+        const auto [u0, u1] = share_range(s.n_head / step, spec, where + "'s attention heads");
+        q0 = u0 * step;
+        q1 = u1 * step;
         k0 = q0 / group;
         k1 = (q1 - 1) / group + 1;
       }
       const int64_t hd = s.head_dim;
       const int64_t hv = s.head_dim_v;
-      b.cut(lw.wq, {{q0 * hd, q1 * hd}}, 0, c.n_embd, {c.n_embd, (q1 - q0) * hd, 1, 1});
-      b.cut(lw.wk, {{k0 * hd, k1 * hd}}, 0, c.n_embd, {c.n_embd, (k1 - k0) * hd, 1, 1});
-      b.cut(lw.wv, {{k0 * hv, k1 * hv}}, 0, c.n_embd, {c.n_embd, (k1 - k0) * hv, 1, 1});
-      b.cut(lw.wo, {{0, c.n_embd}}, q0 * hv, q1 * hv, {(q1 - q0) * hv, c.n_embd, 1, 1});
-      lw.q_bias = slice(lw.q_bias, q0 * hd, (q1 - q0) * hd);
-      lw.k_bias = slice(lw.k_bias, k0 * hd, (k1 - k0) * hd);
-      lw.v_bias = slice(lw.v_bias, k0 * hv, (k1 - k0) * hv);
+      if (lw.attn_split) {
+        b.cut(lw.wq, {{q0 * hd, q1 * hd}}, 0, c.n_embd, {c.n_embd, (q1 - q0) * hd, 1, 1});
+        b.cut(lw.wk, {{k0 * hd, k1 * hd}}, 0, c.n_embd, {c.n_embd, (k1 - k0) * hd, 1, 1});
+        b.cut(lw.wv, {{k0 * hv, k1 * hv}}, 0, c.n_embd, {c.n_embd, (k1 - k0) * hv, 1, 1});
+        b.cut(lw.wo, {{0, c.n_embd}}, q0 * hv, q1 * hv, {(q1 - q0) * hv, c.n_embd, 1, 1});
+        lw.q_bias = slice(lw.q_bias, q0 * hd, (q1 - q0) * hd);
+        lw.k_bias = slice(lw.k_bias, k0 * hd, (k1 - k0) * hd);
+        lw.v_bias = slice(lw.v_bias, k0 * hv, (k1 - k0) * hv);
+      }
       lw.q_head0 = q0;
       lw.kv_head0 = k0;
       s.n_head = q1 - q0;

@@ -9,7 +9,8 @@
 
 namespace tessera {
 
-std::pair<int64_t, int64_t> share_range(int64_t units, const ShardSpec& spec, const std::string& what) {
+std::pair<int64_t, int64_t> share_range(int64_t units, const ShardSpec& spec, const std::string& what,
+                                        bool allow_empty) {
   if (spec.n_ranks < 1 || spec.rank < 0 || spec.rank >= spec.n_ranks) {
     fail("rank {} of {} is not a valid rank", spec.rank, spec.n_ranks);
   }
@@ -25,7 +26,7 @@ std::pair<int64_t, int64_t> share_range(int64_t units, const ShardSpec& spec, co
   };
   const int64_t begin = edge(spec.rank);
   const int64_t end = edge(spec.rank + 1);
-  if (end <= begin) {
+  if (end <= begin && !allow_empty) {
     fail("{} cannot be split over {} ranks with these shares: rank {} would get none of its {}", what, spec.n_ranks,
          spec.rank, units);
   }

@@ -20,8 +20,9 @@ struct ShardSpec {
 };
 
 // Rank spec.rank's part [begin, end) of `units` units, in proportion to the shares (rounded so the parts tile
-// [0, units) in rank order). Throws Error when a rank would get none.
-std::pair<int64_t, int64_t> share_range(int64_t units, const ShardSpec& spec, const std::string& what);
+// [0, units) in rank order). Throws Error when a rank would get none, unless allow_empty.
+std::pair<int64_t, int64_t> share_range(int64_t units, const ShardSpec& spec, const std::string& what,
+                                        bool allow_empty = false);
 
 // "2,1,1" -> {2, 1, 1}; checks the count against the ranks and that every share is positive.
 std::vector<double> parse_shares(const std::string& text, int n_ranks);

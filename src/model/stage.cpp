@@ -73,8 +73,8 @@ Stage::Stage(std::shared_ptr<const ModelWeights> weights, const StageOptions& op
       comm_(comm),
       vec_(VecOps::get(select_isa())),
       cache_(cache_config(*weights_, options)) {
-  if (options.shard.sharded() && (comm == nullptr || comm->size() != options.shard.n_ranks ||
-                                  comm->rank() != options.shard.rank)) {
+  if (options.shard.sharded() &&
+      (comm == nullptr || comm->size() != options.shard.n_ranks || comm->rank() != options.shard.rank)) {
     fail("a shard {} of {} needs a communicator of {} ranks in which it is rank {}", options.shard.rank,
          options.shard.n_ranks, options.shard.n_ranks, options.shard.rank);
   }
@@ -488,16 +488,16 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
   attention_inputs(l, s, batch);
   attn_.resize(sz(n_tokens * s.n_head * s.head_dim_v));
   const LayerShape whole = c.layer(l);
-  const AttentionShape shape{s.n_head,        s.n_head_kv,  s.head_dim,
-                             s.head_dim_v,    c.attention_scale(s), s.window,
-                             whole.n_head / whole.n_head_kv, w.q_head0, w.kv_head0};
+  const AttentionShape shape{
+      s.n_head,  s.n_head_kv, s.head_dim, s.head_dim_v, c.attention_scale(s), s.window, whole.n_head / whole.n_head_kv,
+      w.q_head0, w.kv_head0};
   attention(shape, cache_, cache_.config().index_of(s.kv_source), batch, q_.data(), attn_.data(), pool_, vec_,
             attention_scratch_);
   proj_.resize(sz(n_tokens * n_embd));
   const TensorView* ffn_first[] = {s.moe && !gemma ? &w.ffn_gate_inp : &w.ffn_gate, &w.ffn_up};
   matmul(w.wo, attn_.data(), n_tokens, proj_.data(), pool_, scratch_,
          NextWeights{ffn_first}.first(s.moe && !gemma ? 1 : 2));
-  if (tp) reduce(proj_, n_tokens * n_embd);
+  if (w.attn_split) reduce(proj_, n_tokens * n_embd);
   if (gemma) norm_rows(proj_.data(), w.post_attn_norm, n_tokens, n_embd);
   add_residual(n_tokens, n_embd);
 
@@ -515,11 +515,15 @@ void Stage::layer_forward(int64_t l, const Batch& batch) {
   if (gemma) {
     gemma_ffn(l, s, n_tokens, after);
   } else if (s.moe) {
-    ffn_.moe(w, c, {}, norm_.data(), nullptr, n_tokens, proj_.data(), pool_, after);
+    if (s.n_ff_exp > 0) {
+      ffn_.moe(w, c, {}, norm_.data(), nullptr, n_tokens, proj_.data(), pool_, after);
+    } else {
+      std::fill_n(proj_.data(), n_tokens * n_embd, 0.0f);  // a rank that holds none of the experts' rows
+    }
     if (weights_->shard().sharded()) reduce(proj_, n_tokens * n_embd);
     add_residual(n_tokens, n_embd);
   } else {
-    ffn_.dense(w, s.n_ff, {}, norm_.data(), n_tokens, proj_.data(), pool_, after);
+    dense_ffn(w, s.n_ff, {}, n_tokens, proj_, after);
     if (tp) reduce(proj_, n_tokens * n_embd);
     add_residual(n_tokens, n_embd);
   }
@@ -534,13 +538,13 @@ void Stage::gemma_ffn(int64_t l, const LayerShape& s, int64_t n_tokens, NextWeig
   const GatedActivation act{FfnActivation::Gelu, gelu_table_.get()};
   const bool tp = weights_->shard().sharded() && weights_->shard().tp;
   if (!s.moe) {
-    ffn_.dense(w, s.n_ff, act, norm_.data(), n_tokens, proj_.data(), pool_, after);
+    dense_ffn(w, s.n_ff, act, n_tokens, proj_, after);
     if (tp) reduce(proj_, n_tokens * n_embd);
   } else {
     // Gemma 4 MoE: a dense MLP beside the experts, each normalised, their sum normalised again. The router reads
     // the stream RMS-normalised without a weight, times 1/sqrt(n_embd) and its own scale.
     mlp_.resize(sz(n_tokens * n_embd));
-    ffn_.dense(w, s.n_ff, act, norm_.data(), n_tokens, mlp_.data(), pool_);
+    dense_ffn(w, s.n_ff, act, n_tokens, mlp_, {});
     if (tp) reduce(mlp_, n_tokens * n_embd);
     norm_rows(mlp_.data(), w.post_ffn_norm_1, n_tokens, n_embd);
     router_in_.resize(sz(n_tokens * n_embd));
@@ -551,7 +555,11 @@ void Stage::gemma_ffn(int64_t l, const LayerShape& s, int64_t n_tokens, NextWeig
       for (int64_t i = 0; i < n_embd; ++i) r[i] = r[i] * inv * w.ffn_gate_inp_scale[sz(i)];
       rms_norm(x_.data() + t * n_embd, w.pre_ffn_norm_2.data(), n_embd, c.rms_eps, norm_.data() + t * n_embd);
     });
-    ffn_.moe(w, c, act, norm_.data(), router_in_.data(), n_tokens, proj_.data(), pool_, after);
+    if (s.n_ff_exp > 0) {
+      ffn_.moe(w, c, act, norm_.data(), router_in_.data(), n_tokens, proj_.data(), pool_, after);
+    } else {
+      std::fill_n(proj_.data(), n_tokens * n_embd, 0.0f);
+    }
     if (weights_->shard().sharded()) reduce(proj_, n_tokens * n_embd);
     norm_rows(proj_.data(), w.post_ffn_norm_2, n_tokens, n_embd);
     for (size_t i = 0; i < sz(n_tokens * n_embd); ++i) proj_[i] += mlp_[i];
@@ -576,6 +584,16 @@ void Stage::gemma_ffn(int64_t l, const LayerShape& s, int64_t n_tokens, NextWeig
     add_residual(n_tokens, n_embd);
   }
   for (float& v : x_) v *= w.layer_out_scale;
+}
+
+// FFN of norm_ into out; a tensor-parallel rank that holds none of its rows adds nothing.
+void Stage::dense_ffn(const LayerWeights& w, int64_t n_ff, GatedActivation act, int64_t n_tokens,
+                      std::vector<float>& out, NextWeights after) {
+  if (n_ff == 0) {
+    std::fill_n(out.data(), n_tokens * config().n_embd, 0.0f);
+    return;
+  }
+  ffn_.dense(w, n_ff, act, norm_.data(), n_tokens, out.data(), pool_, after);
 }
 
 void Stage::norm_rows(float* rows, const std::vector<float>& w, int64_t n_tokens, int64_t n) {

@@ -114,6 +114,8 @@ class Stage {
   void gemma_ffn(int64_t layer, const LayerShape& s, int64_t n_tokens, NextWeights after);
   void add_residual(int64_t n_tokens, int64_t n_embd);                                    // x += proj, row by row
   void norm_rows(float* rows, const std::vector<float>& w, int64_t n_tokens, int64_t n);  // in place
+  void dense_ffn(const LayerWeights& w, int64_t n_ff, GatedActivation act, int64_t n_tokens, std::vector<float>& out,
+                 NextWeights after);
   // The sum over the ranks of each rank's partial output (tensor/expert parallelism); nothing on one rank.
   void reduce(std::vector<float>& v, int64_t n);
   void gather_logits(int64_t n_out, std::vector<float>& logits);

@@ -321,7 +321,7 @@ ModelCost model_cost_from_shape(const ModelConfig& config, const QuantMix& mix, 
   for (const auto& spec : expected_tensors(config)) {
     if (spec.role == TensorRole::Output && config.tied_output) continue;
     if (spec.role == TensorRole::RopeFreqs && !config.has_rope_freqs) continue;
-    const GgmlType type = tensor_type_for(mix, spec, config.n_layer);
+    const GgmlType type = tensor_type_for(mix, spec, config.n_layer, config.tied_output);
     int64_t rows = 1;
     for (size_t d = 1; d < spec.ne.size(); ++d) rows *= spec.ne[d];
     b.add(spec.name, spec.ne, type, row_size(type, spec.ne[0]) * static_cast<uint64_t>(rows));
