@@ -41,6 +41,7 @@ Command add_perplexity_command(CLI::App& root) {
             if (!in) fail("{}: cannot read", a->file);
             const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
             LoadedModel m = load_model(a->model);
+            if (m.follower_done) return 0;
             const auto& tok = *m.tokenizer;
             const auto tokens = tok.encode(text, true, false);
             const int64_t n_ctx = m.executor->n_ctx();

@@ -99,6 +99,7 @@ int run_once(const RunArgs& a) {
   std::string text = a.prompt_file.empty() ? a.prompt.value_or("") : read_text_file(a.prompt_file);
   if (!a.no_escape && a.prompt_file.empty()) text = process_escapes(text);
   LoadedModel m = load_model(a.model, 1, !a.cluster.enabled());
+  if (m.follower_done) return 0;
   print_plan(a, static_cast<int64_t>(m.tokenizer->encode(text, true, true).size()));
   std::unique_ptr<Executor> distributed;
   if (a.cluster.enabled()) distributed = build_pipeline(m, a.model, a.cluster, 1);
@@ -151,6 +152,7 @@ int run_once(const RunArgs& a) {
 
 int run_chat(const RunArgs& a) {
   LoadedModel m = load_model(a.model, 1, !a.cluster.enabled());
+  if (m.follower_done) return 0;
   print_plan(a, 128);
   std::unique_ptr<Executor> distributed;
   if (a.cluster.enabled()) distributed = build_pipeline(m, a.model, a.cluster, 1);

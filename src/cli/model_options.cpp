@@ -6,6 +6,9 @@
 #include <thread>
 
 #include "cli/table.h"
+#ifdef TESSERA_HAVE_MPI
+#include "collective/mpi_communicator.h"
+#endif
 #include "util/error.h"
 #include "util/log.h"
 
@@ -29,6 +32,25 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute) {
   add_repack_option(app, o.repack);
   add_mmap_option(app, o.mmap);
   add_pin_option(app, o.pin);
+  app.add_flag("--exact-gelu", o.exact_gelu,
+               "Gemma: evaluate GELU exactly in f32 instead of through llama.cpp's fp16 table (whose values the "
+               "reference outputs come from)");
+  add_parallel_options(app, o);
+}
+
+void add_parallel_options(CLI::App& app, ModelOptions& o) {
+  app.add_option("--tp", o.tp,
+                 "Tensor parallelism: split every layer over N ranks started by mpirun -np N (or srun); each rank "
+                 "holds about 1/N of the weights (docs/parallel.md)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--ep", o.ep, "Expert parallelism: whole experts of a MoE placed on N ranks (mpirun -np N)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--tp-shares", o.tp_shares,
+                 "Uneven shares of the ranks under --tp/--ep, one per rank, like 2,1,1 (default: equal)");
+  app.add_option("--collective-timeout", o.collective_timeout,
+                 "Seconds a collective waits for the slowest rank before the run ends with an error")
+      ->check(CLI::Range(0.1, 86400.0))
+      ->capture_default_str();
 }
 
 void add_pin_option(CLI::App& app, bool& pin) {
@@ -92,7 +114,61 @@ StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t 
   so.kv_type = o.kv_type == "f32" ? GgmlType::F32 : GgmlType::F16;
   so.repack = o.repack;
   so.copy_weights = !o.mmap;
+  so.exact_gelu = o.exact_gelu;
   return so;
+}
+
+namespace {
+
+// MPI and this rank's share of the layers, for --tp/--ep.
+void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so) {
+  const int n = std::max(o.tp, o.ep);
+  if (o.tp > 1 && o.ep > 1 && o.tp != o.ep) {
+    fail("--tp {} and --ep {}: with both, the same ranks split the layers and hold the experts (give equal N)", o.tp,
+         o.ep);
+  }
+  if (o.ep > 1 && m.weights->config().n_expert == 0) fail("--ep {}: {} has no experts", o.ep, o.model);
+#ifdef TESSERA_HAVE_MPI
+  if (!collective::MpiSession::launched()) {
+    fail("--tp/--ep {} runs on {} ranks: start it as mpirun -np {} tessera ... (or srun -n {})", n, n, n, n);
+  }
+  auto session = std::make_shared<collective::MpiSession>();
+  if (session->size() != n) {
+    fail("--tp/--ep {} needs {} ranks, mpirun started {} (mpirun -np {})", n, n, session->size(), n);
+  }
+  m.comm = std::make_shared<collective::MpiCommunicator>(
+      session, std::chrono::milliseconds(static_cast<int64_t>(o.collective_timeout * 1000)));
+  so.shard.rank = session->rank();
+  so.shard.n_ranks = n;
+  so.shard.tp = o.tp > 1;
+  so.shard.ep = o.ep > 1;
+  if (!o.tp_shares.empty()) so.shard.shares = parse_shares(o.tp_shares, n);
+#else
+  (void)m;
+  (void)so;
+  fail("--tp/--ep {}: this tessera was built without MPI (apt install libopenmpi-dev openmpi-bin, then rebuild)", n);
+#endif
+}
+
+}  // namespace
+
+// Each rank's share, on rank 0, as a table: what it holds and where.
+void log_shard(const LocalExecutor& e, collective::Communicator& comm) {
+  const Stage& s = e.stage();
+  const double mib = 1.0 / (1024.0 * 1024.0);
+  std::vector<float> mine = {static_cast<float>(comm.rank()),
+                             static_cast<float>(static_cast<double>(s.copied_bytes()) * mib),
+                             static_cast<float>(static_cast<double>(s.cache().bytes()) * mib)};
+  std::vector<float> all;
+  comm.gather(mine, all, 0);
+  if (comm.rank() != 0) return;
+  std::string table = "rank  weights MiB  KV cache MiB\n";
+  for (size_t i = 0; i + 2 < all.size(); i += 3) {
+    table += fmt::format("{:>4}  {:>11.1f}  {:>12.1f}\n", static_cast<int>(all[i]), all[i + 1], all[i + 2]);
+  }
+  const ShardSpec& spec = s.shard();
+  log_info("{} ranks ({}{}{}), each holding its share of every layer:\n{}", comm.size(), spec.tp ? "tensor" : "",
+           spec.tp && spec.ep ? " and " : "", spec.ep ? "expert parallel" : " parallel", table);
 }
 
 LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executor) {
@@ -109,11 +185,20 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executo
     fail("{}: the tokenizer has {} tokens but the model's vocabulary is {}", o.model, m.tokenizer->n_vocab(),
          c.n_vocab);
   }
-  const StageOptions so = stage_options(o, c, n_slots);
+  StageOptions so = stage_options(o, c, n_slots);
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (o.tp > 1 || o.ep > 1) {
+    if (!with_executor) fail("--tp/--ep run on the ranks mpirun starts, not over --workers");
+    start_ranks(o, m, so);
+  }
   if (with_executor) {
-    m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads, o.pin);
+    m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads, o.pin, m.comm);
     if (so.repack) log_repack(m.executor->stage().packed_bytes(), "");
+    if (m.comm) log_shard(*m.executor, *m.comm);
+    if (m.comm && m.comm->rank() != 0) {
+      m.executor->follow();
+      m.follower_done = true;
+    }
   }
   m.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;

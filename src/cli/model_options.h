@@ -18,12 +18,21 @@ struct ModelOptions {
   int64_t n_ctx = 0;  // 0: the model's training context, at most 4096
   int64_t n_batch = 512;
   std::string kv_type = "f16";
-  bool repack = false;  // --repack: weights packed at load for the gemm (StageOptions::repack)
-  bool mmap = false;    // --mmap: weights used in place from the mapped file (StageOptions::copy_weights off)
-  bool pin = false;     // --pin: each compute thread bound to its own CPU (ThreadPool's pin)
+  bool repack = false;      // --repack: weights packed at load for the gemm (StageOptions::repack)
+  bool mmap = false;        // --mmap: weights used in place from the mapped file (StageOptions::copy_weights off)
+  bool pin = false;         // --pin: each compute thread bound to its own CPU (ThreadPool's pin)
+  bool exact_gelu = false;  // --exact-gelu: StageOptions::exact_gelu
+  // Tensor / expert parallelism over the ranks mpirun (or srun) started: --tp N splits every layer over N ranks,
+  // --ep N places whole experts on N ranks; with both, N ranks do both.
+  int tp = 1;
+  int ep = 1;
+  std::string tp_shares;           // "2,1,1": uneven shares
+  double collective_timeout = 30;  // seconds a collective may wait for the slowest rank
 };
 
 void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute = true);
+// --tp, --ep, --tp-shares, --collective-timeout (part of add_model_options' compute options).
+void add_parallel_options(CLI::App& app, ModelOptions& o);
 // --repack, --mmap and --pin, for the commands that register their own compute options (bench, worker).
 void add_repack_option(CLI::App& app, bool& repack);
 void add_mmap_option(CLI::App& app, bool& mmap);
@@ -36,14 +45,20 @@ std::string default_model_path();
 struct LoadedModel {
   std::shared_ptr<const ModelWeights> weights;
   std::unique_ptr<Tokenizer> tokenizer;
+  // Under --tp/--ep: the ranks' communicator (the executor shares it; it keeps MPI up).
+  std::shared_ptr<collective::Communicator> comm;
   std::unique_ptr<LocalExecutor> executor;
   double load_seconds = 0;
+  // A rank other than 0 has served rank 0's executor until it finished: the command has nothing left to do.
+  bool follower_done = false;
 };
 
 // Loads weights, tokenizer and a local executor with n_slots sequences.
 // with_executor false: weights and tokenizer only (the caller builds a distributed executor).
 LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1, bool with_executor = true);
 StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots);
+// The ranks' shares as a table on rank 0 (a collective: every rank calls it).
+void log_shard(const LocalExecutor& e, collective::Communicator& comm);
 // The log line of --repack: the memory the packed weights took, or why nothing was packed.
 void log_repack(uint64_t packed_bytes, std::string_view node);
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);

@@ -62,8 +62,8 @@ void MpiSession::abort_all(int code) {
   std::_Exit(code);
 }
 
-MpiCommunicator::MpiCommunicator(const MpiSession& session, std::chrono::milliseconds timeout)
-    : rank_(session.rank()), size_(session.size()), timeout_(timeout) {}
+MpiCommunicator::MpiCommunicator(std::shared_ptr<const MpiSession> session, std::chrono::milliseconds timeout)
+    : session_(std::move(session)), rank_(session_->rank()), size_(session_->size()), timeout_(timeout) {}
 
 void MpiCommunicator::all_reduce_sum(std::span<float> data) {
   const auto start = std::chrono::steady_clock::now();

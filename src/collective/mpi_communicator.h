@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "collective/communicator.h"
@@ -35,8 +36,9 @@ class MpiSession {
 
 class MpiCommunicator : public Communicator {
  public:
-  // timeout: how long a collective may wait for the slowest rank before the job is ended.
-  MpiCommunicator(const MpiSession& session, std::chrono::milliseconds timeout);
+  // timeout: how long a collective may wait for the slowest rank before the job is ended. Keeps MPI up while it
+  // lives.
+  MpiCommunicator(std::shared_ptr<const MpiSession> session, std::chrono::milliseconds timeout);
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   void all_reduce_sum(std::span<float> data) override;
@@ -44,6 +46,7 @@ class MpiCommunicator : public Communicator {
   void gather(std::span<const float> mine, std::vector<float>& all, int root) override;
 
  private:
+  std::shared_ptr<const MpiSession> session_;
   int rank_;
   int size_;
   std::chrono::milliseconds timeout_;

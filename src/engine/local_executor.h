@@ -1,8 +1,11 @@
-// The local Executor: one Stage holding every layer, with its own thread pool.
+// The local Executor: one Stage holding every layer, with its own thread pool. Under tensor/expert parallelism the
+// Stage holds this rank's share of every layer: rank 0's executor sends each operation to the other ranks first
+// (follow() runs them there), so every rank runs the same batches and meets the same collectives.
 #pragma once
 
 #include <memory>
 
+#include "collective/communicator.h"
 #include "engine/executor.h"
 #include "model/stage.h"
 #include "util/thread_pool.h"
@@ -11,23 +14,35 @@ namespace tessera {
 
 class LocalExecutor : public Executor {
  public:
-  // pin: ThreadPool's (each thread bound to its own CPU).
+  // pin: ThreadPool's (each thread bound to its own CPU). comm: the ranks of options.shard, when it splits the
+  // layers; this executor must then be rank 0's, and the others run follow().
   LocalExecutor(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, int n_threads,
-                bool pin = false);
+                bool pin = false, std::shared_ptr<collective::Communicator> comm = nullptr);
+  ~LocalExecutor() override;
+  LocalExecutor(const LocalExecutor&) = delete;
+  LocalExecutor& operator=(const LocalExecutor&) = delete;
 
   const ModelConfig& config() const override { return stage_.config(); }
   int64_t n_ctx() const override { return stage_.n_ctx(); }
   int64_t n_slots() const override { return stage_.n_slots(); }
   void decode(const Batch& batch, std::vector<float>& logits) override;
-  void clear_sequence(int64_t seq) override { stage_.clear_sequence(seq); }
-  void truncate_sequence(int64_t seq, int64_t n) override { stage_.truncate_sequence(seq, n); }
+  void clear_sequence(int64_t seq) override;
+  void truncate_sequence(int64_t seq, int64_t n) override;
   int64_t sequence_length(int64_t seq) const override { return stage_.sequence_length(seq); }
   std::span<const uint8_t> weight_memory() const override { return stage_.copied_memory(); }
 
   const Stage& stage() const { return stage_; }
   int threads() const { return pool_.size(); }
+  const collective::Communicator* communicator() const { return comm_.get(); }
+
+  // A rank other than 0: runs the operations rank 0's executor sends until it is destroyed. Errors of an operation
+  // are rank 0's to report (every rank meets the same ones); the loop goes on.
+  void follow();
 
  private:
+  void send(std::vector<uint8_t> op);  // rank 0: the operation to the other ranks
+
+  std::shared_ptr<collective::Communicator> comm_;  // before the stage, which uses it
   ThreadPool pool_;
   Stage stage_;
   StageOutput out_;

@@ -61,6 +61,7 @@ class Stage {
   uint64_t copied_bytes() const { return weights_->copied_bytes(); }
   std::span<const uint8_t> copied_memory() const { return weights_->copied_memory(); }
   LayerRange layers() const { return weights_->layers(); }
+  const ShardSpec& shard() const { return weights_->shard(); }
   bool is_first() const { return weights_->has_embedding(); }
   bool is_last() const { return weights_->has_head(); }
   const KvCache& cache() const { return cache_; }

@@ -1,0 +1,258 @@
+// `mpirun -np N tessera run|perplexity --tp N` (and --ep, uneven --tp-shares) as a user starts them: the same text
+// as one node, logits (--logits-out, gathered from the ranks' vocabulary shares) within 1e-4 for F32 files; a
+// killed or stopped rank ends the run with an error within seconds. mpirun oversubscribes this 2-core machine.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "support/test_paths.h"
+
+namespace tessera {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::filesystem::path fixture(const std::string& name) {
+  return test::shared_dir() / "fixtures/models" / (name + ".gguf");
+}
+
+// mpirun as root needs both variables; the scalar kernels keep one node and the ranks on the same arithmetic.
+class MpiEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);  // no CMA inside containers
+    setenv("TESSERA_ISA", "scalar", 1);
+  }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
+
+// mpirun from PATH (scripts/setup.sh installs openmpi-bin); a machine without it fails here, never passes.
+std::string mpirun_path() {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/usr/bin";
+  size_t at = 0;
+  while (at <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', at), dirs.size());
+    const auto candidate = std::filesystem::path(dirs.substr(at, end - at)) / "mpirun";
+    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    at = end + 1;
+  }
+  ADD_FAILURE() << "mpirun is not on PATH (scripts/setup.sh installs openmpi-bin)";
+  return "mpirun";
+}
+
+std::vector<std::string> mpirun(int n, std::vector<std::string> args) {
+  std::vector<std::string> argv = {mpirun_path(), "--oversubscribe", "-np", std::to_string(n),
+                                   test::tessera_bin().string()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+std::vector<float> read_floats(const std::filesystem::path& p) {
+  const auto bytes = test::read_file(p);
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+struct Case {
+  const char* model;
+  int ranks;
+  const char* mode;    // "--tp" or "--ep"
+  const char* shares;  // "" or "2,1,1"
+};
+
+class MpiRun : public ::testing::TestWithParam<Case> {};
+
+TEST_P(MpiRun, SameTextAndLogitsAsOneNode) {
+  const Case c = GetParam();
+  test::TempDir dir;
+  const std::vector<std::string> common = {"run",
+                                           "-m",
+                                           fixture(c.model).string(),
+                                           "-p",
+                                           "Once upon a time there was",
+                                           "-n",
+                                           "12",
+                                           "--temp",
+                                           "0",
+                                           "-t",
+                                           "1",
+                                           "--kv-type",
+                                           "f32",
+                                           "--exact-gelu"};
+  auto one_args = common;
+  one_args.insert(one_args.end(), {"--logits-out", (dir / "one.f32").string()});
+  std::vector<std::string> one_cmd = {test::tessera_bin().string()};
+  one_cmd.insert(one_cmd.end(), one_args.begin(), one_args.end());
+  const auto one = test::run_command(one_cmd);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+
+  auto par_args = common;
+  par_args.insert(par_args.end(), {"--logits-out", (dir / "par.f32").string(), c.mode, std::to_string(c.ranks)});
+  if (*c.shares != '\0') par_args.insert(par_args.end(), {"--tp-shares", c.shares});
+  const auto par = test::run_command(mpirun(c.ranks, par_args));
+  ASSERT_EQ(par.exit_code, 0) << par.err;
+  EXPECT_EQ(par.out, one.out);
+  EXPECT_NE(par.err.find(std::to_string(c.ranks) + " ranks ("), std::string::npos) << par.err;
+  const auto a = read_floats(dir / "one.f32");
+  const auto b = read_floats(dir / "par.f32");
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_GT(a.size(), 0u);
+  float max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+  const bool f32 = std::string(c.model).ends_with("f32");
+  EXPECT_LE(max_diff, f32 ? 1e-4f : 5e-2f) << c.model;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, MpiRun,
+                         ::testing::Values(Case{"llama-f32", 2, "--tp", ""}, Case{"qwen2-q8_0", 3, "--tp", ""},
+                                           Case{"qwen3moe-f32", 3, "--tp", "2,1,1"},
+                                           Case{"qwen3moe-q4_k_m", 2, "--ep", ""}, Case{"mixtral-f32", 3, "--ep", ""},
+                                           Case{"gemma4-f32", 2, "--tp", ""}, Case{"gemma4moe-f32", 2, "--ep", ""}),
+                         [](const auto& p) {
+                           std::string s = std::string(p.param.model) + "_" + (p.param.mode + 2) +
+                                           std::to_string(p.param.ranks) + (*p.param.shares ? "_uneven" : "");
+                           for (auto& ch : s) ch = (ch == '-' || ch == ',') ? '_' : ch;
+                           return s;
+                         });
+
+TEST(MpiRun, PerplexityEqualsOneNode) {
+  test::TempDir dir;
+  {
+    std::ofstream out(dir / "t.txt");
+    for (int i = 0; i < 40; ++i) out << "Once upon a time there was a little girl named Lily. She liked to play. ";
+  }
+  const std::vector<std::string> args = {"perplexity", "-f", (dir / "t.txt").string(), "-c", "128", "-t", "1"};
+  std::vector<std::string> one_cmd = {test::tessera_bin().string()};
+  one_cmd.insert(one_cmd.end(), args.begin(), args.end());
+  const auto one = test::run_command(one_cmd);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  auto par_args = args;
+  par_args.insert(par_args.end(), {"--tp", "2"});
+  const auto par = test::run_command(mpirun(2, par_args));
+  ASSERT_EQ(par.exit_code, 0) << par.err;
+  // "Final estimate: PPL = 3.5974 +/- 0.39887": the sums of 40 chunks' log-probabilities in another order.
+  auto ppl = [](const std::string& out) {
+    const auto at = out.find("PPL = ");
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 6));
+  };
+  ASSERT_GT(ppl(one.out), 0.0) << one.out;
+  EXPECT_NEAR(ppl(par.out), ppl(one.out), 1e-4) << par.out;
+}
+
+TEST(MpiRun, WithoutALauncherOrWithTooFewRanksIsAClearError) {
+  const auto alone = test::run_command({test::tessera_bin().string(), "run", "-n", "4", "--tp", "2"});
+  EXPECT_NE(alone.exit_code, 0);
+  EXPECT_NE(alone.err.find("mpirun -np 2"), std::string::npos) << alone.err;
+  const auto three = test::run_command(mpirun(3, {"run", "-n", "4", "--tp", "2"}));
+  EXPECT_NE(three.exit_code, 0);
+  EXPECT_NE(three.err.find("needs 2 ranks, mpirun started 3"), std::string::npos) << three.err;
+  const auto dense = test::run_command(mpirun(2, {"run", "-m", fixture("llama-f32").string(), "--ep", "2"}));
+  EXPECT_NE(dense.exit_code, 0);
+  EXPECT_NE(dense.err.find("has no experts"), std::string::npos) << dense.err;
+}
+
+// A long generation under mpirun in the background; rank 1 is found by its OMPI_COMM_WORLD_RANK.
+class BackgroundRun {
+ public:
+  explicit BackgroundRun(const std::vector<std::string>& argv) {
+    log_ = std::filesystem::temp_directory_path() / ("tessera-mpi-" + std::to_string(::getpid()) + ".log");
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log_.c_str(), "w");
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execvp(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~BackgroundRun() {
+    if (pid_ > 0 && !done_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::filesystem::remove(log_);
+  }
+  // The pid of the rank's process (a child of mpirun), or -1.
+  pid_t rank_pid(int rank) const {
+    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = entry.path().filename();
+      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::ifstream env(entry.path() / "environ", std::ios::binary);
+      const std::string all{std::istreambuf_iterator<char>(env), std::istreambuf_iterator<char>()};
+      std::ifstream cmd(entry.path() / "cmdline", std::ios::binary);
+      const std::string cmdline{std::istreambuf_iterator<char>(cmd), std::istreambuf_iterator<char>()};
+      if (cmdline.find("tessera") == std::string::npos || cmdline.rfind("mpirun", 0) == 0) continue;
+      if (all.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos &&
+          all.find("TESSERA_MPI_TEST=" + std::to_string(::getpid())) != std::string::npos) {
+        return static_cast<pid_t>(std::stol(name));
+      }
+    }
+    return -1;
+  }
+  // Waits up to `limit` for mpirun to end; its exit status, or -1 if it did not.
+  int wait_exit(std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        done_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return -1;
+  }
+  std::string output() const {
+    std::ifstream in(log_);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool done_ = false;
+  std::filesystem::path log_;
+};
+
+void check_fault(int signal, const char* expect) {
+  setenv("TESSERA_MPI_TEST", std::to_string(::getpid()).c_str(), 1);
+  BackgroundRun run(mpirun(2, {"run", "-p", "Once upon a time", "-n", "100000", "-c", "100000", "--ignore-eos", "-t",
+                               "1", "--tp", "2", "--collective-timeout", "2"}));
+  pid_t victim = -1;
+  for (int i = 0; i < 200 && victim < 0; ++i) {
+    std::this_thread::sleep_for(50ms);
+    victim = run.rank_pid(1);
+  }
+  ASSERT_GT(victim, 0) << run.output();
+  std::this_thread::sleep_for(1500ms);  // generating by now
+  const auto start = std::chrono::steady_clock::now();
+  kill(victim, signal);
+  const int code = run.wait_exit(std::chrono::seconds(20));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (signal == SIGSTOP) kill(victim, SIGKILL);
+  EXPECT_NE(code, -1) << "mpirun still running 20 s after the fault";
+  EXPECT_NE(code, 0);
+  EXPECT_LT(took, 10.0);
+  EXPECT_NE(run.output().find(expect), std::string::npos) << run.output();
+}
+
+TEST(MpiRun, AKilledRankEndsTheRunWithinSeconds) { check_fault(SIGKILL, "rank 1"); }
+
+TEST(MpiRun, AStoppedRankEndsTheRunWithinSeconds) { check_fault(SIGSTOP, "did not complete within 2 s"); }
+
+}  // namespace
+}  // namespace tessera
