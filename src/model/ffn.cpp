@@ -24,7 +24,8 @@ void FeedForward::dense(const LayerWeights& w, int64_t n_ff, GatedActivation act
 }
 
 void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, GatedActivation act, const float* x,
-                      const float* router_x, int64_t n_tokens, float* out, ThreadPool& pool, NextWeights next) {
+                      const float* router_x, int64_t n_tokens, float* out, ThreadPool& pool, NextWeights next,
+                      const DenseBeside* dense) {
   const int64_t n_exp = c.n_expert;
   const int64_t k = c.n_expert_used;
   const int64_t n_embd = c.n_embd;
@@ -56,7 +57,7 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, GatedActivati
   // A few tokens: every expert matrix's row chunks shared by all threads. Many: whole expert matrices per thread,
   // since each gemm call prepares all of its tokens (and, without --repack, builds the tiles of its rows).
   experts_together(w, c, act, x, routed, out, pool,
-                   n_tokens <= kBatchedExpertTokens ? EachSplit::Chunks : EachSplit::WholeJobs, next);
+                   n_tokens <= kBatchedExpertTokens ? EachSplit::Chunks : EachSplit::WholeJobs, next, dense, n_tokens);
 }
 
 // The chosen experts' rows laid out one expert after the other, so every expert's gate and up run in one pass of
@@ -64,7 +65,7 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, GatedActivati
 // the first pass ends, waiting threads read the downs' first rows ahead; while the second does, `next`'s.
 void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, GatedActivation act, const float* x,
                                    const Routing& routed, float* out, ThreadPool& pool, EachSplit split,
-                                   NextWeights next) {
+                                   NextWeights next, const DenseBeside* dense, int64_t n_tokens) {
   const int64_t n_embd = c.n_embd;
   const int64_t n_ff = w.shape.n_ff_exp;
   // Gemma 4 keeps each expert's gate and up as one matrix (gate rows first): one job of 2 n_ff rows per expert.
@@ -86,6 +87,15 @@ void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, 
   views.reserve(3 * active.size());
   std::vector<const TensorView*> downs;
   std::vector<MatmulJob> jobs;
+  if (dense != nullptr) {
+    const auto n = static_cast<size_t>(n_tokens * dense->n_ff);
+    dense_gate_.resize(n);
+    dense_up_.resize(n);
+    dense_hidden_.resize(n);
+    jobs.push_back({&w.ffn_gate, dense->x, n_tokens, dense_gate_.data()});
+    jobs.push_back({&w.ffn_up, dense->x, n_tokens, dense_up_.data()});
+    downs.push_back(&w.ffn_down);
+  }
   for (const auto& [e, row0] : active) {
     const auto& tokens = routed[static_cast<size_t>(e)];
     const auto m = static_cast<int64_t>(tokens.size());
@@ -110,12 +120,18 @@ void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, 
     downs.push_back(&views.back());
   }
   matmul_each(jobs, pool, scratch_, split, downs);
+  if (dense != nullptr) {
+    glu_rows(act, dense_gate_.data(), dense_up_.data(), dense->n_ff, dense->n_ff, n_tokens, pool,
+             dense_hidden_.data());
+    downs.erase(downs.begin());
+  }
   if (fused) {
     glu_rows(act, gate_.data(), gate_.data() + n_ff, 2 * n_ff, n_ff, rows, pool);
   } else {
     glu_rows(act, gate_.data(), up_.data(), n_ff, n_ff, rows, pool);
   }
   jobs.clear();
+  if (dense != nullptr) jobs.push_back({&w.ffn_down, dense_hidden_.data(), n_tokens, dense->out});
   for (size_t i = 0; i < active.size(); ++i) {
     const auto [e, row0] = active[i];
     const auto m = static_cast<int64_t>(routed[static_cast<size_t>(e)].size());
@@ -137,9 +153,10 @@ void FeedForward::add_expert_out(const std::vector<std::pair<int64_t, float>>& t
 }
 
 void FeedForward::glu_rows(GatedActivation act, const float* gate, const float* up, int64_t stride, int64_t n_ff,
-                           int64_t n_rows, ThreadPool& pool) {
+                           int64_t n_rows, ThreadPool& pool, float* hidden) {
+  float* const base = hidden != nullptr ? hidden : hidden_.data();
   for_each_token(pool, n_rows, [&](int64_t t) {
-    float* h = hidden_.data() + t * n_ff;
+    float* h = base + t * n_ff;
     if (act.act == FfnActivation::Silu) {
       swiglu(gate + t * stride, up + t * stride, n_ff, h);
     } else {

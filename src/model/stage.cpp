@@ -205,9 +205,13 @@ void Stage::forward_part(const Batch& batch, const float* hidden_in, StageOutput
            qkv_weights(weights_->layer(layers().begin), next));
   }
   if (c.final_logit_softcap > 0.0f) {
+    // A tanh per vocabulary entry is a visible share of a small model's decode step: spread over the threads.
     const float cap = c.final_logit_softcap;
     const float inv = 1.0f / cap;
-    for (float& v : out.logits) v = std::tanh(v * inv) * cap;
+    float* logits = out.logits.data();
+    pool_.parallel_for(static_cast<int64_t>(out.logits.size()), [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) logits[i] = std::tanh(logits[i] * inv) * cap;
+    });
   }
   if (weights_->shard().sharded()) gather_logits(n_out, out.logits);
 }
@@ -544,22 +548,29 @@ void Stage::gemma_ffn(int64_t l, const LayerShape& s, int64_t n_tokens, NextWeig
     // Gemma 4 MoE: a dense MLP beside the experts, each normalised, their sum normalised again. The router reads
     // the stream RMS-normalised without a weight, times 1/sqrt(n_embd) and its own scale.
     mlp_.resize(sz(n_tokens * n_embd));
-    dense_ffn(w, s.n_ff, act, n_tokens, mlp_, {});
-    if (tp) reduce(mlp_, n_tokens * n_embd);
-    norm_rows(mlp_.data(), w.post_ffn_norm_1, n_tokens, n_embd);
     router_in_.resize(sz(n_tokens * n_embd));
+    experts_in_.resize(sz(n_tokens * n_embd));
     const float inv = 1.0f / std::sqrt(static_cast<float>(n_embd));
     for_each_token(pool_, n_tokens, [&](int64_t t) {
       float* r = router_in_.data() + t * n_embd;
       rms_norm(x_.data() + t * n_embd, nullptr, n_embd, c.rms_eps, r);
       for (int64_t i = 0; i < n_embd; ++i) r[i] = r[i] * inv * w.ffn_gate_inp_scale[sz(i)];
-      rms_norm(x_.data() + t * n_embd, w.pre_ffn_norm_2.data(), n_embd, c.rms_eps, norm_.data() + t * n_embd);
+      rms_norm(x_.data() + t * n_embd, w.pre_ffn_norm_2.data(), n_embd, c.rms_eps, experts_in_.data() + t * n_embd);
     });
-    if (s.n_ff_exp > 0) {
-      ffn_.moe(w, c, act, norm_.data(), router_in_.data(), n_tokens, proj_.data(), pool_, after);
+    if (s.n_ff_exp > 0 && s.n_ff > 0) {
+      // The dense MLP (on norm_) runs in the experts' passes of the pool.
+      const DenseBeside dense{norm_.data(), s.n_ff, mlp_.data()};
+      ffn_.moe(w, c, act, experts_in_.data(), router_in_.data(), n_tokens, proj_.data(), pool_, after, &dense);
     } else {
-      std::fill_n(proj_.data(), n_tokens * n_embd, 0.0f);
+      dense_ffn(w, s.n_ff, act, n_tokens, mlp_, {});
+      if (s.n_ff_exp > 0) {
+        ffn_.moe(w, c, act, experts_in_.data(), router_in_.data(), n_tokens, proj_.data(), pool_, after);
+      } else {
+        std::fill_n(proj_.data(), n_tokens * n_embd, 0.0f);  // a rank that holds none of the experts' rows
+      }
     }
+    if (tp) reduce(mlp_, n_tokens * n_embd);
+    norm_rows(mlp_.data(), w.post_ffn_norm_1, n_tokens, n_embd);
     if (weights_->shard().sharded()) reduce(proj_, n_tokens * n_embd);
     norm_rows(proj_.data(), w.post_ffn_norm_2, n_tokens, n_embd);
     for (size_t i = 0; i < sz(n_tokens * n_embd); ++i) proj_[i] += mlp_[i];

@@ -131,7 +131,7 @@ class Stage {
   AttentionScratch attention_scratch_;
   MatmulScratch scratch_;
   std::vector<float> x_, norm_, q_, k_, v_, attn_, proj_;
-  std::vector<float> mlp_, router_in_, ple_in_, gate_pl_;  // Gemma 4's MoE and per-layer input buffers
+  std::vector<float> mlp_, router_in_, experts_in_, ple_in_, gate_pl_;  // Gemma 4's MoE and per-layer input buffers
   std::vector<RopeSet> rope_sets_;                         // this step's angles, by rope configuration
   std::unique_ptr<GeluTable> gelu_table_;                  // Gemma without StageOptions::exact_gelu
   // Gemma 4: each token's per-layer inputs for layers [ple_base_, n_layer), n_embd_per_layer each.
