@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/stage.h"
+#include "support/fixture_io.h"
 #include "support/test_paths.h"
 #include "tensor/kernels.h"
 #include "util/error.h"
@@ -19,18 +20,8 @@ namespace {
 
 using nlohmann::json;
 
-json load_json(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return json::parse(in);
-}
-
-int32_t argmax(const float* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (x[i] > x[best]) best = i;
-  }
-  return static_cast<int32_t>(best);
-}
+using test::argmax;
+using test::load_json;
 
 std::filesystem::path fixture_dir() { return test::shared_dir() / "fixtures/models"; }
 
@@ -93,10 +84,9 @@ TEST_P(GemmaFixture, LogitsAndGreedyMatchLlamaCpp) {
   const auto ref = load_json(fixture_dir() / (c.name + ".json"));
   const auto prompt = ref["tokens"].get<std::vector<int32_t>>();
   const int64_t n_vocab = ref["n_vocab"];
-  std::ifstream in(fixture_dir() / (c.name + ".logits.f32"), std::ios::binary);
-  std::vector<float> expected(prompt.size() * static_cast<size_t>(n_vocab));
-  in.read(reinterpret_cast<char*>(expected.data()), static_cast<std::streamsize>(expected.size() * sizeof(float)));
-  ASSERT_TRUE(in.good()) << c.name;
+  const std::vector<float> expected =
+      test::read_logits(fixture_dir() / (c.name + ".logits.f32"), prompt.size() * static_cast<size_t>(n_vocab));
+  ASSERT_FALSE(expected.empty()) << c.name;
 
   // The tier. F32 files with llama.cpp's fp16 GELU table: the fp16-GELU tier. Quantized files: the scalar path
   // (which quantizes activations and sums like ggml) the faithful tier. An exact GELU: the tier for any correct

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "model/stage.h"
+#include "support/fixture_io.h"
 #include "support/isa_test.h"
 #include "support/test_paths.h"
 #include "tensor/kernels.h"
@@ -18,18 +19,8 @@ namespace {
 
 using nlohmann::json;
 
-json load_json(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return json::parse(in);
-}
-
-int32_t argmax(const float* x, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i) {
-    if (x[i] > x[best]) best = i;
-  }
-  return static_cast<int32_t>(best);
-}
+using test::argmax;
+using test::load_json;
 
 // Greedy decoding one token at a time from `prompt` (prompt evaluated as one batch).
 std::vector<int32_t> greedy(Stage& stage, const std::vector<int32_t>& prompt, int n,

@@ -12,6 +12,7 @@
 
 #include "collective/thread_group.h"
 #include "model/stage.h"
+#include "support/fixture_io.h"
 #include "support/test_paths.h"
 #include "util/error.h"
 
@@ -30,7 +31,7 @@ struct Result {
   std::vector<float> last_logits;  // of the last greedy step
 };
 
-int32_t argmax(const float* x, int64_t n) { return static_cast<int32_t>(std::max_element(x, x + n) - x); }
+using test::argmax;
 
 // The prompt in one batch and `steps` greedy steps, on one Stage per rank; rank 0's outputs.
 Result run(const std::string& name, StageOptions opts, int steps, int n_ranks, ShardSpec spec) {
@@ -126,11 +127,10 @@ TEST_P(TensorParallel, SameLogitsAsOneNode) {
   // Quantized: where a rank's columns start inside a quant block (a K-quant's 256 elements over 3 ranks), that slice
   // is held in f32 and its products skip the activations' quantization: llama.cpp's reference with the fixture's
   // tolerance for any correct engine decides, and its required greedy tokens.
-  std::ifstream in(test::shared_dir() / "fixtures/models" / (name + ".json"));
-  const auto ref = nlohmann::json::parse(in);
-  std::ifstream logits_in(test::shared_dir() / "fixtures/models" / (name + ".logits.f32"), std::ios::binary);
-  std::vector<float> expected(kPrompt.size() * 512);
-  logits_in.read(reinterpret_cast<char*>(expected.data()), static_cast<std::streamsize>(expected.size() * 4));
+  const auto ref = test::load_json(test::shared_dir() / "fixtures/models" / (name + ".json"));
+  const auto expected =
+      test::read_logits(test::shared_dir() / "fixtures/models" / (name + ".logits.f32"), kPrompt.size() * 512);
+  ASSERT_FALSE(expected.empty());
   const auto& tol = ref["tolerance"];
   double sum = 0;
   for (size_t i = 0; i < expected.size(); ++i) sum += std::fabs(many.prompt_logits[i] - expected[i]);
@@ -174,13 +174,9 @@ INSTANTIATE_TEST_SUITE_P(Experts, TensorParallel,
 // for any correct engine, with its greedy tokens.
 TEST(TensorParallel, GemmaWithTheGeluTableMatchesLlamaCpp) {
   for (const char* name : {"gemma4-f32", "gemma4moe-q4_k_m"}) {
-    std::ifstream in(test::shared_dir() / "fixtures/models" / (std::string(name) + ".json"));
-    const auto ref = nlohmann::json::parse(in);
-    std::ifstream logits_in(test::shared_dir() / "fixtures/models" / (std::string(name) + ".logits.f32"),
-                            std::ios::binary);
-    std::vector<float> expected(kPrompt.size() * 512);
-    logits_in.read(reinterpret_cast<char*>(expected.data()),
-                   static_cast<std::streamsize>(expected.size() * sizeof(float)));
+    const auto dir = test::shared_dir() / "fixtures/models";
+    const auto ref = test::load_json(dir / (std::string(name) + ".json"));
+    const auto expected = test::read_logits(dir / (std::string(name) + ".logits.f32"), kPrompt.size() * 512);
     const auto& tol = ref["tolerance"];
     const int required = tol["greedy_tokens_required"];
     const Result r = run(name, StageOptions{1, 64, GgmlType::F32}, required, 3, ShardSpec{0, 3, {}, true, false});
