@@ -407,7 +407,16 @@ int run_bench(const BenchArgs& a) {
   mo.n_ctx = bench_context(config);
   mo.threads = config.threads.front();
   const int64_t n_slots = bench_slots(config);
+  const bool parallel = mo.tp > 1 || mo.ep > 1;
+  if (parallel && (distributed || config.threads.size() > 1)) {
+    fail("bench --tp/--ep measures one thread count on the ranks mpirun starts (no --workers, one -t)");
+  }
+  if (parallel) {
+    // Each rank reads its own share of the weights: the head's bandwidth is no ceiling for the group.
+    config.probe = false;
+  }
   LoadedModel first = load_model(mo, n_slots, !distributed || a.check_plan);
+  if (first.follower_done) return 0;
   const BenchModel model = describe_bench_model(mo.model, *first.weights);
   log_info("bench: {} ({}, {:.2f} MB read per decoded token), context {}, {} sequence slot(s)", mo.model, model.type,
            static_cast<double>(model.decode_bytes_per_token) / 1e6, mo.n_ctx, n_slots);
@@ -448,7 +457,18 @@ int run_bench(const BenchArgs& a) {
   std::fflush(stdout);
   const auto print = [&](const BenchResult& r) { printer->row(r); };
   std::vector<BenchResult> results;
-  if (!distributed || a.check_plan) results = run_benchmarks(config, model, make_local, print);
+  // Under --tp/--ep the bytes each rank sends into collectives per token stand where a pipeline's wire bytes do.
+  const WireCounter collective_bytes = [](const Executor& e) -> std::optional<uint64_t> {
+    const auto* local = dynamic_cast<const LocalExecutor*>(&e);
+    if (local == nullptr || local->communicator() == nullptr) return std::nullopt;
+    return local->communicator()->stats().bytes;
+  };
+  if (!distributed || a.check_plan) results = run_benchmarks(config, model, make_local, print, collective_bytes);
+  if (parallel && first.comm) {
+    const auto& st = first.comm->stats();
+    log_info("collectives (rank 0, whole run): {} calls, {:.1f} MB sent, {:.3f} s spent in them", st.calls,
+             static_cast<double>(st.bytes) / 1e6, st.seconds);
+  }
   if (distributed) {
     auto d = run_benchmarks(dist_config, model, make_pipeline, print, wire_bytes);
     results.insert(results.end(), d.begin(), d.end());
@@ -569,6 +589,7 @@ Command add_bench_command(CLI::App& root) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->capture_default_str();
   add_repack_option(*app, a->model.repack);
+  add_parallel_options(*app, a->model);
   add_mmap_option(*app, a->model.mmap);
   add_pin_option(*app, a->model.pin);
   app->add_option("--kv-type,--cache-type-k", a->model.kv_type, "KV cache type: f16 or f32")

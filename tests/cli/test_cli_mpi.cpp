@@ -151,6 +151,27 @@ TEST(MpiRun, PerplexityEqualsOneNode) {
   EXPECT_NEAR(ppl(par.out), ppl(one.out), 1e-4) << par.out;
 }
 
+// bench under --tp: the tests run on rank 0 with the others following, the JSON reports the bytes each token sends
+// into collectives (in the pipeline's wire field) and the log their calls and time.
+TEST(MpiRun, BenchReportsCollectiveBytesPerToken) {
+  const auto r = test::run_command(mpirun(2, {"bench", "-m", fixture("qwen3-f32").string(), "-p", "32", "-n", "8", "-t",
+                                              "1", "-r", "2", "--tp", "2", "--no-plan", "-o", "json"}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto pp = r.out.find("\"n_prompt\": 32");
+  const auto tg = r.out.find("\"n_gen\": 8");
+  EXPECT_NE(pp, std::string::npos) << r.out;
+  EXPECT_NE(tg, std::string::npos) << r.out;
+  // Two all-reduces of n_embd (256) floats per layer (2 layers) per token, and the head's gather.
+  const auto at = r.out.rfind("\"wire_bytes_per_token\": ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  EXPECT_GE(std::stod(r.out.substr(at + 24)), 2.0 * 2 * 256 * 4) << r.out;
+  EXPECT_NE(r.err.find("collectives (rank 0, whole run):"), std::string::npos) << r.err;
+  const auto two_t =
+      test::run_command(mpirun(2, {"bench", "-m", fixture("qwen3-f32").string(), "-t", "1,2", "--tp", "2"}));
+  EXPECT_NE(two_t.exit_code, 0);
+  EXPECT_NE(two_t.err.find("one -t"), std::string::npos) << two_t.err;
+}
+
 TEST(MpiRun, WithoutALauncherOrWithTooFewRanksIsAClearError) {
   const auto alone = test::run_command({test::tessera_bin().string(), "run", "-n", "4", "--tp", "2"});
   EXPECT_NE(alone.exit_code, 0);
