@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.h"
@@ -52,6 +53,13 @@ class SignalWaiter {
     int sig = 0;
     sigwait(&set_, &sig);
     return sig;
+  }
+  // Takes the signals already sent (a rank that followed rank 0 to its end got mpirun's SIGTERM too): they must not
+  // end the process when the mask is restored.
+  void drain() {
+    const timespec now{0, 0};
+    while (sigtimedwait(&set_, nullptr, &now) > 0) {
+    }
   }
 
  private:
@@ -149,6 +157,24 @@ int run_serve(ServeArgs a) {
 
   SignalWaiter signals;
   server::Server srv(a.server, describe_model(a));
+  // Under --tp/--ep the ranks load together before anything listens: the ranks other than 0 then follow rank 0's
+  // executor until it stops, and only rank 0 serves HTTP.
+  std::optional<server::ReplicaSpec> parallel_replica;
+  if (a.model.tp > 1 || a.model.ep > 1) {
+    if (!groups.empty() && (groups.size() > 1 || !groups.front().empty())) {
+      fail("serve --tp/--ep runs one replica on the ranks mpirun starts (no --workers, no --replicas)");
+    }
+    ModelOptions o = a.model;
+    o.n_ctx = srv.model().n_ctx;
+    LoadedModel m = load_model(o, a.parallel);
+    if (m.follower_done) {
+      signals.drain();
+      return 0;
+    }
+    parallel_replica.emplace();
+    parallel_replica->nodes.push_back(server::local_node_info(*m.weights, *m.executor));
+    parallel_replica->executor = std::move(m.executor);
+  }
   const int port = srv.start();
   log_info("tessera serve: listening on http://{}:{} (model {}, {} replica(s) x {} parallel)", a.server.host, port,
            srv.model().id, a.replicas, a.parallel);
@@ -167,7 +193,9 @@ int run_serve(ServeArgs a) {
   per_replica.n_ctx = srv.model().n_ctx;
   for (size_t r = 0; r < groups.size(); ++r) {
     try {
-      if (groups[r].empty()) {
+      if (parallel_replica) {
+        srv.add_replica(std::move(*parallel_replica), so);
+      } else if (groups[r].empty()) {
         srv.add_replica(local_replica(per_replica, a.parallel), so);
       } else {
         ClusterOptions co = a.cluster;

@@ -66,7 +66,6 @@ std::vector<std::string> group_workers(const std::string& workers, int replicas)
 }
 
 server::ReplicaSpec local_replica(const ModelOptions& o, int64_t n_slots) {
-  if (o.tp > 1 || o.ep > 1) fail("serve --tp/--ep is not supported yet (run and perplexity are)");
   LoadedModel m = load_model(o, n_slots);
   server::ReplicaSpec spec;
   spec.nodes.push_back(server::local_node_info(*m.weights, *m.executor));

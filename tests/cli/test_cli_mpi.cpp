@@ -36,23 +36,23 @@ class MpiEnvironment : public ::testing::Environment {
 };
 const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
 
-// mpirun from PATH (scripts/setup.sh installs openmpi-bin); a machine without it fails here, never passes.
-std::string mpirun_path() {
+// A program from PATH (scripts/setup.sh installs openmpi-bin and curl); a machine without it fails, never passes.
+std::string on_path(const std::string& program) {
   const char* path = std::getenv("PATH");
   std::string dirs = path != nullptr ? path : "/usr/bin";
   size_t at = 0;
   while (at <= dirs.size()) {
     const size_t end = std::min(dirs.find(':', at), dirs.size());
-    const auto candidate = std::filesystem::path(dirs.substr(at, end - at)) / "mpirun";
+    const auto candidate = std::filesystem::path(dirs.substr(at, end - at)) / program;
     if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
     at = end + 1;
   }
-  ADD_FAILURE() << "mpirun is not on PATH (scripts/setup.sh installs openmpi-bin)";
-  return "mpirun";
+  ADD_FAILURE() << program << " is not on PATH (scripts/setup.sh installs it)";
+  return program;
 }
 
 std::vector<std::string> mpirun(int n, std::vector<std::string> args) {
-  std::vector<std::string> argv = {mpirun_path(), "--oversubscribe", "-np", std::to_string(n),
+  std::vector<std::string> argv = {on_path("mpirun"), "--oversubscribe", "-np", std::to_string(n),
                                    test::tessera_bin().string()};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
@@ -225,6 +225,7 @@ class BackgroundRun {
     }
     return -1;
   }
+  void terminate() const { kill(pid_, SIGTERM); }
   // Waits up to `limit` for mpirun to end; its exit status, or -1 if it did not.
   int wait_exit(std::chrono::seconds limit) {
     const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -269,6 +270,33 @@ void check_fault(int signal, const char* expect) {
   EXPECT_NE(code, 0);
   EXPECT_LT(took, 10.0);
   EXPECT_NE(run.output().find(expect), std::string::npos) << run.output();
+}
+
+// serve --tp 2: only rank 0 listens; a completion equals one node's run; SIGTERM stops every rank.
+TEST(MpiRun, ServeAnswersLikeOneNode) {
+  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  setenv("TESSERA_MPI_TEST", std::to_string(::getpid()).c_str(), 1);
+  BackgroundRun serve(mpirun(2, {"serve", "--tp", "2", "-t", "1", "--port", port}));
+  const std::string url = "http://127.0.0.1:" + port;
+  bool ready = false;
+  for (int i = 0; i < 200 && !ready; ++i) {
+    std::this_thread::sleep_for(100ms);
+    ready = test::run_command({on_path("curl"), "-s", url + "/health"}).out.find("ok") != std::string::npos;
+  }
+  ASSERT_TRUE(ready) << serve.output();
+  const auto r =
+      test::run_command({on_path("curl"), "-s", url + "/v1/completions", "-H", "Content-Type: application/json", "-d",
+                         R"({"prompt":"Once upon a time","max_tokens":16,"temperature":0})"});
+  const auto one = test::run_command(
+      {test::tessera_bin().string(), "run", "-p", "Once upon a time", "-n", "16", "--temp", "0", "-t", "1"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const std::string continuation = one.out.substr(std::string("Once upon a time").size());
+  EXPECT_NE(r.out.find(continuation.substr(0, continuation.find_last_not_of("\n") + 1)), std::string::npos)
+      << r.out << " vs " << one.out;
+  serve.terminate();
+  EXPECT_NE(serve.wait_exit(std::chrono::seconds(20)), -1) << "serve still running after SIGTERM";
+  EXPECT_NE(serve.output().find("SIGTERM received, stopping"), std::string::npos) << serve.output();
+  EXPECT_EQ(serve.output().find("error:"), std::string::npos) << serve.output();
 }
 
 TEST(MpiRun, AKilledRankEndsTheRunWithinSeconds) { check_fault(SIGKILL, "rank 1"); }
