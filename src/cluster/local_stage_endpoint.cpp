@@ -74,7 +74,7 @@ void LocalStageEndpoint::run() {
                          out, done.sampled);
       done.hidden = std::move(out.hidden);
       done.logits = std::move(out.logits);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // anything (bad_alloc included) fails the job, not the thread
       done.error = fmt::format("{}: {}", node_, e.what());
     }
     {

@@ -199,7 +199,7 @@ void RemoteStageEndpoint::receive_loop() {
     std::optional<net::Message> msg;
     try {
       msg = conn_->recv(200ms);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       fail_pending(fmt::format("worker {} lost: {}", node_, e.what()));
       return;
     }
@@ -220,7 +220,7 @@ void RemoteStageEndpoint::receive_loop() {
     if (auto* r = std::get_if<net::ForwardResult>(&*msg)) {
       try {
         check_result(job, *r, d);
-      } catch (const Error& e) {
+      } catch (const std::exception& e) {
         d.error = e.what();
       }
     } else if (auto* e = std::get_if<net::ErrorMsg>(&*msg)) {

@@ -41,6 +41,10 @@ StageSample from_wire(const net::SamplingParams& w) {
   p.presence_penalty = w.presence_penalty;
   p.frequency_penalty = w.frequency_penalty;
   p.seed = w.seed;
+  // A sampler catches up by discarding draws one by one: a count no generation reaches is refused, not run.
+  if (w.draws > kMaxSamplerDraws) {
+    fail("sampling state of sequence {} claims {} random draws (at most {})", w.seq, w.draws, kMaxSamplerDraws);
+  }
   s.state.draws = w.draws;
   s.state.history = w.history;
   s.top_logprobs = w.logprobs ? w.top_logprobs : -1;

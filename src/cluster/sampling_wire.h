@@ -12,6 +12,10 @@
 
 namespace tessera::cluster {
 
+// Random draws a sampler state from the wire may claim: more tokens than any context holds (catching up costs a
+// fraction of a second), far below what would stall a worker.
+constexpr uint64_t kMaxSamplerDraws = uint64_t{1} << 26;
+
 net::SamplingParams to_wire(const StageSample& s);
 StageSample from_wire(const net::SamplingParams& s);
 net::SampledOutput to_wire(int32_t seq, const SampledToken& t, bool logprobs);

@@ -116,7 +116,7 @@ void Worker::serve(const std::atomic<bool>& stop) {
     std::unique_ptr<net::Connection> conn;
     try {
       conn = listener_.accept(200ms);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       log_warn("worker {}: {}", options_.name, e.what());
       continue;
     }
@@ -151,7 +151,7 @@ void Worker::serve(const std::atomic<bool>& stop) {
       active_head_ = who;
       log_info("worker {}: serving {}", options_.name, who);
       session_thread_ = std::thread([this, c = std::move(conn), head = who]() mutable { session(std::move(c), head); });
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       log_warn("worker {}: {}", options_.name, e.what());
     }
   }
@@ -252,7 +252,7 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
               fmt::format("worker {}: receiving weights from {}", options_.name, head_name), assembler->bytes_needed());
           conn->send(assembler->reply());
           if (assembler->complete()) finish_load();
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {
           assembler.reset();
           const bool oom = std::string(e.what()).find("not enough memory") != std::string::npos;
           reply_error(oom ? net::ErrorCode::OutOfMemory : net::ErrorCode::LoadFailed, e.what());
@@ -266,7 +266,7 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
           assembler->receive(*chunk);
           progress->update(assembler->bytes_received());
           if (assembler->complete()) finish_load();
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {
           assembler.reset();
           const bool oom = std::string(e.what()).find("not enough memory") != std::string::npos;
           reply_error(oom ? net::ErrorCode::OutOfMemory : net::ErrorCode::LoadFailed, e.what());
@@ -278,25 +278,25 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
         }
         try {
           conn->send(run_forward(*stage, *fwd, request.wire_type, *sampler, out));
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {
           reply_error(net::ErrorCode::BadRequest, e.what());
         }
       } else if (auto* clear = std::get_if<net::ClearSequence>(&*msg)) {
         try {
           if (stage) stage->clear_sequence(clear->seq);
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {
           reply_error(net::ErrorCode::BadRequest, e.what());
         }
       } else if (auto* trunc = std::get_if<net::TruncateSequence>(&*msg)) {
         try {
           if (stage) stage->truncate_sequence(trunc->seq, trunc->n);
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {
           reply_error(net::ErrorCode::BadRequest, e.what());
         }
       } else if (auto* probe = std::get_if<net::ProbeRequest>(&*msg)) {
         try {
           conn->send(probe_reply(probe_cache_, *probe, options_.threads, options_.repack));
-        } catch (const Error& e) {
+        } catch (const std::exception& e) {
           reply_error(net::ErrorCode::Internal, fmt::format("probe failed: {}", e.what()));
         }
       } else if (std::holds_alternative<net::Bye>(*msg)) {
@@ -306,7 +306,7 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
                     fmt::format("unexpected {} message", net::msg_type_name(net::type_of(*msg))));
       }
     }
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     log_info("worker {}: {} gone: {}", options_.name, head_name, e.what());
   }
   conn->close("session over");

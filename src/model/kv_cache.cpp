@@ -72,10 +72,20 @@ KvCache::KvCache(KvCacheConfig config) : config_(std::move(config)) {
   elem_size_ = type_traits(config_.type).type_size;
   size_t k_total = 0;
   size_t v_total = 0;
+  if (config_.n_slots <= 0) fail("KV cache: {} slots", config_.n_slots);
   for (const KvLayer& l : config_.layers) {
     if (l.n_head_kv <= 0 || l.head_dim_k <= 0 || l.head_dim_v <= 0 || l.n_cells <= 0) {
       fail("KV cache: layer {} has {} heads of {} and {} elements over {} cells", l.model_layer, l.n_head_kv,
            l.head_dim_k, l.head_dim_v, l.n_cells);
+    }
+    // Sizes that come from a peer are multiplied with overflow checks before anything is allocated.
+    uint64_t cells = 0, k_bytes = 0, v_bytes = 0;
+    if (__builtin_mul_overflow(static_cast<uint64_t>(config_.n_slots), static_cast<uint64_t>(l.n_cells), &cells) ||
+        __builtin_mul_overflow(cells, static_cast<uint64_t>(l.n_embd_k()) * elem_size_, &k_bytes) ||
+        __builtin_mul_overflow(cells, static_cast<uint64_t>(l.n_embd_v()) * elem_size_, &v_bytes) ||
+        k_bytes + v_bytes > (uint64_t{1} << 46)) {
+      fail("KV cache: layer {} would need more than 64 TiB ({} slots x {} positions)", l.model_layer, config_.n_slots,
+           l.n_cells);
     }
     k_offset_.push_back(k_total);
     v_offset_.push_back(v_total);
@@ -113,8 +123,12 @@ void KvCache::store(int64_t entry, int64_t slot, int64_t pos, const float* k, co
   }
 }
 
-void KvCache::set_length(int64_t slot, int64_t n) {
+void KvCache::check_slot(int64_t slot) const {
   if (slot < 0 || slot >= config_.n_slots) fail("sequence {} is outside the cache's {} slots", slot, config_.n_slots);
+}
+
+void KvCache::set_length(int64_t slot, int64_t n) {
+  check_slot(slot);
   if (n < 0 || n > config_.n_ctx) fail("sequence length {} exceeds the context of {} tokens", n, config_.n_ctx);
   lengths_[static_cast<size_t>(slot)] = n;
 }

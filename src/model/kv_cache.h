@@ -76,7 +76,11 @@ class KvCache {
   }
 
   // Number of positions stored for a sequence (its next position).
-  int64_t length(int64_t slot) const { return lengths_.at(static_cast<size_t>(slot)); }
+  // Throws Error for a slot outside the cache (a sequence id from a peer is checked here, not trusted).
+  int64_t length(int64_t slot) const {
+    check_slot(slot);
+    return lengths_[static_cast<size_t>(slot)];
+  }
   void set_length(int64_t slot, int64_t n);  // after a batch; n <= n_ctx
   void clear(int64_t slot) { set_length(slot, 0); }
   // Whether the sequence can go back to n positions: a ring has overwritten positions a token at n would see when
@@ -84,6 +88,7 @@ class KvCache {
   bool can_truncate(int64_t slot, int64_t n) const;
 
  private:
+  void check_slot(int64_t slot) const;
   size_t head_offset(int64_t entry, int64_t slot, int64_t head, bool keys) const;
 
   KvCacheConfig config_;

@@ -16,6 +16,7 @@
 
 #include "cluster/local_stage_endpoint.h"
 #include "cluster/pipeline_executor.h"
+#include "cluster/sampling_wire.h"
 #include "engine/generator.h"
 #include "engine/local_executor.h"
 #include "engine/scheduler.h"
@@ -362,6 +363,28 @@ TEST(PipelineSampling, ASequenceIsInOneStepAtATime) {
   expect_error([&] { p->collect_step(); }, "no step is in flight");
   p->clear_sequence(0);  // free again
   EXPECT_EQ(p->sequence_length(0), 0);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// A sampler state from the wire that claims more draws than any generation makes is refused at once: catching up
+// discards draws one by one, and 2^60 of them would stall a worker for years.
+TEST(PipelineSampling, ImpossibleDrawCountsAreRefused) {
+  net::SamplingParams w;
+  w.seq = 3;
+  w.draws = 1000;
+  EXPECT_EQ(cluster::from_wire(w).state.draws, 1000u);
+  w.draws = uint64_t{1} << 60;
+  try {
+    cluster::from_wire(w);
+    FAIL() << "2^60 draws accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sequence 3 claims"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

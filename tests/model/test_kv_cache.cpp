@@ -81,5 +81,20 @@ TEST(KvCache, RingKeepsTheLastCells) {
   EXPECT_FALSE(cache.can_truncate(0, 8));  // one at 8 sees 6..7: 6 is gone
 }
 
+// Sequence ids and sizes that a peer sends are checked: an Error naming them, never std::out_of_range or an
+// allocation of exabytes.
+TEST(KvCache, SlotsAndSizesFromOutsideAreChecked) {
+  KvCache cache(KvCacheConfig::uniform(1, 2, 8, 1, 4, 4, GgmlType::F16));
+  EXPECT_THROW(cache.length(2), Error);
+  EXPECT_THROW(cache.length(-1), Error);
+  KvCacheConfig huge = KvCacheConfig::uniform(1, int64_t{1} << 40, int64_t{1} << 40, 8, 128, 128, GgmlType::F16);
+  try {
+    KvCache too_big(huge);
+    FAIL() << "a cache of 2^80 positions was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 64 TiB"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace tessera
