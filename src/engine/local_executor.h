@@ -26,6 +26,10 @@ class LocalExecutor : public Executor {
   int64_t n_ctx() const override { return stage_.n_ctx(); }
   int64_t n_slots() const override { return stage_.n_slots(); }
   void decode(const Batch& batch, std::vector<float>& logits) override;
+  // Under tensor parallelism, greedy picks without penalties or logprobs come from each rank's best token of its
+  // vocabulary range (two numbers a row instead of the row); other sampling gathers the rows on rank 0.
+  void decode_sampled(const Batch& batch, std::span<const SampleRequest> requests,
+                      std::vector<SampledToken>& out) override;
   void clear_sequence(int64_t seq) override;
   void truncate_sequence(int64_t seq, int64_t n) override;
   int64_t sequence_length(int64_t seq) const override { return stage_.sequence_length(seq); }
@@ -41,6 +45,9 @@ class LocalExecutor : public Executor {
 
  private:
   void send(std::vector<uint8_t> op);  // rank 0: the operation to the other ranks
+  // Every rank: the batch through the stage without gathering the logits, then each output row's best token over
+  // all ranks (on rank 0; empty elsewhere).
+  std::vector<int32_t> greedy_picks(const Batch& batch);
 
   std::shared_ptr<collective::Communicator> comm_;  // before the stage, which uses it
   ThreadPool pool_;

@@ -213,7 +213,18 @@ void Stage::forward_part(const Batch& batch, const float* hidden_in, StageOutput
       for (int64_t i = i0; i < i1; ++i) logits[i] = std::tanh(logits[i] * inv) * cap;
     });
   }
-  if (weights_->shard().sharded()) gather_logits(n_out, out.logits);
+  if (weights_->shard().sharded() && gather_) gather_logits(n_out, out.logits);
+}
+
+void Stage::forward_ungathered(const Batch& batch, const float* hidden_in, StageOutput& out) {
+  gather_ = false;
+  try {
+    forward(batch, hidden_in, out);
+  } catch (...) {
+    gather_ = true;
+    throw;
+  }
+  gather_ = true;
 }
 
 void Stage::reduce(std::vector<float>& v, int64_t n) {

@@ -76,6 +76,11 @@ class Stage {
   // Runs the batch. The first stage reads batch.tokens; later stages read `hidden_in` ([n_tokens][in_width()]).
   // Each sequence's tokens must continue it: positions length, length + 1, ... in batch order.
   void forward(const Batch& batch, const float* hidden_in, StageOutput& out);
+  // The same, with a tensor-parallel head's logits left as this rank's vocabulary range ([n_outputs][rows of
+  // vocab_range()]) instead of gathered on rank 0: for picking from each rank's candidates.
+  void forward_ungathered(const Batch& batch, const float* hidden_in, StageOutput& out);
+  // The vocabulary rows this stage's head computes: [first, first + count).
+  std::pair<int64_t, int64_t> vocab_range() const { return {weights_->vocab0(), weights_->output().rows()}; }
 
   // Times a pass of each batch size (sizes above the context are left out) through the first layer, `rounds`
   // times with the sizes interleaved (no new round once `budget_s` seconds have passed: a big model's layer is
@@ -120,6 +125,7 @@ class Stage {
   // The sum over the ranks of each rank's partial output (tensor/expert parallelism); nothing on one rank.
   void reduce(std::vector<float>& v, int64_t n);
   void gather_logits(int64_t n_out, std::vector<float>& logits);
+  bool gather_ = true;  // forward_ungathered clears it for one call
 
   std::shared_ptr<const ModelWeights> weights_;
   ThreadPool& pool_;
@@ -132,8 +138,8 @@ class Stage {
   MatmulScratch scratch_;
   std::vector<float> x_, norm_, q_, k_, v_, attn_, proj_;
   std::vector<float> mlp_, router_in_, experts_in_, ple_in_, gate_pl_;  // Gemma 4's MoE and per-layer input buffers
-  std::vector<RopeSet> rope_sets_;                         // this step's angles, by rope configuration
-  std::unique_ptr<GeluTable> gelu_table_;                  // Gemma without StageOptions::exact_gelu
+  std::vector<RopeSet> rope_sets_;                                      // this step's angles, by rope configuration
+  std::unique_ptr<GeluTable> gelu_table_;                               // Gemma without StageOptions::exact_gelu
   // Gemma 4: each token's per-layer inputs for layers [ple_base_, n_layer), n_embd_per_layer each.
   std::vector<float> ple_;
   int64_t ple_base_ = 0;
