@@ -73,6 +73,22 @@ class Reader {
   size_t at_ = 0;
 };
 
+void put_batch(Writer& w, const Batch& b) {
+  w.put(b.tokens);
+  w.put(b.seq);
+  w.put(b.pos);
+  w.put(b.want_logits);
+}
+
+Batch get_batch(Reader& r) {
+  Batch b;
+  b.tokens = r.get_vector<int32_t>();
+  b.seq = r.get_vector<int32_t>();
+  b.pos = r.get_vector<int32_t>();
+  b.want_logits = r.get_vector<uint8_t>();
+  return b;
+}
+
 }  // namespace
 
 LocalExecutor::LocalExecutor(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, int n_threads,
@@ -96,10 +112,7 @@ void LocalExecutor::send(std::vector<uint8_t> op) {
 void LocalExecutor::decode(const Batch& batch, std::vector<float>& logits) {
   if (comm_ != nullptr) {
     Writer w(Op::Decode);
-    w.put(batch.tokens);
-    w.put(batch.seq);
-    w.put(batch.pos);
-    w.put(batch.want_logits);
+    put_batch(w, batch);
     send(w.take());
   }
   stage_.forward(batch, nullptr, out_);
@@ -116,10 +129,7 @@ void LocalExecutor::decode_sampled(const Batch& batch, std::span<const SampleReq
     return;
   }
   Writer w(Op::DecodeGreedy);
-  w.put(batch.tokens);
-  w.put(batch.seq);
-  w.put(batch.pos);
-  w.put(batch.want_logits);
+  put_batch(w, batch);
   send(w.take());
   const std::vector<int32_t> picks = greedy_picks(batch);
   out.clear();
@@ -192,24 +202,12 @@ void LocalExecutor::follow() {
     const auto kind = static_cast<Op>(r.get<uint8_t>());
     try {
       switch (kind) {
-        case Op::Decode: {
-          Batch b;
-          b.tokens = r.get_vector<int32_t>();
-          b.seq = r.get_vector<int32_t>();
-          b.pos = r.get_vector<int32_t>();
-          b.want_logits = r.get_vector<uint8_t>();
-          stage_.forward(b, nullptr, out_);
+        case Op::Decode:
+          stage_.forward(get_batch(r), nullptr, out_);
           break;
-        }
-        case Op::DecodeGreedy: {
-          Batch b;
-          b.tokens = r.get_vector<int32_t>();
-          b.seq = r.get_vector<int32_t>();
-          b.pos = r.get_vector<int32_t>();
-          b.want_logits = r.get_vector<uint8_t>();
-          greedy_picks(b);
+        case Op::DecodeGreedy:
+          greedy_picks(get_batch(r));
           break;
-        }
         case Op::Clear:
           stage_.clear_sequence(r.get<int64_t>());
           break;
