@@ -32,8 +32,13 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, GatedActivati
   router_.resize(static_cast<size_t>(n_tokens * n_exp));
   matmul(w.ffn_gate_inp, router_x != nullptr ? router_x : x, n_tokens, router_.data(), pool, scratch_);
 
-  Routing routed(static_cast<size_t>(w.shape.n_expert));  // by the index among the experts w holds
-  std::vector<int64_t> order(static_cast<size_t>(n_exp));
+  // By the index among the experts w holds; kept between calls, like the buffers below, so that a decode step
+  // allocates nothing.
+  Routing& routed = routed_;
+  routed.resize(static_cast<size_t>(w.shape.n_expert));
+  for (auto& tokens : routed) tokens.clear();
+  std::vector<int64_t>& order = order_;
+  order.resize(static_cast<size_t>(n_exp));
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* p = router_.data() + t * n_exp;
     softmax(p, n_exp);
@@ -70,7 +75,8 @@ void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, 
   const int64_t n_ff = w.shape.n_ff_exp;
   // Gemma 4 keeps each expert's gate and up as one matrix (gate rows first): one job of 2 n_ff rows per expert.
   const bool fused = !w.ffn_gate_up_exps.empty();
-  std::vector<std::pair<int64_t, int64_t>> active;  // (expert, first row)
+  std::vector<std::pair<int64_t, int64_t>>& active = active_;  // (expert, first row)
+  active.clear();
   int64_t rows = 0;
   for (int64_t e = 0; e < w.shape.n_expert; ++e) {
     const auto m = static_cast<int64_t>(routed[static_cast<size_t>(e)].size());
@@ -83,10 +89,13 @@ void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, 
   up_.resize(static_cast<size_t>(rows * n_ff));
   hidden_.resize(static_cast<size_t>(rows * n_ff));
   expert_out_.resize(static_cast<size_t>(rows * n_embd));
-  std::vector<TensorView> views;  // the jobs point into it: sized once
+  std::vector<TensorView>& views = views_;  // the jobs point into it: no reallocation below this reserve
+  views.clear();
   views.reserve(3 * active.size());
-  std::vector<const TensorView*> downs;
-  std::vector<MatmulJob> jobs;
+  std::vector<const TensorView*>& downs = downs_;
+  downs.clear();
+  std::vector<MatmulJob>& jobs = jobs_;
+  jobs.clear();
   if (dense != nullptr) {
     const auto n = static_cast<size_t>(n_tokens * dense->n_ff);
     dense_gate_.resize(n);

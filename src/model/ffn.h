@@ -59,6 +59,12 @@ class FeedForward {
   MatmulScratch scratch_;
   std::vector<float> gate_, up_, hidden_, router_, gathered_, expert_out_;
   std::vector<float> dense_gate_, dense_up_, dense_hidden_;  // DenseBeside's
+  Routing routed_;
+  std::vector<int64_t> order_;
+  std::vector<std::pair<int64_t, int64_t>> active_;
+  std::vector<TensorView> views_;
+  std::vector<const TensorView*> downs_;
+  std::vector<MatmulJob> jobs_;
 };
 
 }  // namespace tessera

@@ -207,11 +207,9 @@ void Stage::forward_part(const Batch& batch, const float* hidden_in, StageOutput
   if (c.final_logit_softcap > 0.0f) {
     // A tanh per vocabulary entry is a visible share of a small model's decode step: spread over the threads.
     const float cap = c.final_logit_softcap;
-    const float inv = 1.0f / cap;
     float* logits = out.logits.data();
-    pool_.parallel_for(static_cast<int64_t>(out.logits.size()), [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) logits[i] = std::tanh(logits[i] * inv) * cap;
-    });
+    pool_.parallel_for(static_cast<int64_t>(out.logits.size()),
+                       [&](int64_t i0, int64_t i1) { softcap(logits + i0, i1 - i0, cap); });
   }
   if (weights_->shard().sharded() && gather_) gather_logits(n_out, out.logits);
 }

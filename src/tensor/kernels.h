@@ -72,6 +72,10 @@ struct OpsFns {
   void (*softmax)(float* x, int64_t n) = nullptr;                        // in place, n > 0
   void (*swiglu)(const float* gate, const float* up, int64_t n, float* out) = nullptr;
   void (*attend)(const AttnRows& rows, const AttnKeys& keys) = nullptr;  // AttnUpdateFn
+  void (*softcap)(float* x, int64_t n, float cap) = nullptr;             // x = cap tanh(x / cap), in place
+  // out = gelu(gate) * up with gelu looked up by gate's fp16 value in `table` (65536 fp16 entries and one of
+  // padding), 0 for gate <= -10 and gate itself for gate >= 10 (tensor_ops.h's GeluTable).
+  void (*geglu_table)(const float* gate, const float* up, int64_t n, float* out, const uint16_t* table) = nullptr;
 };
 
 // The probe's loops (what memory and arithmetic give this path's kernels), in the path's vectors and with its

@@ -53,7 +53,13 @@ void swiglu_on(Isa isa, const float* gate, const float* up, int64_t n, float* ou
   Kernels::get(isa).ops().swiglu(gate, up, n, out);
 }
 
+void softcap_on(Isa isa, float* x, int64_t n, float cap) {
+  if (n > 0) Kernels::get(isa).ops().softcap(x, n, cap);
+}
+
 void softmax(float* x, int64_t n) { softmax_on(path(), x, n); }
+
+void softcap(float* x, int64_t n, float cap) { softcap_on(path(), x, n, cap); }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) { swiglu_on(path(), gate, up, n, out); }
 
@@ -63,8 +69,9 @@ float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoef * x * x)));
 }
 
-GeluTable::GeluTable() : table_(size_t{1} << 16) {
-  for (size_t h = 0; h < table_.size(); ++h) {
+// The padding entry lets a vector path read each entry as 4 bytes (a gather of 32-bit words).
+GeluTable::GeluTable() : table_((size_t{1} << 16) + 1) {
+  for (size_t h = 0; h < (size_t{1} << 16); ++h) {
     table_[h] = fp32_to_fp16(gelu_tanh(fp16_to_fp32(static_cast<uint16_t>(h))));
   }
 }
@@ -77,10 +84,14 @@ float GeluTable::operator()(float x) const {
 
 void geglu(const float* gate, const float* up, int64_t n, float* out, const GeluTable* table) {
   if (table != nullptr) {
-    for (int64_t i = 0; i < n; ++i) out[i] = (*table)(gate[i]) * up[i];
+    geglu_on(path(), gate, up, n, out, *table);
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
   }
+}
+
+void geglu_on(Isa isa, const float* gate, const float* up, int64_t n, float* out, const GeluTable& table) {
+  if (n > 0) Kernels::get(isa).ops().geglu_table(gate, up, n, out, table.data());
 }
 
 void rope_angles(int64_t pos, int64_t n_rot, float freq_base, float freq_scale, const float* factors, float* cs) {

@@ -22,6 +22,10 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out);
 void softmax_on(Isa isa, float* x, int64_t n);
 void swiglu_on(Isa isa, const float* gate, const float* up, int64_t n, float* out);
 
+// Gemma's logit soft-capping in place: x = cap tanh(x / cap), within ~1e-7 cap of libm's tanh on the SIMD paths.
+void softcap(float* x, int64_t n, float cap);
+void softcap_on(Isa isa, float* x, int64_t n, float cap);
+
 // Gemma's GELU, the tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated in f32.
 float gelu_tanh(float x);
 
@@ -32,6 +36,7 @@ class GeluTable {
  public:
   GeluTable();
   float operator()(float x) const;
+  const uint16_t* data() const { return table_.data(); }  // 65536 entries by fp16 bits, then one of padding
 
  private:
   std::vector<uint16_t> table_;
@@ -39,6 +44,7 @@ class GeluTable {
 
 // out[i] = gelu(gate[i]) * up[i], through the table, or exactly when table is null.
 void geglu(const float* gate, const float* up, int64_t n, float* out, const GeluTable* table);
+void geglu_on(Isa isa, const float* gate, const float* up, int64_t n, float* out, const GeluTable& table);
 
 enum class RopeMode { Norm, Neox };
 

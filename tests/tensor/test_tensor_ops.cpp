@@ -68,6 +68,47 @@ TEST_P(TensorOps, SwigluMatchesDoubleReference) {
   }
 }
 
+TEST_P(TensorOps, SoftcapMatchesTanh) {
+  const Isa isa = GetParam();
+  std::vector<float> x;
+  for (float v = -400.0f; v <= 400.0f; v += 0.173f) x.push_back(v);
+  for (float v : {-1e30f, -0.0f, 0.0f, 1e-30f, 1e-6f, -3e-4f, 1e30f, INFINITY, -INFINITY}) x.push_back(v);
+  for (float cap : {30.0f, 50.0f, 1.0f}) {
+    for (size_t len : {x.size(), x.size() - 1, x.size() - 7, size_t{3}}) {
+      std::vector<float> y(x.begin(), x.begin() + static_cast<ptrdiff_t>(len));
+      y.push_back(42.0f);
+      softcap_on(isa, y.data(), static_cast<int64_t>(len), cap);
+      EXPECT_EQ(y[len], 42.0f) << isa_name(isa) << ": wrote past the row";
+      for (size_t i = 0; i < len; ++i) {
+        const double want = cap * std::tanh(static_cast<double>(x[i]) / cap);
+        EXPECT_NEAR(y[i], want, 3e-7 * cap) << isa_name(isa) << " x " << x[i] << " cap " << cap;
+        EXPECT_EQ(std::signbit(y[i]), std::signbit(x[i])) << isa_name(isa) << " x " << x[i];
+      }
+    }
+  }
+}
+
+TEST_P(TensorOps, GegluTableMatchesScalarLookupBitForBit) {
+  const Isa isa = GetParam();
+  static const GeluTable table;
+  std::vector<float> gate, up;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 4.0f);
+  for (int i = 0; i < 3000; ++i) gate.push_back(dist(rng));
+  for (float g : {-10.0f, -9.999f, 10.0f, 9.999f, -1e30f, 1e30f, -0.0f, 0.0f, 65504.0f, 70000.0f, 1e-8f, -1e-8f})
+    gate.push_back(g);
+  for (size_t i = 0; i < gate.size(); ++i) up.push_back(1.0f + 0.001f * static_cast<float>(i % 17));
+  for (size_t len : {gate.size(), gate.size() - 1, gate.size() - 9, size_t{5}}) {
+    std::vector<float> out(len + 1, 42.0f);
+    geglu_on(isa, gate.data(), up.data(), static_cast<int64_t>(len), out.data(), table);
+    EXPECT_EQ(out[len], 42.0f) << isa_name(isa) << ": wrote past the row";
+    for (size_t i = 0; i < len; ++i) {
+      const float want = table(gate[i]) * up[i];
+      EXPECT_EQ(out[i], want) << isa_name(isa) << " gate " << gate[i];
+    }
+  }
+}
+
 TESSERA_ISA_TEST_SUITE(TensorOps);
 
 }  // namespace

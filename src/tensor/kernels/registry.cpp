@@ -63,6 +63,8 @@ struct KernelTables {
       if (o->softmax) k.ops_.softmax = o->softmax;
       if (o->swiglu) k.ops_.swiglu = o->swiglu;
       if (o->attend) k.ops_.attend = o->attend;
+      if (o->softcap) k.ops_.softcap = o->softcap;
+      if (o->geglu_table) k.ops_.geglu_table = o->geglu_table;
     }
     if (paths[0]->stream_probe) k.stream_probe_ = *paths[0]->stream_probe;
     return k;

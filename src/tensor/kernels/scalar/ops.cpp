@@ -35,10 +35,24 @@ void swiglu_scalar(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+void softcap_scalar(float* x, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] * inv) * cap;
+}
+
+void geglu_table_scalar(const float* gate, const float* up, int64_t n, float* out, const uint16_t* table) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float g = x <= -10.0f ? 0.0f : x >= 10.0f ? x : fp16_to_fp32(table[fp32_to_fp16(x)]);
+    out[i] = g * up[i];
+  }
+}
+
 }  // namespace
 
 const OpsFns& scalar_ops() {
-  static constexpr OpsFns k{&f16_to_f32_scalar, &f32_to_f16_scalar, &softmax_scalar, &swiglu_scalar, &attend_scalar};
+  static constexpr OpsFns k{&f16_to_f32_scalar, &f32_to_f16_scalar, &softmax_scalar, &swiglu_scalar, &attend_scalar,
+                                &softcap_scalar,     &geglu_table_scalar};
   return k;
 }
 

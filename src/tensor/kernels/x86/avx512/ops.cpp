@@ -63,8 +63,44 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+// tanh(y) = 1 - 2 / (e^2|y| + 1) with y's sign: within ~1e-7 of tanh absolutely (the soft-cap scales that by
+// cap), where libm's tanhf per vocabulary entry was a visible share of a small model's decode step.
+void softcap(float* x, int64_t n, float cap) {
+  const __m512 inv2 = _mm512_set1_ps(2.0f / cap);
+  const __m512 c = _mm512_set1_ps(cap);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 two = _mm512_set1_ps(2.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512 e = exp512(_mm512_mul_ps(_mm512_abs_ps(v), inv2));
+    const __m512 t = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(e, one)));
+    // The sign bit of v on |tanh| times cap.
+    const __m512 sign = _mm512_and_ps(v, _mm512_set1_ps(-0.0f));
+    _mm512_mask_storeu_ps(x + i, m, _mm512_or_ps(_mm512_mul_ps(t, c), sign));
+  }
+}
+
+// The table lookup as a gather of 16 entries (4-byte reads at 2-byte steps: the table has one entry of padding),
+// bit-identical to the scalar loop; serial per-token work beside the experts' matrix passes.
+void geglu_table(const float* gate, const float* up, int64_t n, float* out, const uint16_t* table) {
+  const __m512 lo = _mm512_set1_ps(-10.0f);
+  const __m512 hi = _mm512_set1_ps(10.0f);
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m512 x = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512i idx = _mm512_cvtepu16_epi32(_mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    const __m512i h = _mm512_and_si512(_mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, table, 2), low16);
+    __m512 g = _mm512_maskz_cvtph_ps(0xFFFF, _mm512_cvtepi32_epi16(h));
+    g = _mm512_mask_mov_ps(g, _mm512_cmp_ps_mask(x, hi, _CMP_GE_OQ), x);
+    g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, lo, _CMP_GT_OQ), g);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_mul_ps(g, _mm512_maskz_loadu_ps(m, up + i)));
+  }
+}
+
 }  // namespace
 
-constexpr OpsFns kOps{&f16_to_f32, &f32_to_f16, &softmax, &swiglu, &attend};
+constexpr OpsFns kOps{&f16_to_f32, &f32_to_f16, &softmax, &swiglu, &attend, &softcap, &geglu_table};
 
 }  // namespace tessera::kernels::avx512
