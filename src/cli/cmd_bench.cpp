@@ -94,7 +94,10 @@ Json result_json(const BenchResult& r, const std::string& cpu) {
           {"n_workers", r.n_workers},
           {"split", r.split},
           {"concurrency", t.test.n_seq},
-          {"wire_bytes_per_token", optional_number(t.wire_bytes_per_token)}};
+          {"wire_bytes_per_token", optional_number(t.wire_bytes_per_token)},
+          {"collectives_per_token", t.collectives ? Json(t.collectives->calls) : Json(nullptr)},
+          {"collective_bytes_per_token", t.collectives ? Json(t.collectives->bytes) : Json(nullptr)},
+          {"collective_seconds_per_token", t.collectives ? Json(t.collectives->seconds) : Json(nullptr)}};
 }
 
 class Printer {

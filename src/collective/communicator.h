@@ -3,6 +3,7 @@
 // Backends: MPI (mpi_communicator.h) between processes, a thread group (thread_group.h) inside one.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -27,10 +28,24 @@ class Communicator {
   virtual void broadcast(std::vector<uint8_t>& bytes, int root) = 0;
   // Each rank's floats concatenated in rank order, on the root (others get nothing).
   virtual void gather(std::span<const float> mine, std::vector<float>& all, int root) = 0;
-  const CollectiveStats& stats() const { return stats_; }
+  // A snapshot: the executor's thread adds to the counters while /metrics reads them from another.
+  CollectiveStats stats() const {
+    return {calls_.load(std::memory_order_relaxed), bytes_.load(std::memory_order_relaxed),
+            static_cast<double>(nanos_.load(std::memory_order_relaxed)) * 1e-9};
+  }
 
  protected:
-  CollectiveStats stats_;
+  // One collective: the payload this rank sent and the time it spent in it.
+  void count(uint64_t bytes, double seconds) {
+    calls_.fetch_add(1, std::memory_order_relaxed);
+    bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    nanos_.fetch_add(static_cast<uint64_t>(seconds * 1e9), std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<uint64_t> calls_{0};
+  std::atomic<uint64_t> bytes_{0};
+  std::atomic<uint64_t> nanos_{0};
 };
 
 }  // namespace tessera::collective

@@ -14,6 +14,10 @@
 namespace tessera::collective {
 namespace {
 
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 // Waits for the request; a missed deadline ends the job (no rank can go on without the others).
 void wait(MPI_Request& request, std::chrono::milliseconds timeout, int rank, const char* what) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -71,29 +75,28 @@ void MpiCommunicator::all_reduce_sum(std::span<float> data) {
   MPI_Iallreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                  &request);
   wait(request, timeout_, rank_, "an all-reduce");
-  ++stats_.calls;
-  stats_.bytes += data.size() * sizeof(float);
-  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  count(data.size() * sizeof(float), seconds_since(start));
 }
 
 // Requests wait without a deadline: the ranks idle here between a server's requests for as long as there are none.
+// Only the root's time counts: the others' is the wait for the next request, not a cost of the step.
 void MpiCommunicator::broadcast(std::vector<uint8_t>& bytes, int root) {
+  const auto start = std::chrono::steady_clock::now();
   uint64_t n = bytes.size();
   MPI_Bcast(&n, 1, MPI_UINT64_T, root, MPI_COMM_WORLD);
   bytes.resize(n);
   MPI_Request request;
   MPI_Ibcast(bytes.data(), static_cast<int>(n), MPI_BYTE, root, MPI_COMM_WORLD, &request);
   wait(request, timeout_, rank_, "a broadcast");
-  ++stats_.calls;
-  stats_.bytes += rank_ == root ? n : 0;
+  count(rank_ == root ? n : 0, rank_ == root ? seconds_since(start) : 0.0);
 }
 
 void MpiCommunicator::gather(std::span<const float> mine, std::vector<float>& all, int root) {
   const auto start = std::chrono::steady_clock::now();
-  int count = static_cast<int>(mine.size());
+  int n_mine = static_cast<int>(mine.size());
   std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
   MPI_Request request;
-  MPI_Igather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, root, MPI_COMM_WORLD, &request);
+  MPI_Igather(&n_mine, 1, MPI_INT, counts.data(), 1, MPI_INT, root, MPI_COMM_WORLD, &request);
   wait(request, timeout_, rank_, "a gather");
   int total = 0;
   for (int r = 0; r < size_; ++r) {
@@ -101,12 +104,10 @@ void MpiCommunicator::gather(std::span<const float> mine, std::vector<float>& al
     total += counts[static_cast<size_t>(r)];
   }
   all.assign(rank_ == root ? static_cast<size_t>(total) : 0, 0.0f);
-  MPI_Igatherv(mine.data(), count, MPI_FLOAT, all.data(), counts.data(), displs.data(), MPI_FLOAT, root, MPI_COMM_WORLD,
-               &request);
+  MPI_Igatherv(mine.data(), n_mine, MPI_FLOAT, all.data(), counts.data(), displs.data(), MPI_FLOAT, root,
+               MPI_COMM_WORLD, &request);
   wait(request, timeout_, rank_, "a gather");
-  ++stats_.calls;
-  stats_.bytes += mine.size() * sizeof(float);
-  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  count(mine.size() * sizeof(float), seconds_since(start));
 }
 
 }  // namespace tessera::collective

@@ -55,9 +55,7 @@ class ThreadGroup::Member : public Communicator {
 
  private:
   void count(size_t bytes, std::chrono::steady_clock::time_point start) {
-    ++stats_.calls;
-    stats_.bytes += bytes;
-    stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    Communicator::count(bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
 
   ThreadGroup& group_;

@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "engine/local_executor.h"
 #include "hw/probe.h"
 #include "model/model_profile.h"
 #include "model/quant_mix.h"
@@ -312,6 +313,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
   BenchTiming r;
   r.test = test;
   uint64_t wire_bytes = 0;
+  collective::CollectiveStats spent;
   for (int rep = 0; rep < options.repetitions; ++rep) {
     clear();
     prefill(0, depth, false);
@@ -322,6 +324,8 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
       r.samples_best_gbps.push_back(rate.best_pass);
     }
     const uint64_t wire0 = options.wire_bytes ? options.wire_bytes() : 0;
+    const collective::CollectiveStats before =
+        options.collectives ? options.collectives() : collective::CollectiveStats{};
     const auto t0 = Clock::now();
     if (test.n_prompt > 0) {
       prefill(depth, depth + test.n_prompt, true);
@@ -330,14 +334,22 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
     }
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
     if (options.wire_bytes) wire_bytes += options.wire_bytes() - wire0;
+    if (options.collectives) {
+      const collective::CollectiveStats after = options.collectives();
+      spent.calls += after.calls - before.calls;
+      spent.bytes += after.bytes - before.bytes;
+      spent.seconds += after.seconds - before.seconds;
+    }
     const auto sample = static_cast<uint64_t>(std::max<int64_t>(ns, 1));
     r.samples_ns.push_back(sample);
     r.samples_ts.push_back(1e9 * static_cast<double>(test.n_tokens()) / static_cast<double>(sample));
   }
   clear();
-  if (options.wire_bytes) {
-    r.wire_bytes_per_token = static_cast<double>(wire_bytes) /
-                             static_cast<double>(test.n_tokens() * static_cast<int64_t>(options.repetitions));
+  const auto timed_tokens = static_cast<double>(test.n_tokens() * static_cast<int64_t>(options.repetitions));
+  if (options.wire_bytes) r.wire_bytes_per_token = static_cast<double>(wire_bytes) / timed_tokens;
+  if (options.collectives) {
+    r.collectives = CollectivesPerToken{static_cast<double>(spent.calls) / timed_tokens,
+                                        static_cast<double>(spent.bytes) / timed_tokens, spent.seconds / timed_tokens};
   }
 
   summarize(r);
@@ -455,6 +467,11 @@ std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchMo
     if (wire_counter && wire_counter(*executor)) {
       const Executor* e = executor.get();
       run.wire_bytes = [e, &wire_counter] { return wire_counter(*e).value_or(0); };
+    }
+    if (const auto* local = dynamic_cast<const LocalExecutor*>(executor.get());
+        local != nullptr && local->communicator() != nullptr) {
+      const collective::Communicator* comm = local->communicator();
+      run.collectives = [comm] { return comm->stats(); };
     }
     std::optional<ReadProbe> probe;
     std::optional<ReadRate> rate;

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "collective/communicator.h"
 #include "engine/executor.h"
 #include "hw/probe.h"
 #include "model/model_weights.h"
@@ -42,6 +43,15 @@ struct BenchRunOptions {
   std::function<uint64_t()> wire_bytes;
   // When set: the memory bandwidth, measured untimed right before each timed repeat.
   std::function<ReadRate()> bandwidth;
+  // When set (a rank under --tp/--ep): what this rank has spent in collectives so far.
+  std::function<collective::CollectiveStats()> collectives;
+};
+
+// Per token of the timed runs: what a rank under --tp/--ep spent in collectives.
+struct CollectivesPerToken {
+  double calls = 0;
+  double bytes = 0;
+  double seconds = 0;
 };
 
 struct BenchTiming {
@@ -49,10 +59,11 @@ struct BenchTiming {
   std::vector<uint64_t> samples_ns;  // each repeat's time
   std::vector<double> samples_ts;    // each repeat's tokens per second
   uint64_t avg_ns = 0, stddev_ns = 0;
-  double avg_ts = 0, stddev_ts = 0;            // over samples_ts
-  std::optional<double> wire_bytes_per_token;  // over the timed runs, when options.wire_bytes is set
-  std::vector<double> samples_gbps;            // options.bandwidth's sustained rate before each repeat, when set
-  std::vector<double> samples_best_gbps;       // and its best pass
+  double avg_ts = 0, stddev_ts = 0;                // over samples_ts
+  std::optional<double> wire_bytes_per_token;      // over the timed runs, when options.wire_bytes is set
+  std::optional<CollectivesPerToken> collectives;  // over the timed runs, when options.collectives is set
+  std::vector<double> samples_gbps;                // options.bandwidth's sustained rate before each repeat, when set
+  std::vector<double> samples_best_gbps;           // and its best pass
 };
 
 // Warm-up, then `repetitions` timed runs of the test on sequences 0..n_seq-1 (cleared before each and after the

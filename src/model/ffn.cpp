@@ -130,8 +130,7 @@ void FeedForward::experts_together(const LayerWeights& w, const ModelConfig& c, 
   }
   matmul_each(jobs, pool, scratch_, split, downs);
   if (dense != nullptr) {
-    glu_rows(act, dense_gate_.data(), dense_up_.data(), dense->n_ff, dense->n_ff, n_tokens, pool,
-             dense_hidden_.data());
+    glu_rows(act, dense_gate_.data(), dense_up_.data(), dense->n_ff, dense->n_ff, n_tokens, pool, dense_hidden_.data());
     downs.erase(downs.begin());
   }
   if (fused) {

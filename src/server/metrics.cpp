@@ -121,6 +121,25 @@ std::string Metrics::render(const std::vector<std::shared_ptr<Replica>>& replica
   per_replica("tessera_forward_failures_total", "counter", "Forward passes that failed.",
               [](const SchedulerStats& s) { return s.failed_steps; });
 
+  // Under --tp/--ep: the collectives of this rank (rank 0, which serves), the cost of splitting every layer.
+  std::vector<std::pair<int, collective::CollectiveStats>> coll;
+  for (const auto& r : replicas) {
+    if (auto st = r->collectives()) coll.emplace_back(r->id(), *st);
+  }
+  if (!coll.empty()) {
+    family(out, "tessera_collectives_total", "counter", "Collectives (all-reduce, broadcast, gather) this rank ran.");
+    for (const auto& [id, st] : coll)
+      out += fmt::format("tessera_collectives_total{{replica=\"{}\"}} {}\n", id, st.calls);
+    family(out, "tessera_collective_bytes_total", "counter", "Bytes this rank sent into collectives.");
+    for (const auto& [id, st] : coll) {
+      out += fmt::format("tessera_collective_bytes_total{{replica=\"{}\"}} {}\n", id, st.bytes);
+    }
+    family(out, "tessera_collective_seconds_total", "counter", "Seconds this rank spent in collectives.");
+    for (const auto& [id, st] : coll) {
+      out += fmt::format("tessera_collective_seconds_total{{replica=\"{}\"}} {}\n", id, st.seconds);
+    }
+  }
+
   struct NodeRow {
     int replica;
     const NodeInfo* info;

@@ -47,6 +47,12 @@ Replica::Replica(int id, ReplicaSpec spec, const Tokenizer& tokenizer, const Sch
   scheduler_ = std::make_unique<Scheduler>(*spec_.executor, tokenizer, options);
 }
 
+std::optional<collective::CollectiveStats> Replica::collectives() const {
+  const auto* local = dynamic_cast<const LocalExecutor*>(spec_.executor.get());
+  if (local == nullptr || local->communicator() == nullptr) return std::nullopt;
+  return local->communicator()->stats();
+}
+
 std::vector<NodeLive> Replica::live() const {
   if (spec_.live) {
     auto v = spec_.live();

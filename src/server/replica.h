@@ -8,9 +8,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "collective/communicator.h"
 #include "engine/executor.h"
 #include "engine/local_executor.h"
 #include "engine/scheduler.h"
@@ -61,6 +63,8 @@ class Replica {
   const Scheduler& scheduler() const { return *scheduler_; }
   const std::vector<NodeInfo>& nodes() const { return spec_.nodes; }
   std::vector<NodeLive> live() const;
+  // Under --tp/--ep: what this rank has spent in collectives so far (absent for any other replica).
+  std::optional<collective::CollectiveStats> collectives() const;
   // False once forward passes keep failing or a node is down: the router then prefers the others.
   bool healthy() const;
 

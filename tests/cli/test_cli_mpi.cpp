@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "support/test_paths.h"
@@ -166,6 +167,16 @@ TEST(MpiRun, BenchReportsCollectiveBytesPerToken) {
   ASSERT_NE(at, std::string::npos) << r.out;
   EXPECT_GE(std::stod(r.out.substr(at + 24)), 2.0 * 2 * 256 * 4) << r.out;
   EXPECT_NE(r.err.find("collectives (rank 0, whole run):"), std::string::npos) << r.err;
+  // Per token, each test: those all-reduces' bytes and the time spent in them; a generated token pays at least the
+  // two all-reduces per layer, a prompt token a share of its batch's.
+  const auto results = nlohmann::json::parse(r.out);
+  ASSERT_EQ(results.size(), 2u) << r.out;
+  for (const auto& t : results) {
+    ASSERT_TRUE(t["collectives_per_token"].is_number()) << t.dump();
+    EXPECT_GE(t["collectives_per_token"].get<double>(), t["n_gen"].get<int>() > 0 ? 2.0 * 2 : 2.0 * 2 / 32) << t.dump();
+    EXPECT_GE(t["collective_bytes_per_token"].get<double>(), 2.0 * 2 * 256 * 4) << t.dump();
+    EXPECT_GT(t["collective_seconds_per_token"].get<double>(), 0.0) << t.dump();
+  }
   const auto two_t =
       test::run_command(mpirun(2, {"bench", "-m", fixture("qwen3-f32").string(), "-t", "1,2", "--tp", "2"}));
   EXPECT_NE(two_t.exit_code, 0);
@@ -293,6 +304,15 @@ TEST(MpiRun, ServeAnswersLikeOneNode) {
   const std::string continuation = one.out.substr(std::string("Once upon a time").size());
   EXPECT_NE(r.out.find(continuation.substr(0, continuation.find_last_not_of("\n") + 1)), std::string::npos)
       << r.out << " vs " << one.out;
+  // /metrics counts rank 0's collectives: two all-reduces per layer (5 in stories260K) for the prompt's pass and
+  // for each token after it.
+  const std::string metrics = test::run_command({on_path("curl"), "-s", url + "/metrics"}).out;
+  const std::string key = "tessera_collectives_total{replica=\"0\"} ";
+  const auto at = metrics.find(key);
+  ASSERT_NE(at, std::string::npos) << metrics;
+  EXPECT_GE(std::stod(metrics.substr(at + key.size())), 2.0 * 5 * 2) << metrics;
+  EXPECT_NE(metrics.find("tessera_collective_bytes_total{replica=\"0\"} "), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("tessera_collective_seconds_total{replica=\"0\"} "), std::string::npos) << metrics;
   serve.terminate();
   EXPECT_NE(serve.wait_exit(std::chrono::seconds(20)), -1) << "serve still running after SIGTERM";
   EXPECT_NE(serve.output().find("SIGTERM received, stopping"), std::string::npos) << serve.output();

@@ -51,8 +51,8 @@ void geglu_table_scalar(const float* gate, const float* up, int64_t n, float* ou
 }  // namespace
 
 const OpsFns& scalar_ops() {
-  static constexpr OpsFns k{&f16_to_f32_scalar, &f32_to_f16_scalar, &softmax_scalar, &swiglu_scalar, &attend_scalar,
-                                &softcap_scalar,     &geglu_table_scalar};
+  static constexpr OpsFns k{&f16_to_f32_scalar, &f32_to_f16_scalar, &softmax_scalar,    &swiglu_scalar,
+                            &attend_scalar,     &softcap_scalar,    &geglu_table_scalar};
   return k;
 }
 
