@@ -56,14 +56,15 @@ json model_json(const ServedModel& m) {
   return {{"id", m.id}, {"object", "model"}, {"created", m.created}, {"owned_by", "tessera"}};
 }
 
-std::string_view state_name(ServeState s, bool degraded) {
+// Ready with some replicas unhealthy is "degraded"; with none healthy, "unavailable".
+std::string_view state_name(ServeState s, size_t n_healthy, size_t n_replicas) {
   switch (s) {
     case ServeState::Loading:
       return "loading";
     case ServeState::Failed:
       return "failed";
     case ServeState::Ready:
-      return degraded ? "degraded" : "ready";
+      return n_healthy == n_replicas ? "ready" : n_healthy == 0 ? "unavailable" : "degraded";
   }
   return "";
 }
@@ -119,8 +120,7 @@ void Server::Impl::health(httplib::Response& res) {
                     {"last_error", st.last_error},
                     {"nodes", nodes}});
   }
-  const bool degraded = s == ServeState::Ready && n_healthy < replicas.size();
-  json body = {{"status", state_name(s, degraded)},
+  json body = {{"status", state_name(s, n_healthy, replicas.size())},
                {"model", model.id},
                {"uptime_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
                {"model_info",
@@ -135,9 +135,11 @@ void Server::Impl::health(httplib::Response& res) {
     std::lock_guard lock(failure_mutex);
     body["error"] = failure;
   }
-  // Degraded still serves (the router falls back to unhealthy replicas last), so only loading and failed are 503.
-  send_json(res, s == ServeState::Ready ? 200 : 503, body);
-  if (s != ServeState::Ready) res.set_header("Retry-After", std::to_string(options.retry_after_seconds));
+  // Degraded still serves (the router falls back to unhealthy replicas last): 200. Loading, failed and no healthy
+  // replica at all are 503, so that a load balancer takes this server out until one recovers.
+  const bool serving = s == ServeState::Ready && (n_healthy > 0 || replicas.empty());
+  send_json(res, serving ? 200 : 503, body);
+  if (!serving) res.set_header("Retry-After", std::to_string(options.retry_after_seconds));
 }
 
 void Server::Impl::routes() {

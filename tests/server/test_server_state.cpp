@@ -61,6 +61,33 @@ json get_health(httplib::Client& c, int& status) {
   return json::parse(r->body);
 }
 
+// With no replica that can serve, /health says so with a 503 (a load balancer then takes the server out).
+TEST(ServerState, NoHealthyReplicaIsUnavailable) {
+  Fixture f;
+  ServerOptions o;
+  o.port = 0;
+  Server server(o, f.model());
+  const int port = server.start();
+  httplib::Client c("127.0.0.1", port);
+  server.add_replica(f.replica(true), SchedulerOptions{});
+  server.set_ready();
+  int status = 0;
+  EXPECT_EQ(get_health(c, status)["status"], "ready");
+  EXPECT_EQ(status, 200);
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.Post("/v1/completions", R"({"prompt":"Once","max_tokens":3})", "application/json");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 500) << r->body;
+  }
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 503);
+  EXPECT_EQ(json::parse(h->body)["status"], "unavailable") << h->body;
+  EXPECT_EQ(json::parse(h->body)["replicas"][0]["status"], "degraded") << h->body;
+  EXPECT_EQ(h->get_header_value("Retry-After"), "1");
+  server.stop();
+}
+
 TEST(ServerState, LoadingReadyDegraded) {
   Fixture f;
   ServerOptions o;
