@@ -233,6 +233,10 @@ Command add_serve_command(CLI::App& root) {
   auto* key = app->add_option("--api-key", a->server.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
   app->add_option("--api-key-file", a->api_key_file, "Read the API key from the first line of this file")
       ->excludes(key);
+  app->add_option("--allowed-origin", a->server.allowed_origins,
+                  "Let web pages from this origin (https://app.example.com, or * for any) call the API from a browser; "
+                  "the server's own page needs none")
+      ->take_all();
   app->add_option("--parallel", a->parallel, "Sequences decoded together per replica (continuous batching)")
       ->check(CLI::Range(int64_t{1}, int64_t{1024}))
       ->capture_default_str();

@@ -2,6 +2,7 @@
 // /health, /metrics, /v1/models and the embedded web page.
 #include "server/http_server.h"
 
+#include "server/request_origin.h"
 #include "server/server_impl.h"
 #include "server/web_assets.h"
 #include "util/log.h"
@@ -156,6 +157,18 @@ void Server::Impl::routes() {
   });
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const OriginVerdict origin = check_origin(options.host, req.get_header_value("Host"),
+                                              req.get_header_value("Origin"), options.allowed_origins);
+    if (!origin.allowed) {
+      send_error(res, ApiError(403, origin.reason, "invalid_request_error", {}, "origin_not_allowed"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (origin.cross_origin) {
+      res.set_header("Access-Control-Allow-Origin", req.get_header_value("Origin"));
+      res.set_header("Vary", "Origin");
+    }
+    // A preflight carries no key: it asks whether the real request may carry one.
+    if (req.method == "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
     if (options.api_key.empty() || req.path.rfind("/v1/", 0) != 0) return httplib::Server::HandlerResponse::Unhandled;
     const std::string auth = req.get_header_value("Authorization");
     constexpr std::string_view bearer = "Bearer ";
@@ -212,6 +225,13 @@ void Server::Impl::routes() {
   });
 
   http.Get("/health", [this](const httplib::Request&, httplib::Response& res) { health(res); });
+  // CORS preflight of an origin from --allowed-origin (the pre-routing handler refused every other one).
+  http.Options(R"(/v1/.*)", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 204;
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    res.set_header("Access-Control-Max-Age", "600");
+  });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics.render(router.replicas(), state.load() == ServeState::Ready),
                     "text/plain; version=0.0.4; charset=utf-8");

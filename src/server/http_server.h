@@ -20,6 +20,7 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                  // 0: any free port (start() returns it)
   std::string api_key;              // empty: no key needed; else /v1/* needs "Authorization: Bearer <key>"
+  std::vector<std::string> allowed_origins;  // browser origins besides the server's own page ("*": any)
   size_t max_body_bytes = 1 << 20;  // larger request bodies get 413
   int http_threads = 64;            // connections served at once (streams hold one each)
   int retry_after_seconds = 1;      // the Retry-After of 503 answers

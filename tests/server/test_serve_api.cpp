@@ -300,7 +300,7 @@ TEST(ServeApi, BodiesAreJsonWhateverTheirContentTypeAndChunkedOnesAreLimitedToo)
   EXPECT_EQ(r->status, 200) << r->body;
   // A chunked body has no Content-Length to refuse up front: it is cut at the limit.
   RawClient raw(s.port());
-  std::string chunked = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::string chunked = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n";
   const std::string piece(4096, ' ');
   for (int i = 0; i < 10; ++i) chunked += "1000\r\n" + piece + "\r\n";
   chunked += "0\r\n\r\n";
