@@ -6,9 +6,12 @@
 #include <thread>
 
 #include "cli/table.h"
+#include "cluster/stage_memory.h"
 #ifdef TESSERA_HAVE_MPI
 #include "collective/mpi_communicator.h"
 #endif
+#include "hw/probe.h"
+#include "model/kv_cache.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -171,6 +174,36 @@ void log_shard(const LocalExecutor& e, collective::Communicator& comm) {
            spec.tp && spec.ep ? " and " : "", spec.ep ? "expert parallel" : " parallel", table);
 }
 
+// Before the copy of the weights is made: does it fit in the memory this process may use (MemAvailable, capped by
+// its control group's limit)? If not, the weights stay mapped; if even the KV cache and buffers do not fit, an
+// error that says what would.
+void fit_to_memory(const ModelOptions& o, const ModelWeights& w, StageOptions& so) {
+  const MemInfo mem = read_meminfo();
+  if (mem.available_bytes == 0) return;
+  const ModelConfig& c = w.config();
+  const uint64_t kv = kv_cache_config(c, 0, c.n_layer, so.n_slots, so.n_ctx, so.kv_type).bytes();
+  const uint64_t fixed =
+      kv + cluster::stage_buffer_bytes(c, o.n_batch, so.n_ctx, true) + Stage::packed_bytes_for(w, so);
+  const std::string limit = mem.cgroup_limit_bytes > 0
+                                ? fmt::format(" (its control group's limit is {})", human_bytes(mem.cgroup_limit_bytes))
+                                : std::string();
+  if (fixed > mem.available_bytes) {
+    fail(
+        "{}: the KV cache ({} for {} sequence(s) of {} positions) and buffers need {}, more than the {} this process "
+        "may use{}: give a smaller --ctx-size or fewer parallel sequences, or split the model over more nodes",
+        o.model, human_bytes(kv), so.n_slots, so.n_ctx, human_bytes(fixed), human_bytes(mem.available_bytes), limit);
+  }
+  if (!so.copy_weights) return;
+  const uint64_t copy = w.copied_bytes_for(Stage::packing_kernels());
+  if (fixed + copy + copy / 20 <= mem.available_bytes) return;
+  so.copy_weights = false;
+  log_warn(
+      "{}: a private copy of the weights ({}) does not fit in the {} this process may use{}: they are read in place "
+      "from the mapped file instead (as --mmap: decode is slower; more memory, a smaller quantization or more nodes "
+      "give it back)",
+      o.model, human_bytes(copy), human_bytes(mem.available_bytes), limit);
+}
+
 LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executor) {
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel m;
@@ -186,6 +219,8 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executo
          c.n_vocab);
   }
   StageOptions so = stage_options(o, c, n_slots);
+  // A rank under --tp/--ep holds a share: the whole model's figures would overstate it.
+  if (with_executor && o.tp <= 1 && o.ep <= 1) fit_to_memory(o, *m.weights, so);
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.tp > 1 || o.ep > 1) {
     if (!with_executor) fail("--tp/--ep run on the ranks mpirun starts, not over --workers");

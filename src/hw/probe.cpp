@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "hw/memory_limit.h"
 #include "tensor/kernels.h"
 #include "util/error.h"
 #include "util/thread_pool.h"
@@ -321,6 +322,11 @@ MemInfo read_meminfo() {
     std::getline(in, unit);  // " kB"
     if (key == "MemTotal:") m.total_bytes = kib * 1024;
     if (key == "MemAvailable:") m.available_bytes = kib * 1024;
+  }
+  if (const auto cg = own_cgroup_memory()) {
+    m.cgroup_limit_bytes = cg->limit_bytes;
+    m.total_bytes = m.total_bytes > 0 ? std::min(m.total_bytes, cg->limit_bytes) : cg->limit_bytes;
+    m.available_bytes = m.available_bytes > 0 ? std::min(m.available_bytes, cg->headroom()) : cg->headroom();
   }
   return m;
 }

@@ -111,9 +111,12 @@ std::string machine_id();
 std::string cpu_list_text(const std::vector<int>& cpus);
 std::vector<int> parse_cpu_list(std::string_view text, size_t max_cpus);
 
+// The memory this process may use: MemTotal and MemAvailable, each capped by its control group's limit and headroom
+// (memory_limit.h), so that a container's limit counts everywhere (probe, planner, admission, the copy at load).
 struct MemInfo {
   uint64_t total_bytes = 0;
   uint64_t available_bytes = 0;
+  uint64_t cgroup_limit_bytes = 0;  // 0: no limit
 };
 MemInfo read_meminfo();
 
