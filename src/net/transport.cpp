@@ -372,55 +372,138 @@ Listener::Listener(const std::string& host_port, const ClusterKey* key, const Tr
   if (::bind(s.fd(), address.sa(), address.length) != 0) {
     fail("cannot listen on {}: {}", host_port, std::strerror(errno));
   }
-  if (::listen(s.fd(), 64) != 0) fail("cannot listen on {}: {}", host_port, std::strerror(errno));
+  if (::listen(s.fd(), SOMAXCONN) != 0) fail("cannot listen on {}: {}", host_port, std::strerror(errno));
   detail::set_nonblocking(s.fd());
   endpoint_ = detail::local_address(s.fd()).text;
   *socket_ = std::move(s);
 }
 
+// A connection accepted and waiting for its preamble.
+struct Listener::Pending {
+  detail::Socket socket;
+  detail::Address peer;
+  Clock::time_point deadline;
+  std::array<uint8_t, kPreambleBytes> preamble{};
+  size_t got = 0;
+};
+
 Listener::~Listener() = default;
+
+// Refusals are counted and remembered; the log gets at most one line a second (a flood of bad peers must not
+// flood it), with the number left out since.
+void Listener::refuse(const std::string& why) {
+  ++refused_;
+  last_refusal_ = why;
+  const auto now = Clock::now();
+  if (now - last_log_ < std::chrono::seconds(1)) {
+    ++unlogged_;
+    return;
+  }
+  if (unlogged_ > 0) {
+    log_warn("{}: refused a connection: {} (and {} more since the last report)", endpoint_, why, unlogged_);
+  } else {
+    log_warn("{}: refused a connection: {}", endpoint_, why);
+  }
+  last_log_ = now;
+  unlogged_ = 0;
+}
+
+// The preamble has arrived: answer it and, with a key, run the TLS handshake.
+std::unique_ptr<Connection> Listener::finish_handshake(Pending& p) {
+  const auto handshake_deadline = Clock::now() + options_.handshake_timeout;
+  try {
+    const auto ours = make_preamble(tls_ != nullptr);
+    // Answer even a mismatch, so the dialler can say why it cannot connect.
+    detail::write_exact(p.socket.fd(), ours.data(), ours.size(), handshake_deadline);
+    const std::string mismatch = preamble_mismatch(p.preamble, tls_ != nullptr, false);
+    if (!mismatch.empty()) fail("{}: {}", p.peer.text, mismatch);
+    std::unique_ptr<detail::Stream> stream;
+    if (tls_) {
+      stream = detail::tls_handshake(tls_, std::move(p.socket), p.peer.text, handshake_deadline);
+    } else {
+      stream = std::make_unique<detail::PlainStream>(std::move(p.socket));
+    }
+    return std::make_unique<Connection>(std::move(stream), p.peer.text, options_);
+  } catch (const Error& e) {
+    refuse(e.what());
+  }
+  return nullptr;
+}
 
 std::unique_ptr<Connection> Listener::accept(std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   for (;;) {
-    sockaddr_storage storage{};
-    socklen_t length = sizeof storage;
-    detail::Socket s(
-        ::accept4(socket_->fd(), reinterpret_cast<sockaddr*>(&storage), &length, SOCK_NONBLOCK | SOCK_CLOEXEC));
-    if (!s.valid()) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) {
-        if (!detail::wait_fd(socket_->fd(), POLLIN, deadline)) return nullptr;
+    // Every connection waiting: take them all, so a flood of silent peers cannot hide the one that speaks.
+    for (;;) {
+      sockaddr_storage storage{};
+      socklen_t length = sizeof storage;
+      detail::Socket s(
+          ::accept4(socket_->fd(), reinterpret_cast<sockaddr*>(&storage), &length, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!s.valid()) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) break;
+        if (errno == EMFILE || errno == ENFILE) {
+          // Out of descriptors: the oldest waiting peer makes room.
+          if (!pending_.empty()) {
+            refuse(fmt::format("{}: dropped to make room (out of file descriptors)", pending_.front().peer.text));
+            pending_.erase(pending_.begin());
+            continue;
+          }
+          break;
+        }
+        fail("accept on {} failed: {}", endpoint_, std::strerror(errno));
+      }
+      if (pending_.size() >= kMaxPending) {
+        refuse(fmt::format("{}: no preamble (dropped: {} connections were waiting for theirs)",
+                           pending_.front().peer.text, kMaxPending));
+        pending_.erase(pending_.begin());
+      }
+      Pending p;
+      p.peer = detail::address_of(reinterpret_cast<const sockaddr*>(&storage), length);
+      detail::set_nodelay(s.fd());
+      p.socket = std::move(s);
+      p.deadline = Clock::now() + options_.handshake_timeout;
+      pending_.push_back(std::move(p));
+    }
+    // Read what has arrived of each preamble; finish the first complete one, drop the failed and the late.
+    const auto now = Clock::now();
+    for (size_t i = 0; i < pending_.size();) {
+      Pending& p = pending_[i];
+      std::string error;
+      const ssize_t n = ::recv(p.socket.fd(), p.preamble.data() + p.got, kPreambleBytes - p.got, MSG_DONTWAIT);
+      if (n > 0) {
+        p.got += static_cast<size_t>(n);
+      } else if (n == 0) {
+        error = "closed before its preamble";
+      } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        error = std::strerror(errno);
+      }
+      if (error.empty() && p.got < kPreambleBytes && now >= p.deadline) {
+        error = "timed out after " + detail::seconds_text(options_.handshake_timeout);
+      }
+      if (!error.empty()) {
+        refuse(fmt::format("{}: no preamble ({})", p.peer.text, error));
+        pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
         continue;
       }
-      fail("accept on {} failed: {}", endpoint_, std::strerror(errno));
-    }
-    const detail::Address peer = detail::address_of(reinterpret_cast<const sockaddr*>(&storage), length);
-    detail::set_nodelay(s.fd());
-    const auto handshake_deadline = Clock::now() + options_.handshake_timeout;
-    std::string refusal;
-    try {
-      std::array<uint8_t, kPreambleBytes> theirs{};
-      const std::string read_error = detail::read_exact(s.fd(), theirs.data(), theirs.size(), handshake_deadline);
-      if (!read_error.empty()) fail("{}: no preamble ({})", peer.text, read_error);
-      const auto ours = make_preamble(tls_ != nullptr);
-      // Answer even a mismatch, so the dialler can say why it cannot connect.
-      detail::write_exact(s.fd(), ours.data(), ours.size(), handshake_deadline);
-      const std::string mismatch = preamble_mismatch(theirs, tls_ != nullptr, false);
-      if (!mismatch.empty()) fail("{}: {}", peer.text, mismatch);
-      std::unique_ptr<detail::Stream> stream;
-      if (tls_) {
-        stream = detail::tls_handshake(tls_, std::move(s), peer.text, handshake_deadline);
-      } else {
-        stream = std::make_unique<detail::PlainStream>(std::move(s));
+      if (p.got == kPreambleBytes) {
+        Pending ready = std::move(p);
+        pending_.erase(pending_.begin() + static_cast<ptrdiff_t>(i));
+        if (auto conn = finish_handshake(ready)) return conn;
+        continue;
       }
-      return std::make_unique<Connection>(std::move(stream), peer.text, options_);
-    } catch (const Error& e) {
-      refusal = e.what();
+      ++i;
     }
-    ++refused_;
-    last_refusal_ = refusal;
-    log_warn("{}: refused a connection: {}", endpoint_, refusal);
     if (Clock::now() >= deadline) return nullptr;
+    // Wait for a new connection, a preamble's bytes, or the earliest deadline.
+    std::vector<pollfd> fds;
+    fds.push_back({socket_->fd(), POLLIN, 0});
+    auto wake = deadline;
+    for (const Pending& p : pending_) {
+      fds.push_back({p.socket.fd(), POLLIN, 0});
+      wake = std::min(wake, p.deadline);
+    }
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - Clock::now()).count();
+    ::poll(fds.data(), fds.size(), static_cast<int>(std::clamp<int64_t>(ms + 1, 0, 1000)));
   }
 }
 

@@ -129,9 +129,13 @@ class Listener {
   Listener& operator=(const Listener&) = delete;
 
   // The next authenticated connection, or nullptr when none arrived within `timeout`. Connections that fail the
-  // preamble or the TLS handshake are refused (counted, logged, and told why when possible) and waiting goes on;
-  // one slow handshake may overrun `timeout` by up to handshake_timeout.
+  // preamble or the TLS handshake are refused (counted, logged at most once a second, and told why when possible)
+  // and waiting goes on. Every new connection's preamble is awaited at the same time (poll), so peers that say
+  // nothing cost no one else any time; they are dropped after handshake_timeout, and beyond kMaxPending at once
+  // the oldest is. Only a connection whose preamble has arrived goes on to the TLS handshake (up to
+  // handshake_timeout: a peer that stalls there knows the protocol's magic).
   std::unique_ptr<Connection> accept(std::chrono::milliseconds timeout);
+  static constexpr size_t kMaxPending = 256;
 
   std::string endpoint() const { return endpoint_; }  // "127.0.0.1:43125": the real port when 0 was asked
   bool encrypted() const { return tls_ != nullptr; }
@@ -145,6 +149,12 @@ class Listener {
   std::string endpoint_;
   uint64_t refused_ = 0;
   std::string last_refusal_;
+  struct Pending;
+  std::vector<Pending> pending_;  // accepted, preamble not complete yet
+  std::chrono::steady_clock::time_point last_log_{};
+  uint64_t unlogged_ = 0;
+  void refuse(const std::string& why);
+  std::unique_ptr<Connection> finish_handshake(Pending& p);
 };
 
 // Dials host:port within `timeout` (TCP connect, preamble, TLS handshake). With a key the link is TLS 1.3 with the

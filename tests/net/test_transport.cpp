@@ -70,6 +70,18 @@ int raw_connect(const std::string& endpoint) {
   return fd;
 }
 
+// A TCP connection that never says anything.
+int silent_connect(const std::string& endpoint) {
+  const auto colon = endpoint.rfind(':');
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  return fd;
+}
+
 void exchange_both_ways(Pair& p) {
   Forward f;
   f.request_id = 7;
@@ -139,6 +151,39 @@ TEST(Transport, WrongKeyIsRefusedQuicklyAndClearly) {
   EXPECT_EQ(accepted.get(), nullptr);
   EXPECT_EQ(listener.refused(), 1u);
   EXPECT_TRUE(contains(listener.last_refusal(), "authentication failed")) << listener.last_refusal();
+}
+
+// Peers that connect and say nothing wait for their preambles side by side: 200 of them cost a real node nothing, and
+// each is dropped after the handshake timeout.
+TEST(Transport, SilentPeersDoNotDelayARealOne) {
+  const ClusterKey key = ClusterKey::generate();
+  TransportOptions o;
+  o.handshake_timeout = 1500ms;
+  Listener listener("127.0.0.1:0", &key, o);
+  // The node's accept loop runs while the peers arrive, as a worker's does.
+  auto accepted = std::async(std::launch::async, [&] {
+    std::unique_ptr<Connection> c;
+    const auto until = Clock::now() + 10s;
+    while (!c && Clock::now() < until) c = listener.accept(200ms);
+    return c;
+  });
+  std::vector<int> silent;
+  for (int i = 0; i < 200; ++i) {
+    const int fd = silent_connect(listener.endpoint());
+    ASSERT_GE(fd, 0);
+    silent.push_back(fd);
+  }
+  const auto start = Clock::now();
+  auto client = connect(listener.endpoint(), &key, 5s);
+  EXPECT_LT(seconds_since(start), 2.0);
+  auto server = accepted.get();
+  ASSERT_NE(server, nullptr);
+  // The silent ones are dropped once their time is up (the refusals name why), without flooding the log.
+  std::this_thread::sleep_for(2s);
+  EXPECT_EQ(listener.accept(100ms), nullptr);
+  EXPECT_GE(listener.refused(), 200u);
+  EXPECT_TRUE(contains(listener.last_refusal(), "no preamble")) << listener.last_refusal();
+  for (int fd : silent) ::close(fd);
 }
 
 TEST(Transport, KeyOnOneSideOnlyIsExplained) {
