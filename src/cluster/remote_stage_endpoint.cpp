@@ -312,13 +312,19 @@ void RemoteStageEndpoint::submit(StageJob job) {
   }
 }
 
+// broken_ is written by the receiver thread: read under the lock (a copy), never bare.
+std::string RemoteStageEndpoint::broken() const {
+  std::lock_guard lock(mutex_);
+  return broken_;
+}
+
 void RemoteStageEndpoint::clear_sequence(int64_t seq) {
-  if (!broken_.empty()) fail("{}", broken_);
+  if (const std::string why = broken(); !why.empty()) fail("{}", why);
   conn_->send(net::ClearSequence{static_cast<int32_t>(seq)});
 }
 
 void RemoteStageEndpoint::truncate_sequence(int64_t seq, int64_t n) {
-  if (!broken_.empty()) fail("{}", broken_);
+  if (const std::string why = broken(); !why.empty()) fail("{}", why);
   conn_->send(net::TruncateSequence{static_cast<int32_t>(seq), static_cast<int32_t>(n)});
 }
 

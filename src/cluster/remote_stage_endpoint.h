@@ -97,7 +97,8 @@ class RemoteStageEndpoint : public StageEndpoint {
   mutable std::mutex mutex_;
   std::deque<InFlight> in_flight_;
   std::atomic<bool> stop_{false};
-  std::string broken_;  // set once the link failed
+  std::string broken_;  // set once the link failed (under mutex_)
+  std::string broken() const;
   std::thread receiver_;
 };
 

@@ -93,6 +93,24 @@ net::ProbeReply probe_reply(ProbeCache& cache, const net::ProbeRequest& request,
 
 }  // namespace
 
+// Before the assembler sizes its buffers for the announced tensors: do they fit at all? The full check (with the KV
+// cache, buffers and the copy) follows once they are here; this one keeps a stage that can never fit from taking
+// the memory first, also without --mem-limit (then the memory this process may use, its cgroup counted).
+void Worker::admit_weights(const net::LoadStage& request) const {
+  uint64_t announced = 0;
+  for (const auto& t : request.tensors) {
+    if (__builtin_add_overflow(announced, t.n_bytes, &announced)) fail("not enough memory: the stage's size overflows");
+  }
+  const bool by_flag = options_.mem_limit > 0;
+  const uint64_t limit = by_flag ? options_.mem_limit : read_meminfo().available_bytes;
+  if (limit == 0 || announced <= limit) return;
+  const auto gib = [](uint64_t b) { return static_cast<double>(b) / (1 << 30); };
+  fail(
+      "not enough memory: the stage's weights alone are {:.2f} GiB and this worker may use {:.2f} GiB ({}); refused "
+      "before any were sent",
+      gib(announced), gib(limit), by_flag ? "--mem-limit" : "the memory available to it");
+}
+
 Worker::Worker(WorkerOptions options)
     : options_(std::move(options)),
       listener_(options_.listen, options_.key ? &*options_.key : nullptr, options_.transport) {
@@ -244,6 +262,7 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
         stage.reset();
         request = std::move(*load);
         try {
+          admit_weights(request);
           assembler = std::make_unique<StageAssembler>(request, options_.weights);
           if (!assembler->local_problem().empty()) {
             log_warn("worker {}: not using the local file: {}", options_.name, assembler->local_problem());
