@@ -204,6 +204,12 @@ void RemoteStageEndpoint::receive_loop() {
       return;
     }
     if (!msg) continue;
+    // An error about no Forward (a ClearSequence or TruncateSequence the worker refused) is reported as what it
+    // is, and no job in flight takes the blame.
+    if (const auto* e = std::get_if<net::ErrorMsg>(&*msg); e != nullptr && e->request_id == 0) {
+      log_warn("{}", e->message);
+      continue;
+    }
     InFlight job;
     {
       std::lock_guard lock(mutex_);
@@ -224,7 +230,9 @@ void RemoteStageEndpoint::receive_loop() {
         d.error = e.what();
       }
     } else if (auto* e = std::get_if<net::ErrorMsg>(&*msg)) {
-      d.error = e->message;
+      d.error = e->request_id == job.id ? e->message
+                                        : fmt::format("worker {} answered job {} out of order (expected {}): {}", node_,
+                                                      e->request_id, job.id, e->message);
     } else {
       d.error = fmt::format("worker {}: unexpected {} message", node_, net::msg_type_name(net::type_of(*msg)));
     }

@@ -185,8 +185,8 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
   std::unique_ptr<StageSampler> sampler;
   std::unique_ptr<TransferProgress> progress;
   StageOutput out;
-  auto reply_error = [&](net::ErrorCode code, const std::string& message) {
-    conn->send(error_message(code, fmt::format("worker {}: {}", options_.name, message)));
+  auto reply_error = [&](net::ErrorCode code, const std::string& message, uint64_t request_id = 0) {
+    conn->send(error_message(code, fmt::format("worker {}: {}", options_.name, message), request_id));
   };
   auto finish_load = [&] {
     auto source = assembler->finish();
@@ -292,13 +292,13 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
         }
       } else if (auto* fwd = std::get_if<net::Forward>(&*msg)) {
         if (!stage) {
-          reply_error(net::ErrorCode::Protocol, "forward before the stage was loaded");
+          reply_error(net::ErrorCode::Protocol, "forward before the stage was loaded", fwd->request_id);
           continue;
         }
         try {
           conn->send(run_forward(*stage, *fwd, request.wire_type, *sampler, out));
         } catch (const std::exception& e) {
-          reply_error(net::ErrorCode::BadRequest, e.what());
+          reply_error(net::ErrorCode::BadRequest, e.what(), fwd->request_id);
         }
       } else if (auto* clear = std::get_if<net::ClearSequence>(&*msg)) {
         try {

@@ -61,6 +61,7 @@ template <typename IO, typename M>
 void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ErrorMsg> {
   io.enumeration("code", m.code);
   io.string("message", m.message, 1, kMaxErrorText, Charset::Text);
+  io.u64("request_id", m.request_id);
 }
 
 template <typename IO, typename M>
@@ -455,8 +456,8 @@ std::string_view error_code_name(ErrorCode code) {
   return "?";
 }
 
-ErrorMsg error_message(ErrorCode code, std::string_view text) {
-  ErrorMsg m{code, wire_text(text, kMaxErrorText)};
+ErrorMsg error_message(ErrorCode code, std::string_view text, uint64_t request_id) {
+  ErrorMsg m{code, wire_text(text, kMaxErrorText), request_id};
   if (m.message.empty()) m.message = std::string(error_code_name(code));
   return m;
 }

@@ -17,7 +17,7 @@ namespace tessera::net {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 4;
+inline constexpr uint16_t kProtocolVersion = 5;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -136,6 +136,9 @@ struct ErrorMsg {
   static constexpr MsgType kType = MsgType::Error;
   ErrorCode code = ErrorCode::Internal;
   std::string message;
+  // The Forward's request_id this error answers; 0 for any other message (ClearSequence, TruncateSequence, a
+  // protocol error), which no pending job may be blamed for.
+  uint64_t request_id = 0;
   bool operator==(const ErrorMsg&) const = default;
 };
 
@@ -330,7 +333,7 @@ using Message =
 MsgType type_of(const Message& message);
 
 // An Error message whose text is made valid (wire_text, at most kMaxErrorText bytes, never empty).
-ErrorMsg error_message(ErrorCode code, std::string_view text);
+ErrorMsg error_message(ErrorCode code, std::string_view text, uint64_t request_id = 0);
 
 inline constexpr size_t kFrameHeaderBytes = 8;
 

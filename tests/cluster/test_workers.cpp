@@ -185,6 +185,25 @@ TEST(Workers, TheLinkIsMeasuredAtConnect) {
   EXPECT_FALSE(ep->up());
 }
 
+// A refused TruncateSequence (a sequence past the worker's slots) is an error about that message alone: the Forward
+// that follows it still gets its own answer (the error used to be taken for the Forward's).
+TEST(Workers, AnErrorAboutATruncateIsNotBlamedOnTheNextForward) {
+  auto model = ModelWeights::load(stories());
+  cluster::CompletionQueue done;
+  test::WorkerProcess w;
+  auto ep = remote(w, *model, done, {0, 5}, true, true);
+  ep->truncate_sequence(40, 0);  // one slot: sequence 40 does not exist there
+  cluster::StageJob job;
+  job.id = 1;
+  job.batch.add(1, 0, 0, true);
+  ep->submit(std::move(job));
+  const cluster::StageDone d = done.pop();
+  EXPECT_EQ(d.id, 1u);
+  EXPECT_TRUE(d.error.empty()) << d.error;
+  EXPECT_EQ(d.logits.size(), static_cast<size_t>(model->config().n_vocab));
+  EXPECT_TRUE(ep->up());
+}
+
 TEST(Workers, WarmCacheAndLocalFileSendNoWeights) {
   test::TempDir dir;
   std::filesystem::create_directories(dir / "models");

@@ -99,7 +99,8 @@ std::vector<Message> samples() {
   out.push_back(Heartbeat{});
   out.push_back(Ping{7, 1024, {1, 2, 3}});
   out.push_back(Pong{7, {4, 5}});
-  out.push_back(ErrorMsg{ErrorCode::OutOfMemory, "stage needs 12 GiB,\n8 GiB free"});
+  out.push_back(ErrorMsg{ErrorCode::OutOfMemory, "stage needs 12 GiB,\n8 GiB free", 0});
+  out.push_back(ErrorMsg{ErrorCode::BadRequest, "sequence 9 is outside the cache", 17});
   out.push_back(Bye{"shutting down"});
   out.push_back(sample_load_stage());
   out.push_back(LoadReply{{hash_of(1)}, {hash_of(2), hash_of(3)}});
