@@ -283,6 +283,7 @@ plan::CliPlanRequest plan_request(const BenchArgs& a, const ModelOptions& mo, co
   r.kv_type = mo.kv_type;
   r.repack = mo.repack;
   r.probe_seconds = a.probe_seconds;
+  r.parallel = mo.parallel;  // under --tp/--ep: the plan is over the ranks
   return r;
 }
 
@@ -294,6 +295,9 @@ std::string check_label(const plan::Strategy& s) {
     return fmt::format("pipeline {}", plan::format_ranges(s.stages));
   }
   if (s.kind == plan::StrategyKind::Replicas) return fmt::format("replicas {}", fmt::join(s.nodes, ","));
+  if (s.is_parallel()) {
+    return fmt::format("{} x{}", plan::parallel_mode_name(s.parallel.front().mode), s.parallel.front().nodes.size());
+  }
   return s.name;
 }
 
@@ -348,7 +352,9 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     const plan::Strategy& s = p.plan.strategies[row];
     const BenchTest& t = r.timing.test;
     const double pred = t.n_prompt > 0 ? s.pred.prefill_tps : t.n_seq > 1 ? s.pred.decode_tps_c : s.pred.decode_tps_1;
-    const std::string name = !dist ? "local" : copies ? r.split : fmt::format("pipeline {}", r.split);
+    const std::string name = !dist    ? (mo.parallel ? check_label(s) : "local")
+                             : copies ? r.split
+                                      : fmt::format("pipeline {}", r.split);
     table.add_row({name, fmt::format("{}", r.n_threads), t.name(), s.feasible ? fmt::format("{:.2f}", pred) : "-",
                    fmt::format("{:.2f}", r.timing.avg_ts),
                    s.feasible && pred > 0 ? fmt::format("{:.2f}", r.timing.avg_ts / pred) : "-"});
@@ -415,8 +421,10 @@ int run_bench(const BenchArgs& a) {
     // Each rank reads its own share of the weights: the head's bandwidth is no ceiling for the group.
     config.probe = false;
   }
+  mo.profile_ranks = !a.no_plan || a.check_plan;
   LoadedModel first = load_model(mo, n_slots, !distributed || a.check_plan);
   if (first.follower_done) return 0;
+  mo.parallel = first.parallel;
   const BenchModel model = describe_bench_model(mo.model, *first.weights);
   log_info("bench: {} ({}, {:.2f} MB read per decoded token), context {}, {} sequence slot(s)", mo.model, model.type,
            static_cast<double>(model.decode_bytes_per_token) / 1e6, mo.n_ctx, n_slots);

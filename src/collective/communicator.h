@@ -28,6 +28,8 @@ class Communicator {
   // Each rank's floats concatenated in rank order, on the root (others get nothing).
   virtual void gather(std::span<const float> mine, std::vector<float>& all, int root) = 0;
   const CollectiveStats& stats() const { return stats_; }
+  // Puts back earlier stats (a measurement at start is not the run's traffic).
+  void restore_stats(const CollectiveStats& s) { stats_ = s; }
 
  protected:
   CollectiveStats stats_;
