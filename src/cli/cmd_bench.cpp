@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "cli/bench_parallel.h"
 #include "cli/cluster_options.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -327,7 +328,7 @@ plan::CliPlan cached_plan(const plan::CliPlanRequest& req, int threads, bool dis
 }
 
 void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vector<BenchResult>& results,
-                      ClusterCache& clusters) {
+                      ClusterCache& clusters, const std::vector<double>& collective_s) {
   TextTable table({"strategy", "threads", "test", "predicted t/s", "measured t/s", "measured/predicted"});
   struct Choice {
     std::string test;
@@ -336,7 +337,9 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     std::map<std::string, double> measured;  // t/s by strategy
   };
   std::vector<Choice> choices;
-  for (const BenchResult& r : results) {
+  std::vector<std::string> per_token;  // under --tp/--ep: each generation test's arithmetic
+  for (size_t ri = 0; ri < results.size(); ++ri) {
+    const BenchResult& r = results[ri];
     const bool dist = r.n_workers > 0;
     const bool copies = r.split.starts_with("replicas ");
     plan::CliPlanRequest req = plan_request(a, mo, r.timing.test, r.n_threads, dist);
@@ -355,6 +358,9 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     const std::string name = !dist    ? (mo.parallel ? check_label(s) : "local")
                              : copies ? r.split
                                       : fmt::format("pipeline {}", r.split);
+    if (auto line = parallel_check_arithmetic(s, r, ri < collective_s.size() ? collective_s[ri] : 0.0)) {
+      per_token.push_back(*line);
+    }
     table.add_row({name, fmt::format("{}", r.n_threads), t.name(), s.feasible ? fmt::format("{:.2f}", pred) : "-",
                    fmt::format("{:.2f}", r.timing.avg_ts),
                    s.feasible && pred > 0 ? fmt::format("{:.2f}", r.timing.avg_ts / pred) : "-"});
@@ -365,6 +371,12 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     if (dist && p.plan.best) c->planned = check_label(p.plan.strategies[*p.plan.best]);
   }
   std::string text = fmt::format("\nPlanner check (predicted against measured):\n{}", table.render(""));
+  if (!per_token.empty()) {
+    text +=
+        "\nPer token, rank 0's own shard and its collectives (waits for the other ranks included) against the "
+        "planner's slowest shard and collectives:\n";
+    for (const auto& l : per_token) text += l + "\n";
+  }
   TextTable verdicts({"test", "threads", "planner's choice", "measured fastest", "verdict"});
   for (const Choice& c : choices) {
     if (c.planned.empty() || c.measured.size() < 2) continue;
@@ -465,13 +477,15 @@ int run_bench(const BenchArgs& a) {
   std::fflush(stdout);
   const auto print = [&](const BenchResult& r) { printer->row(r); };
   std::vector<BenchResult> results;
-  // Under --tp/--ep the bytes each rank sends into collectives per token stand where a pipeline's wire bytes do.
-  const WireCounter collective_bytes = [](const Executor& e) -> std::optional<uint64_t> {
-    const auto* local = dynamic_cast<const LocalExecutor*>(&e);
-    if (local == nullptr || local->communicator() == nullptr) return std::nullopt;
-    return local->communicator()->stats().bytes;
+  // Under --tp/--ep the bytes each rank sends into collectives per token stand where a pipeline's wire bytes do; the
+  // meter also notes the seconds in them of each local test (bench_parallel.h).
+  CollectiveMeter meter;
+  std::vector<double> collective_s;
+  const auto print_local = [&](const BenchResult& r) {
+    print(r);
+    collective_s.push_back(meter.take());
   };
-  if (!distributed || a.check_plan) results = run_benchmarks(config, model, make_local, print, collective_bytes);
+  if (!distributed || a.check_plan) results = run_benchmarks(config, model, make_local, print_local, meter.counter());
   if (parallel && first.comm) {
     const auto& st = first.comm->stats();
     log_info("collectives (rank 0, whole run): {} calls, {:.1f} MB sent, {:.3f} s spent in them", st.calls,
@@ -556,7 +570,7 @@ int run_bench(const BenchArgs& a) {
   }
   printer->footer();
   std::fflush(stdout);
-  if (a.check_plan) print_plan_check(a, mo, results, clusters);
+  if (a.check_plan) print_plan_check(a, mo, results, clusters, collective_s);
   std::fflush(stdout);
   return 0;
 }

@@ -85,6 +85,18 @@ std::string rank_bytes_text(const Strategy& s) {
   return fmt::format("{:.1f}-{}", lo / 1073741824.0, gib_text(static_cast<uint64_t>(hi)));
 }
 
+// The ranks' read rates (shared with the other ranks of their machine), "34 GB/s" or "12-34 GB/s".
+std::string rank_rate_text(const Strategy& s) {
+  double lo = INFINITY, hi = 0;
+  for (const auto& g : s.parallel) {
+    for (double r : g.read_rate) {
+      lo = std::min(lo, r / 1e9);
+      hi = std::max(hi, r / 1e9);
+    }
+  }
+  return std::abs(hi - lo) < 0.05 * hi ? fmt::format("{:.0f} GB/s", hi) : fmt::format("{:.0f}-{:.0f} GB/s", lo, hi);
+}
+
 std::string cause_text(const Strategy& s, const ModelCost& m, const Cluster& c, const CostModel& cm,
                        const Workload& w) {
   const Prediction& p = s.pred;
@@ -94,7 +106,7 @@ std::string cause_text(const Strategy& s, const ModelCost& m, const Cluster& c, 
     switch (p.bottleneck) {
       case Bottleneck::MemoryBandwidth:
         return fmt::format("each rank streams its share of the weights, {} of {} per token, at ~{}", rank_bytes_text(s),
-                           gib_text(m.decode_bytes_per_token()), bandwidth_text(s, c, cm));
+                           gib_text(m.decode_bytes_per_token()), rank_rate_text(s));
       case Bottleneck::LinkLatency:
         return fmt::format("{} all-reduces per token at ~{} each dominate", all_reduces(s),
                            seconds_text(g.collectives.latency_s));
@@ -378,7 +390,14 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
       if (plan.best) plan.decision += fmt::format(" The planner would choose {}.", all[*plan.best].name);
       return;
     }
-    if (plan.best) {
+    if (plan.best && *plan.best == *user) {
+      const double ratio = local.pred.score_s / u.pred.score_s;
+      plan.decision = fmt::format(
+          "{} is the planner's choice too: it predicts {}, {:.0f}% {} than local ({}) for {} "
+          "request{} of {}+{} tokens.",
+          yours, speeds_text(u, w), std::abs(ratio - 1.0) * 100.0, ratio >= 1.0 ? "faster" : "slower",
+          speeds_text(local, w), w.concurrency, w.concurrency == 1 ? "" : "s", w.prompt_tokens, w.n_gen);
+    } else if (plan.best) {
       const Strategy& b = all[*plan.best];
       const double ratio = b.pred.score_s / u.pred.score_s;
       plan.decision = fmt::format(

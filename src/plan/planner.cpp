@@ -662,9 +662,10 @@ void Planner::choose(Plan& plan, std::optional<size_t> user) const {
   // one that needs the fewest machines besides the head, then the fewest nodes: moving the whole model to a worker
   // that probes a little faster than the head adds a hop and a machine that can fail, for a gain within the noise.
   std::optional<size_t> fastest;
+  // The run's own --tp/--ep layout under mpirun is a layout like the planner's (which leaves out its duplicate), so
+  // it may be the planner's choice too; a --split is the user's, never the planner's.
   auto eligible = [&](const Strategy& s) {
-    return s.feasible && s.runnable && s.kind != StrategyKind::UserSplit && (!user || &s != &plan.strategies[*user]) &&
-           (!o_.distribute || s.nodes.size() > 1);
+    return s.feasible && s.runnable && s.kind != StrategyKind::UserSplit && (!o_.distribute || s.nodes.size() > 1);
   };
   for (size_t i = 0; i < plan.strategies.size(); ++i) {
     const auto& s = plan.strategies[i];
