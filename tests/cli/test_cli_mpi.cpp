@@ -205,6 +205,11 @@ TEST(MpiRun, CollectivesMeasuredAtStartFeedThePlan) {
       ++rows;
     }
     EXPECT_EQ(rows, 2) << bench.out;  // pp16 and tg4, each predicted and measured
+    // The generation test's token, split into rank 0's shard and its collectives, against the planner's terms.
+    const std::regex split(name + std::string(R"( parallel x2 tg4: measured [0-9.]+ ms per token = [0-9.-]+ ms in )"
+                                              R"(rank 0's shard \+ [0-9.]+ ms in collectives; predicted [0-9.]+ ms = )"
+                                              R"([0-9.]+ ms slowest shard \+ [0-9.]+ ms collectives)"));
+    EXPECT_TRUE(std::regex_search(bench.out, split)) << bench.out;
   }
 }
 
