@@ -494,11 +494,14 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
     } else if (ch.kind == StrategyKind::Single) {
       how = fmt::format("{} is faster than this machine", ch.nodes[0]);
     } else if (ch.is_parallel()) {
+      std::string shares;
+      for (double x : ch.parallel.front().shares) shares += fmt::format("{}{:g}", shares.empty() ? "" : ",", x);
       how = fmt::format(
           "every rank reads its share of each layer at the same time ({} per token instead of {}), for {} "
-          "all-reduces per token (run it as mpirun -np {} tessera ... {})",
+          "all-reduces per token (run it as mpirun -np {} tessera ... {}{})",
           rank_bytes_text(ch), gib_text(m.decode_bytes_per_token()), all_reduces(ch), ch.nodes.size(),
-          parallel_flags(ch.parallel.front().mode, static_cast<int>(ch.nodes.size())));
+          parallel_flags(ch.parallel.front().mode, static_cast<int>(ch.nodes.size())),
+          shares.empty() ? "" : " --tp-shares " + shares);
     } else {
       // Which phase the gain comes from: the prompts' prefill or the decode steps.
       const double seqs = static_cast<double>(w.concurrency), n = static_cast<double>(w.n_gen);
