@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "cli/bench_parallel.h"
 #include "cli/cluster_options.h"
 #include "cli/commands.h"
 #include "cli/model_options.h"
@@ -286,6 +287,7 @@ plan::CliPlanRequest plan_request(const BenchArgs& a, const ModelOptions& mo, co
   r.kv_type = mo.kv_type;
   r.repack = mo.repack;
   r.probe_seconds = a.probe_seconds;
+  r.parallel = mo.parallel;  // under --tp/--ep: the plan is over the ranks
   return r;
 }
 
@@ -297,6 +299,9 @@ std::string check_label(const plan::Strategy& s) {
     return fmt::format("pipeline {}", plan::format_ranges(s.stages));
   }
   if (s.kind == plan::StrategyKind::Replicas) return fmt::format("replicas {}", fmt::join(s.nodes, ","));
+  if (s.is_parallel()) {
+    return fmt::format("{} x{}", plan::parallel_mode_name(s.parallel.front().mode), s.parallel.front().nodes.size());
+  }
   return s.name;
 }
 
@@ -326,7 +331,7 @@ plan::CliPlan cached_plan(const plan::CliPlanRequest& req, int threads, bool dis
 }
 
 void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vector<BenchResult>& results,
-                      ClusterCache& clusters) {
+                      ClusterCache& clusters, const std::vector<double>& collective_s) {
   TextTable table({"strategy", "threads", "test", "predicted t/s", "measured t/s", "measured/predicted"});
   struct Choice {
     std::string test;
@@ -335,7 +340,9 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     std::map<std::string, double> measured;  // t/s by strategy
   };
   std::vector<Choice> choices;
-  for (const BenchResult& r : results) {
+  std::vector<std::string> per_token;  // under --tp/--ep: each generation test's arithmetic
+  for (size_t ri = 0; ri < results.size(); ++ri) {
+    const BenchResult& r = results[ri];
     const bool dist = r.n_workers > 0;
     const bool copies = r.split.starts_with("replicas ");
     plan::CliPlanRequest req = plan_request(a, mo, r.timing.test, r.n_threads, dist);
@@ -351,7 +358,12 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     const plan::Strategy& s = p.plan.strategies[row];
     const BenchTest& t = r.timing.test;
     const double pred = t.n_prompt > 0 ? s.pred.prefill_tps : t.n_seq > 1 ? s.pred.decode_tps_c : s.pred.decode_tps_1;
-    const std::string name = !dist ? "local" : copies ? r.split : fmt::format("pipeline {}", r.split);
+    const std::string name = !dist    ? (mo.parallel ? check_label(s) : "local")
+                             : copies ? r.split
+                                      : fmt::format("pipeline {}", r.split);
+    if (auto line = parallel_check_arithmetic(s, r, ri < collective_s.size() ? collective_s[ri] : 0.0)) {
+      per_token.push_back(*line);
+    }
     table.add_row({name, fmt::format("{}", r.n_threads), t.name(), s.feasible ? fmt::format("{:.2f}", pred) : "-",
                    fmt::format("{:.2f}", r.timing.avg_ts),
                    s.feasible && pred > 0 ? fmt::format("{:.2f}", r.timing.avg_ts / pred) : "-"});
@@ -362,6 +374,12 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     if (dist && p.plan.best) c->planned = check_label(p.plan.strategies[*p.plan.best]);
   }
   std::string text = fmt::format("\nPlanner check (predicted against measured):\n{}", table.render(""));
+  if (!per_token.empty()) {
+    text +=
+        "\nPer token, rank 0's own shard and its collectives (waits for the other ranks included) against the "
+        "planner's slowest shard and collectives:\n";
+    for (const auto& l : per_token) text += l + "\n";
+  }
   TextTable verdicts({"test", "threads", "planner's choice", "measured fastest", "verdict"});
   for (const Choice& c : choices) {
     if (c.planned.empty() || c.measured.size() < 2) continue;
@@ -418,8 +436,10 @@ int run_bench(const BenchArgs& a) {
     // Each rank reads its own share of the weights: the head's bandwidth is no ceiling for the group.
     config.probe = false;
   }
+  mo.profile_ranks = !a.no_plan || a.check_plan;
   LoadedModel first = load_model(mo, n_slots, !distributed || a.check_plan);
   if (first.follower_done) return 0;
+  mo.parallel = first.parallel;
   const BenchModel model = describe_bench_model(mo.model, *first.weights);
   log_info("bench: {} ({}, {:.2f} MB read per decoded token), context {}, {} sequence slot(s)", mo.model, model.type,
            static_cast<double>(model.decode_bytes_per_token) / 1e6, mo.n_ctx, n_slots);
@@ -460,13 +480,15 @@ int run_bench(const BenchArgs& a) {
   std::fflush(stdout);
   const auto print = [&](const BenchResult& r) { printer->row(r); };
   std::vector<BenchResult> results;
-  // Under --tp/--ep the bytes each rank sends into collectives per token stand where a pipeline's wire bytes do.
-  const WireCounter collective_bytes = [](const Executor& e) -> std::optional<uint64_t> {
-    const auto* local = dynamic_cast<const LocalExecutor*>(&e);
-    if (local == nullptr || local->communicator() == nullptr) return std::nullopt;
-    return local->communicator()->stats().bytes;
+  // Under --tp/--ep the bytes each rank sends into collectives per token stand where a pipeline's wire bytes do; the
+  // meter also notes the seconds in them of each local test (bench_parallel.h).
+  CollectiveMeter meter;
+  std::vector<double> collective_s;
+  const auto print_local = [&](const BenchResult& r) {
+    print(r);
+    collective_s.push_back(meter.take());
   };
-  if (!distributed || a.check_plan) results = run_benchmarks(config, model, make_local, print, collective_bytes);
+  if (!distributed || a.check_plan) results = run_benchmarks(config, model, make_local, print_local, meter.counter());
   if (parallel && first.comm) {
     const auto& st = first.comm->stats();
     log_info("collectives (rank 0, whole run): {} calls, {:.1f} MB sent, {:.3f} s spent in them", st.calls,
@@ -551,7 +573,7 @@ int run_bench(const BenchArgs& a) {
   }
   printer->footer();
   std::fflush(stdout);
-  if (a.check_plan) print_plan_check(a, mo, results, clusters);
+  if (a.check_plan) print_plan_check(a, mo, results, clusters, collective_s);
   std::fflush(stdout);
   return 0;
 }

@@ -39,7 +39,7 @@ struct PlanArgs {
   std::string kv_type = "f16";
   std::string split;
   bool distribute = false;
-  bool preview = false;
+  bool no_parallel = false;
   bool all_subsets = false;
   bool json = false;
   bool repack = false;
@@ -100,7 +100,11 @@ int run_plan(const PlanArgs& a) {
   o.workload.n_ctx =
       a.n_ctx > 0 ? a.n_ctx : std::max<int64_t>(std::min<int64_t>(model.config.n_ctx_train, 4096), a.prompt + a.n_gen);
   o.distribute = a.distribute;
-  o.preview = a.preview;
+  // A cluster file's nodes can be MPI ranks (mpirun -np N --host ...); live workers are joined by the pipeline
+  // runtime only, so their parallel rows are shown but not chosen.
+  o.parallel = a.no_parallel       ? plan::ParallelRows::Off
+               : a.workers.empty() ? plan::ParallelRows::Runnable
+                                   : plan::ParallelRows::Shown;
   o.all_subsets = a.all_subsets;
   if (!a.split.empty()) o.split = plan::parse_split(a.split);
 
@@ -192,7 +196,8 @@ Command add_plan_command(CLI::App& root) {
       ->capture_default_str();
   app->add_option("--split", a->split, "Your layer placement to check: ranges 0-10@a,11-21@b or shares a:1,b:2");
   app->add_flag("--distribute", a->distribute, "Choose a split over several nodes even when one node is faster");
-  app->add_flag("--preview", a->preview, "Also predict tensor and expert parallel (not yet in the runtime)");
+  app->add_flag("--no-parallel", a->no_parallel,
+                "Leave out tensor/expert-parallel rows (for nodes that cannot run MPI ranks)");
   app->add_flag("--all-subsets", a->all_subsets, "List every pipeline subset, not only the best per node count");
   app->add_flag("--repack", a->repack,
                 "Plan for weights packed at load on every node (run/worker --repack): each stage also needs the "

@@ -37,11 +37,13 @@ struct RunArgs {
   bool no_plan = false;
 };
 
-// With --workers: what the planner predicts for the nodes given, the split that will run against its choice and
-// against this machine alone (one line when planning is not possible; the run goes on as asked either way).
-void print_plan(const RunArgs& a, int64_t prompt_tokens) {
-  if (!a.cluster.enabled() || a.no_plan) return;
+// With --workers (or under mpirun --tp/--ep): what the planner predicts for the nodes given (the ranks), the split
+// (layout) that will run against its choice and against this machine alone (one line when planning is not possible;
+// the run goes on as asked either way).
+void print_plan(const RunArgs& a, int64_t prompt_tokens, const LoadedModel& m) {
+  if ((!a.cluster.enabled() && !m.parallel) || a.no_plan) return;
   plan::CliPlanRequest r;
+  r.parallel = m.parallel;
   r.model_path = a.model.model.empty() ? default_model_path() : a.model.model;
   r.workers = a.cluster.workers;
   r.split = a.cluster.split;
@@ -100,7 +102,7 @@ int run_once(const RunArgs& a) {
   if (!a.no_escape && a.prompt_file.empty()) text = process_escapes(text);
   LoadedModel m = load_model(a.model, 1, !a.cluster.enabled());
   if (m.follower_done) return 0;
-  print_plan(a, static_cast<int64_t>(m.tokenizer->encode(text, true, true).size()));
+  print_plan(a, static_cast<int64_t>(m.tokenizer->encode(text, true, true).size()), m);
   std::unique_ptr<Executor> distributed;
   if (a.cluster.enabled()) distributed = build_pipeline(m, a.model, a.cluster, 1);
   Executor& executor = distributed ? *distributed : static_cast<Executor&>(*m.executor);
@@ -153,7 +155,7 @@ int run_once(const RunArgs& a) {
 int run_chat(const RunArgs& a) {
   LoadedModel m = load_model(a.model, 1, !a.cluster.enabled());
   if (m.follower_done) return 0;
-  print_plan(a, 128);
+  print_plan(a, 128, m);
   std::unique_ptr<Executor> distributed;
   if (a.cluster.enabled()) distributed = build_pipeline(m, a.model, a.cluster, 1);
   Executor& executor = distributed ? *distributed : static_cast<Executor&>(*m.executor);
@@ -229,7 +231,7 @@ Command add_run_command(CLI::App& root) {
   add_model_options(*app, a->model);
   add_sampler_options(*app, a->sampler);
   add_cluster_options(*app, a->cluster);
-  app->add_flag("--no-plan", a->no_plan, "With --workers: do not print the plan at start");
+  app->add_flag("--no-plan", a->no_plan, "With --workers or --tp/--ep: do not print the plan at start");
   auto* p = app->add_option("-p,--prompt", a->prompt, "Prompt text (\"\" starts from BOS alone)");
   auto* f = app->add_option("-f,--file", a->prompt_file, "Read the prompt from a file");
   p->excludes(f);
@@ -246,6 +248,7 @@ Command add_run_command(CLI::App& root) {
                   "evaluation order (prompt positions, then one per generated token that was evaluated)");
   return {app, [a] {
             a->sampler.validate();
+            a->model.profile_ranks = !a->no_plan;  // under --tp/--ep: each rank's profile for the plan
             return a->chat ? run_chat(*a) : run_once(*a);
           }};
 }

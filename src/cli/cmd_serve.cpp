@@ -166,10 +166,23 @@ int run_serve(ServeArgs a) {
     }
     ModelOptions o = a.model;
     o.n_ctx = srv.model().n_ctx;
+    o.profile_ranks = !a.no_plan;
     LoadedModel m = load_model(o, a.parallel);
     if (m.follower_done) {
       signals.drain();
       return 0;
+    }
+    if (!a.no_plan) {
+      plan::CliPlanRequest r;
+      r.model_path = o.model.empty() ? default_model_path() : o.model;
+      r.parallel = m.parallel;
+      r.threads = o.threads;
+      r.concurrency = a.parallel;
+      r.n_ctx = o.n_ctx;
+      r.n_batch = o.n_batch;
+      r.kv_type = o.kv_type;
+      r.repack = o.repack;
+      std::fputs(plan::plan_for_cli(r).c_str(), stderr);
     }
     parallel_replica.emplace();
     parallel_replica->nodes.push_back(server::local_node_info(*m.weights, *m.executor));
@@ -225,7 +238,8 @@ Command add_serve_command(CLI::App& root) {
   add_model_options(*app, a->model);
   add_sampler_options(*app, a->sampler);
   add_cluster_options(*app, a->cluster);
-  app->add_flag("--no-plan", a->no_plan, "With --workers: do not print the plan of each replica at start");
+  app->add_flag("--no-plan", a->no_plan,
+                "With --workers or --tp/--ep: do not print the plan (of each replica) at start");
   app->add_option("--host", a->server.host, "Address to listen on")->capture_default_str();
   app->add_option("--port", a->server.port, "Port to listen on (0: any free port)")
       ->check(CLI::Range(0, 65535))

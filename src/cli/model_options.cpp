@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "cli/parallel_start.h"
 #include "cli/table.h"
 #include "cluster/stage_memory.h"
 #ifdef TESSERA_HAVE_MPI
@@ -123,8 +124,8 @@ StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t 
 
 namespace {
 
-// MPI and this rank's share of the layers, for --tp/--ep.
-void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so) {
+// MPI and this rank's share of the layers, for --tp/--ep; the collectives measured (and the ranks profiled).
+void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so, int threads) {
   const int n = std::max(o.tp, o.ep);
   if (o.tp > 1 && o.ep > 1 && o.tp != o.ep) {
     fail("--tp {} and --ep {}: with both, the same ranks split the layers and hold the experts (give equal N)", o.tp,
@@ -146,9 +147,18 @@ void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so) {
   so.shard.tp = o.tp > 1;
   so.shard.ep = o.ep > 1;
   if (!o.tp_shares.empty()) so.shard.shares = parse_shares(o.tp_shares, n);
+  ParallelStartOptions po;
+  po.mode = o.tp > 1 && o.ep > 1 ? plan::ParallelMode::TensorExpert
+            : o.tp > 1           ? plan::ParallelMode::Tensor
+                                 : plan::ParallelMode::Expert;
+  po.shares = so.shard.shares;
+  po.threads = threads;
+  po.profile = o.profile_ranks;
+  m.parallel = start_parallel(*m.comm, po);
 #else
   (void)m;
   (void)so;
+  (void)threads;
   fail("--tp/--ep {}: this tessera was built without MPI (apt install libopenmpi-dev openmpi-bin, then rebuild)", n);
 #endif
 }
@@ -224,7 +234,7 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executo
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.tp > 1 || o.ep > 1) {
     if (!with_executor) fail("--tp/--ep run on the ranks mpirun starts, not over --workers");
-    start_ranks(o, m, so);
+    start_ranks(o, m, so, threads);
   }
   if (with_executor) {
     m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads, o.pin, m.comm);

@@ -11,6 +11,9 @@
 #include "tokenizer/tokenizer.h"
 
 namespace tessera {
+namespace plan {
+struct ParallelRun;
+}
 
 struct ModelOptions {
   std::string model;  // default: the bundled stories260K
@@ -28,6 +31,11 @@ struct ModelOptions {
   int ep = 1;
   std::string tp_shares;           // "2,1,1": uneven shares
   double collective_timeout = 30;  // seconds a collective may wait for the slowest rank
+  // Under --tp/--ep: also probe every rank at start for the plan (run, bench and serve set it unless --no-plan).
+  bool profile_ranks = false;
+  // Under --tp/--ep, after load_model: what the ranks measured at start (LoadedModel::parallel), for the plans a
+  // command prints.
+  std::shared_ptr<const plan::ParallelRun> parallel;
 };
 
 void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute = true);
@@ -47,6 +55,8 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
   // Under --tp/--ep: the ranks' communicator (the executor shares it; it keeps MPI up).
   std::shared_ptr<collective::Communicator> comm;
+  // Under --tp/--ep: the collectives measured at start and (rank 0, when asked) the ranks' profiles.
+  std::shared_ptr<const plan::ParallelRun> parallel;
   std::unique_ptr<LocalExecutor> executor;
   double load_seconds = 0;
   // A rank other than 0 has served rank 0's executor until it finished: the command has nothing left to do.

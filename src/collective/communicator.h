@@ -33,6 +33,12 @@ class Communicator {
     return {calls_.load(std::memory_order_relaxed), bytes_.load(std::memory_order_relaxed),
             static_cast<double>(nanos_.load(std::memory_order_relaxed)) * 1e-9};
   }
+  // Puts back earlier stats (a measurement at start is not the run's traffic).
+  void restore_stats(const CollectiveStats& s) {
+    calls_.store(s.calls, std::memory_order_relaxed);
+    bytes_.store(s.bytes, std::memory_order_relaxed);
+    nanos_.store(static_cast<uint64_t>(s.seconds * 1e9), std::memory_order_relaxed);
+  }
 
  protected:
   // One collective: the payload this rank sent and the time it spent in it.

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "plan/collective_model.h"
 #include "plan/link_profile.h"
 #include "plan/node_profile.h"
 
@@ -38,12 +39,17 @@ class Cluster {
   // so it is set where the command knows it (the head's --repack, a worker's profile for its own flag, `tessera
   // plan --repack` for every node of a cluster file).
   void set_repack(size_t node, bool repack) { nodes_.at(node).repack = repack; }
+  // Collectives measured among all of the cluster's nodes (the MPI ranks, at start): a tensor/expert-parallel
+  // group of every node, in order, uses them instead of a ring over its links.
+  void set_collectives(CollectiveProfile c) { collectives_ = std::move(c); }
+  const std::optional<CollectiveProfile>& collectives() const { return collectives_; }
 
  private:
   std::vector<NodeProfile> nodes_;
   size_t head_ = 0;
   std::vector<LinkProfile> links_;
   std::optional<LinkProfile> default_link_;
+  std::optional<CollectiveProfile> collectives_;
 };
 
 }  // namespace tessera::plan

@@ -79,6 +79,8 @@ double CostModel::activation_bytes() const {
   return static_cast<double>(model_.config.n_embd) * k_.wire_bytes_per_value;
 }
 
+double CostModel::reduce_bytes() const { return static_cast<double>(model_.config.n_embd) * 4.0; }
+
 double CostModel::distinct_experts(double tokens) const {
   const auto n = static_cast<double>(model_.config.n_expert);
   if (n <= 0) return 0;
@@ -121,27 +123,45 @@ double CostModel::compute_rate(size_t node, bool quantized, double tokens) const
   return rate * std::max(f, one);
 }
 
-TimeParts CostModel::stage_time(const StageSpec& s, double tokens, double seqs, double ctx, double logit_tokens) const {
+RankPass CostModel::rank_pass(const StageSpec& s, int rank, double tokens, double seqs, double ctx,
+                              double logit_tokens) const {
   const ModelCost& m = model_;
+  const ParallelGroup* g = rank >= 0 ? s.group.get() : nullptr;
+  const RankShare* share = g != nullptr ? &g->layout.rank[static_cast<size_t>(rank)] : nullptr;
+  const size_t node = g != nullptr ? g->nodes[static_cast<size_t>(rank)] : s.node;
+  const bool whole_experts = g != nullptr && g->layout.whole_experts();
+  // Expert parallel: every rank waits for the busiest, whose share of a batch's picks evens out with its size.
+  const double imbalance =
+      whole_experts ? 1.0 + (g->layout.expert_imbalance - 1.0) / std::sqrt(std::max(tokens, 1.0)) : 1.0;
   const double k = static_cast<double>(m.config.n_expert_used);
   const double n = static_cast<double>(m.config.n_expert);
   const double expert_share = n > 0 ? distinct_experts(tokens) / n : 0.0;
   double bytes = 0, fq = 0, ff = 0, eq = 0, ef = 0;
   for (int64_t i = s.first; i <= s.last; ++i) {
-    const LayerCost& l = m.layers[static_cast<size_t>(i)];
-    bytes += s.fraction * static_cast<double>(l.dense_bytes);
-    fq += s.fraction * tokens * l.dense_flops_q;
-    ff += s.fraction * tokens * l.dense_flops_f;
-    if (s.experts) {
-      bytes += s.fraction * static_cast<double>(l.expert_bytes) * expert_share;
-      eq += s.fraction * tokens * k * l.expert_flops_q;
-      ef += s.fraction * tokens * k * l.expert_flops_f;
-    }
+    const auto li = static_cast<size_t>(i);
+    const LayerCost& l = m.layers[li];
+    const double q = share ? share->q[li] : 1.0, kv = share ? share->kv[li] : 1.0;
+    const double fn = share ? share->ffn[li] : 1.0, ex = share ? share->experts[li] : 1.0;
+    // The dense part: what a rank keeps whole (norms, router), its query and KV heads, its FFN rows.
+    const auto rest = [](double all, double a, double b, double c) { return std::max(0.0, all - a - b - c); };
+    bytes += rest(static_cast<double>(l.dense_bytes), static_cast<double>(l.attn_q.bytes),
+                  static_cast<double>(l.attn_kv.bytes), static_cast<double>(l.ffn.bytes)) +
+             q * static_cast<double>(l.attn_q.bytes) + kv * static_cast<double>(l.attn_kv.bytes) +
+             fn * static_cast<double>(l.ffn.bytes);
+    fq += tokens * (rest(l.dense_flops_q, l.attn_q.flops_q, l.attn_kv.flops_q, l.ffn.flops_q) + q * l.attn_q.flops_q +
+                    kv * l.attn_kv.flops_q + fn * l.ffn.flops_q);
+    ff += tokens * (rest(l.dense_flops_f, l.attn_q.flops_f, l.attn_kv.flops_f, l.ffn.flops_f) + q * l.attn_q.flops_f +
+                    kv * l.attn_kv.flops_f + fn * l.ffn.flops_f);
+    // Experts: a share of every expert's rows, or whole experts (the busiest rank's, at most all it holds).
+    const double touched = whole_experts ? std::min(1.0, expert_share * imbalance) : expert_share;
+    bytes += ex * static_cast<double>(l.expert_bytes) * touched;
+    eq += ex * imbalance * tokens * k * l.expert_flops_q;
+    ef += ex * imbalance * tokens * k * l.expert_flops_f;
     // Attention: each sequence reads its own history once per pass; every token scores every position it sees (f32),
-    // on a sliding-window layer the last `window` of them.
+    // on a sliding-window layer the last `window` of them. A rank holds its KV heads' cache and its query heads.
     const double seen = l.attended_positions(ctx);
-    bytes += s.fraction * seqs * seen * static_cast<double>(l.kv_bytes_per_token);
-    ff += s.fraction * tokens * seen * l.attn_flops_per_pos;
+    bytes += kv * seqs * seen * static_cast<double>(l.kv_bytes_per_token);
+    ff += q * tokens * seen * l.attn_flops_per_pos;
   }
   if (s.first_stage) {
     // The embedding rows, and Gemma 4's per-layer inputs: a row per token of their table, the projection once.
@@ -150,19 +170,102 @@ TimeParts CostModel::stage_time(const StageSpec& s, double tokens, double seqs, 
     ff += tokens * m.input_flops_f;
   }
   if (s.last_stage && logit_tokens > 0) {
-    bytes += static_cast<double>(m.head_read_bytes());
-    fq += logit_tokens * m.output_flops_q;
-    ff += logit_tokens * m.output_flops_f;
+    const double vocab = share ? share->vocab : 1.0;
+    bytes += vocab * static_cast<double>(m.head_read_bytes());
+    fq += vocab * logit_tokens * m.output_flops_q;
+    ff += vocab * logit_tokens * m.output_flops_f;
   }
-  const double mem_s = bytes / read_rate(s.node);
+  RankPass p;
+  p.node = node;
+  p.bytes = bytes;
+  p.flops = fq + ff + eq + ef;
+  const double mem_s = bytes / (read_rate(node) / (g != nullptr ? machine_ranks(*g, static_cast<size_t>(rank)) : 1.0));
   // An expert's matmul sees only the tokens routed to it, a smaller batch at a lower rate.
   const double per_expert = expert_batch(tokens);
-  const double comp_s = fq / compute_rate(s.node, true, tokens) + ff / compute_rate(s.node, false, tokens) +
-                        eq / compute_rate(s.node, true, per_expert) + ef / compute_rate(s.node, false, per_expert);
-  TimeParts t;
-  (mem_s >= comp_s ? t.memory : t.compute) = std::max(mem_s, comp_s);
-  t.compute += static_cast<double>(std::max<int64_t>(s.layers(), 0)) * k_.layer_overhead_s + k_.stage_overhead_s;
-  return t;
+  const double comp_s = fq / compute_rate(node, true, tokens) + ff / compute_rate(node, false, tokens) +
+                        eq / compute_rate(node, true, per_expert) + ef / compute_rate(node, false, per_expert);
+  (mem_s >= comp_s ? p.t.memory : p.t.compute) = std::max(mem_s, comp_s);
+  p.t.compute += static_cast<double>(std::max<int64_t>(s.layers(), 0)) * k_.layer_overhead_s + k_.stage_overhead_s;
+  return p;
+}
+
+GroupPass CostModel::group_pass(const StageSpec& s, double tokens, double seqs, double ctx, double logit_tokens) const {
+  if (!s.group) fail("internal: group_pass of a stage without a group");
+  const ParallelGroup& g = *s.group;
+  const CollectiveProfile& c = g.collectives;
+  GroupPass p;
+  for (size_t r = 0; r < g.nodes.size(); ++r) {
+    p.ranks.push_back(rank_pass(s, static_cast<int>(r), tokens, seqs, ctx, logit_tokens));
+    if (p.ranks.back().t.total() > p.ranks[p.slowest].t.total()) p.slowest = r;
+  }
+  for (int64_t i = std::max<int64_t>(s.first, 0); i <= s.last; ++i) {
+    p.all_reduces += g.layout.reduces[static_cast<size_t>(i)];
+  }
+  p.all_reduce_bytes = tokens * reduce_bytes();
+  p.all_reduce_s = c.all_reduce_s(p.all_reduce_bytes);
+  // Each collective's fixed latency is link latency, the rest of its time link bandwidth.
+  const auto parts = [&](double n, double seconds) {
+    const double lat = std::min(seconds, c.latency_s);
+    return TimeParts{0, 0, n * lat, n * (seconds - lat)};
+  };
+  p.collectives = parts(p.all_reduces, p.all_reduce_s);
+  // Rank 0 broadcasts the pass to the others (its size, then the batch), and the last stage gathers each logit
+  // row's vocabulary shares on rank 0 (the counts, then the rows); each counted as the all-reduce of its bytes.
+  TimeParts other = parts(1, c.all_reduce_s(8));
+  other += parts(1, c.all_reduce_s(tokens * k_.wire_bytes_per_token_id));
+  p.other_collectives = 2;
+  if (s.last_stage && logit_tokens > 0) {
+    const double rows = logit_tokens * static_cast<double>(model_.config.n_vocab) * 4.0;
+    other += parts(1, c.all_reduce_s(4));
+    other += parts(1, c.gather_s(rows));
+    p.other_collectives += 2;
+  }
+  p.other_s = other.total();
+  p.collectives += other;
+  p.total = p.ranks[p.slowest].t;
+  p.total += p.collectives;
+  return p;
+}
+
+TimeParts CostModel::stage_time(const StageSpec& s, double tokens, double seqs, double ctx, double logit_tokens) const {
+  if (s.group) return group_pass(s, tokens, seqs, ctx, logit_tokens).total;
+  return rank_pass(s, -1, tokens, seqs, ctx, logit_tokens).t;
+}
+
+double CostModel::machine_ranks(const ParallelGroup& g, size_t r) const {
+  const std::string& machine = cluster_.nodes()[g.nodes[r]].machine;
+  if (machine.empty()) return 1.0;
+  double n = 0;
+  for (size_t node : g.nodes) n += cluster_.nodes()[node].machine == machine ? 1.0 : 0.0;
+  return std::max(n, 1.0);
+}
+
+CollectiveProfile CostModel::collectives_for(std::span<const size_t> nodes) const {
+  if (const auto& measured = cluster_.collectives(); measured && nodes.size() == cluster_.size()) {
+    bool all = true;
+    for (size_t i = 0; i < nodes.size(); ++i) all = all && nodes[i] == i;
+    if (all) return *measured;
+  }
+  // A ring: each step waits for the slowest link's latency and moves its chunk at the slowest link's bandwidth.
+  double rtt = 0, bw = INFINITY;
+  for (size_t i = 0; nodes.size() > 1 && i < nodes.size(); ++i) {
+    const size_t a = nodes[i], b = nodes[(i + 1) % nodes.size()];
+    if (a == b) continue;
+    const LinkProfile l = cluster_.link(cluster_.nodes()[a].name, cluster_.nodes()[b].name);
+    rtt = std::max(rtt, l.rtt_s);
+    bw = std::min(bw, l.bytes_per_s());
+  }
+  if (!std::isfinite(bw)) bw = 1e12;  // one node: nothing crosses a link
+  return ring_all_reduce(static_cast<int>(nodes.size()), rtt, bw, k_.message_overhead_s);
+}
+
+std::shared_ptr<const ParallelGroup> CostModel::make_group(std::span<const size_t> nodes, ParallelMode mode,
+                                                           const std::vector<double>& shares) const {
+  auto g = std::make_shared<ParallelGroup>();
+  g->nodes.assign(nodes.begin(), nodes.end());
+  g->layout = parallel_layout(model_, mode, static_cast<int>(nodes.size()), shares);
+  g->collectives = collectives_for(nodes);
+  return g;
 }
 
 TimeParts CostModel::hop_time(size_t a, size_t b, double bytes) const {
@@ -182,37 +285,74 @@ uint64_t CostModel::buffer_bytes(const Workload& w, bool last_stage) const {
   return static_cast<uint64_t>(batch) * static_cast<uint64_t>(per_token) * 4 + k_.node_base_bytes;
 }
 
-MemoryNeed CostModel::stage_memory(const StageSpec& s, const Workload& w) const {
+MemoryNeed CostModel::rank_memory(const StageSpec& s, int rank, const Workload& w) const {
   const ModelCost& m = model_;
+  const ParallelGroup* g = rank >= 0 ? s.group.get() : nullptr;
+  const RankShare* share = g != nullptr ? &g->layout.rank[static_cast<size_t>(rank)] : nullptr;
   MemoryNeed need;
-  need.node = s.node;
-  const NodeProfile& node = cluster_.nodes()[s.node];
-  double weights = 0, kv = 0, packed = 0;
+  need.node = g != nullptr ? g->nodes[static_cast<size_t>(rank)] : s.node;
+  const NodeProfile& node = cluster_.nodes()[need.node];
+  double weights = 0, kv_own = 0, kv_held = 0, packed = 0;
   for (int64_t i = s.first; i <= s.last; ++i) {
-    const LayerCost& l = m.layers[static_cast<size_t>(i)];
-    weights += s.fraction * static_cast<double>(l.dense_bytes + (s.experts ? l.expert_bytes : 0));
-    packed += s.fraction * static_cast<double>(l.packed_dense_bytes + (s.experts ? l.packed_expert_bytes : 0));
+    const auto li = static_cast<size_t>(i);
+    const LayerCost& l = m.layers[li];
+    const double q = share ? share->q[li] : 1.0, kv = share ? share->kv[li] : 1.0;
+    const double fn = share ? share->ffn[li] : 1.0, ex = share ? share->experts[li] : 1.0;
+    const auto part = [&](uint64_t all, uint64_t a, uint64_t b, uint64_t c, uint64_t e) {
+      const double rest = std::max(0.0, static_cast<double>(all) - static_cast<double>(a + b + c));
+      return rest + q * static_cast<double>(a) + kv * static_cast<double>(b) + fn * static_cast<double>(c) +
+             ex * static_cast<double>(e);
+    };
+    weights += part(l.dense_bytes, l.attn_q.bytes, l.attn_kv.bytes, l.ffn.bytes, l.expert_bytes);
+    packed += part(l.packed_dense_bytes, l.attn_q.packed, l.attn_kv.packed, l.ffn.packed, l.packed_expert_bytes);
+    kv_own += static_cast<double>(l.kv_cache_bytes(w.n_ctx));
+    kv_held += kv * static_cast<double>(l.kv_cache_bytes(w.n_ctx));
   }
   // Sliding-window layers keep a ring, layers that reuse K/V keep none, and the stage keeps a copy of an earlier
-  // layer's K/V that one of its layers reads: exactly what kv_cache_config allocates.
+  // layer's K/V that one of its layers reads: exactly what kv_cache_config allocates. A rank keeps its KV heads'.
+  double kv = 0;
   if (s.last >= s.first) {
-    kv = s.fraction * static_cast<double>(m.stage_kv_cache_bytes(s.first, s.last, w.n_ctx)) *
-         static_cast<double>(w.concurrency);
+    kv = static_cast<double>(m.stage_kv_cache_bytes(s.first, s.last, w.n_ctx)) * static_cast<double>(w.concurrency) *
+         (kv_own > 0 ? kv_held / kv_own : 1.0);
   }
   uint64_t fixed = m.other_bytes;
   if (s.first_stage) fixed += m.embd_bytes + m.input_bytes;
-  // A tied head multiplies by token_embd, so a last stage that is not also the first holds its own copy.
-  if (s.last_stage) fixed += m.output_bytes + (m.config.tied_output && !s.first_stage ? m.embd_bytes : 0);
+  if (s.last_stage && share != nullptr) {
+    // A rank copies its rows of the head (of token_embd when tied) next to the embedding it keeps whole.
+    const double rows = static_cast<double>(m.config.tied_output ? m.embd_bytes : m.output_bytes);
+    fixed += static_cast<uint64_t>(share->vocab * rows) + (m.config.tied_output ? m.output_bytes : 0);
+  } else if (s.last_stage) {
+    // A tied head multiplies by token_embd, so a last stage that is not also the first holds its own copy.
+    fixed += m.output_bytes + (m.config.tied_output && !s.first_stage ? m.embd_bytes : 0);
+  }
   need.weights = static_cast<uint64_t>(weights) + fixed;
   // --repack packs the stage's matrices and its head next to them (the embedding is only looked up, never packed).
   if (node.repack) {
-    need.packed = static_cast<uint64_t>(packed) + (s.last_stage ? m.output_packed_bytes : 0) +
-                  (s.first_stage ? m.input_packed_bytes : 0);
+    const double head = static_cast<double>(m.output_packed_bytes) * (share ? share->vocab : 1.0);
+    need.packed =
+        static_cast<uint64_t>(packed + (s.last_stage ? head : 0.0)) + (s.first_stage ? m.input_packed_bytes : 0);
   }
   need.kv_cache = static_cast<uint64_t>(kv);
   need.buffers = buffer_bytes(w, s.last_stage);
-  need.available = static_cast<uint64_t>(static_cast<double>(node.mem_available_bytes) * (1.0 - k_.memory_headroom));
+  // Ranks of one machine share its memory.
+  const double sharing = g != nullptr ? machine_ranks(*g, static_cast<size_t>(rank)) : 1.0;
+  need.available =
+      static_cast<uint64_t>(static_cast<double>(node.mem_available_bytes) * (1.0 - k_.memory_headroom) / sharing);
   return need;
+}
+
+MemoryNeed CostModel::stage_memory(const StageSpec& s, const Workload& w) const {
+  return s.group ? rank_memory(s, 0, w) : rank_memory(s, -1, w);
+}
+
+std::vector<MemoryNeed> CostModel::group_memory(const StageSpec& s, const Workload& w) const {
+  std::vector<MemoryNeed> out;
+  if (!s.group) {
+    out.push_back(stage_memory(s, w));
+    return out;
+  }
+  for (size_t r = 0; r < s.group->nodes.size(); ++r) out.push_back(rank_memory(s, static_cast<int>(r), w));
+  return out;
 }
 
 Prediction CostModel::finish(double prefill_s, int64_t micro_batch, TimeParts prefill_parts, double d1_s,
@@ -353,152 +493,6 @@ Prediction CostModel::predict_pipeline(std::span<const StageSpec> stages, const 
   const TimeParts parts = latency_bound ? r.sum : r.busiest.scaled(static_cast<double>(g));
   return finish(prefill_s, micro_batch, prefill_parts, one.sum.total(), one.sum, c / parts.total(), parts, g,
                 prefill_c_s, w);
-}
-
-Prediction CostModel::predict_tensor_parallel(std::span<const size_t> nodes, const Workload& w) const {
-  if (nodes.empty()) fail("internal: tensor parallel needs nodes");
-  const auto g = static_cast<double>(nodes.size());
-  const int64_t n_layer = model_.n_layer();
-  const size_t head = cluster_.head_index();
-  std::vector<StageSpec> specs;
-  for (size_t i = 0; i < nodes.size(); ++i) specs.push_back({nodes[i], 0, n_layer - 1, i == 0, i == 0, 1.0 / g});
-  // A ring all-reduce moves 2(g-1) chunks of bytes/g, each step paced by the slowest link of the ring.
-  double step_latency = 0, step_bw = INFINITY;
-  for (size_t i = 0; nodes.size() > 1 && i < nodes.size(); ++i) {
-    const size_t a = nodes[i], b = nodes[(i + 1) % nodes.size()];
-    const LinkProfile l = cluster_.link(cluster_.nodes()[a].name, cluster_.nodes()[b].name);
-    step_latency = std::max(step_latency, l.rtt_s / 2.0 + k_.message_overhead_s);
-    step_bw = std::min(step_bw, l.bytes_per_s());
-  }
-  auto step = [&](double tokens, double seqs, double ctx, double logits) {
-    TimeParts worst;
-    for (const auto& s : specs) {
-      const TimeParts t = stage_time(s, tokens, seqs, ctx, s.last_stage ? logits : 0.0);
-      if (t.total() > worst.total()) worst = t;
-    }
-    if (nodes.size() > 1) {
-      const double steps = 2.0 * (g - 1.0) * 2.0 * static_cast<double>(n_layer);  // two all-reduces per layer
-      worst.latency += steps * step_latency;
-      worst.bandwidth += steps * tokens * activation_bytes() / g / step_bw;
-    }
-    worst += hop_time(head, nodes[0], tokens * k_.wire_bytes_per_token_id);
-    worst += hop_time(nodes[0], head, seqs * k_.wire_bytes_per_token_id);
-    return worst;
-  };
-  auto prefill = [&](double total) {
-    const double n_mb = std::ceil(total / static_cast<double>(std::min<int64_t>(w.n_batch, w.prompt_tokens)));
-    // Every node takes part in every micro-batch, so nothing overlaps; the head's few logits are left out.
-    return step(total / n_mb, 1.0, static_cast<double>(w.prompt_tokens) / 2.0, 0.0).scaled(n_mb);
-  };
-  const TimeParts pf = prefill(static_cast<double>(w.prompt_tokens));
-  const TimeParts pf_c = prefill(static_cast<double>(w.prompt_tokens * w.concurrency));
-  const double ctx = static_cast<double>(w.prompt_tokens) + static_cast<double>(w.n_gen) / 2.0;
-  const TimeParts d1 = step(1.0, 1.0, ctx, 1.0);
-  const auto c = static_cast<double>(w.concurrency);
-  const TimeParts dc = step(c, c, ctx, c);
-  return finish(pf.total(), std::min<int64_t>(w.n_batch, w.prompt_tokens), pf, d1.total(), d1, c / dc.total(), dc, 1,
-                pf_c.total(), w);
-}
-
-std::vector<MemoryNeed> CostModel::tensor_parallel_memory(std::span<const size_t> nodes, const Workload& w) const {
-  std::vector<MemoryNeed> out;
-  const auto g = static_cast<double>(nodes.size());
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    out.push_back(stage_memory({nodes[i], 0, model_.n_layer() - 1, i == 0, i == 0, 1.0 / g}, w));
-  }
-  return out;
-}
-
-namespace {
-
-// Experts of each layer per node: an even spread, the remainder on the first nodes.
-std::vector<double> expert_shares(int64_t n_expert, size_t n_nodes) {
-  std::vector<double> out;
-  const auto base = n_expert / static_cast<int64_t>(n_nodes);
-  const auto rest = n_expert % static_cast<int64_t>(n_nodes);
-  for (size_t i = 0; i < n_nodes; ++i) out.push_back(static_cast<double>(base + (static_cast<int64_t>(i) < rest)));
-  return out;
-}
-
-}  // namespace
-
-Prediction CostModel::predict_expert_parallel(std::span<const size_t> nodes, const Workload& w) const {
-  if (nodes.empty() || model_.config.n_expert == 0) fail("internal: expert parallel needs nodes and an MoE model");
-  const ModelConfig& c = model_.config;
-  const size_t home = nodes[0];
-  const size_t head = cluster_.head_index();
-  const auto n = static_cast<double>(c.n_expert);
-  const auto k = static_cast<double>(c.n_expert_used);
-  const std::vector<double> shares = expert_shares(c.n_expert, nodes.size());
-  const StageSpec home_spec{home, 0, model_.n_layer() - 1, true, true, 1.0, false};
-
-  auto step = [&](double tokens, double seqs, double ctx, double logits) {
-    TimeParts parts = stage_time(home_spec, tokens, seqs, ctx, logits);
-    const double touched = 1.0 - std::pow(1.0 - k / n, tokens);  // chance a given expert is used by the batch
-    for (const auto& l : model_.layers) {
-      TimeParts worst;
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        const double bytes = shares[i] * touched * static_cast<double>(l.expert_bytes) / n;
-        const double fq = tokens * k * shares[i] / n * l.expert_flops_q;
-        const double ff = tokens * k * shares[i] / n * l.expert_flops_f;
-        const double mem_s = bytes / read_rate(nodes[i]);
-        const double per_expert = expert_batch(tokens);
-        const double comp_s =
-            fq / compute_rate(nodes[i], true, per_expert) + ff / compute_rate(nodes[i], false, per_expert);
-        TimeParts t;
-        (mem_s >= comp_s ? t.memory : t.compute) = std::max(mem_s, comp_s);
-        if (nodes[i] != home) {
-          // Tokens routed to this node go out and their outputs come back, every layer.
-          const double sent = tokens * std::min(1.0, k * shares[i] / n) * activation_bytes();
-          t += hop_time(home, nodes[i], sent);
-          t += hop_time(nodes[i], home, sent);
-        }
-        if (t.total() > worst.total()) worst = t;
-      }
-      parts += worst;
-    }
-    parts += hop_time(head, home, tokens * k_.wire_bytes_per_token_id);
-    parts += hop_time(home, head, seqs * k_.wire_bytes_per_token_id);
-    return parts;
-  };
-  auto prefill = [&](double total) {
-    const double n_mb = std::ceil(total / static_cast<double>(std::min<int64_t>(w.n_batch, w.prompt_tokens)));
-    return step(total / n_mb, 1.0, static_cast<double>(w.prompt_tokens) / 2.0, 0.0).scaled(n_mb);
-  };
-  const TimeParts pf = prefill(static_cast<double>(w.prompt_tokens));
-  const TimeParts pf_c = prefill(static_cast<double>(w.prompt_tokens * w.concurrency));
-  const double ctx = static_cast<double>(w.prompt_tokens) + static_cast<double>(w.n_gen) / 2.0;
-  const TimeParts d1 = step(1.0, 1.0, ctx, 1.0);
-  const auto cc = static_cast<double>(w.concurrency);
-  const TimeParts dc = step(cc, cc, ctx, cc);
-  return finish(pf.total(), std::min<int64_t>(w.n_batch, w.prompt_tokens), pf, d1.total(), d1, cc / dc.total(), dc, 1,
-                pf_c.total(), w);
-}
-
-std::vector<MemoryNeed> CostModel::expert_parallel_memory(std::span<const size_t> nodes, const Workload& w) const {
-  const std::vector<double> shares = expert_shares(model_.config.n_expert, nodes.size());
-  double expert_total = 0, packed_total = 0;
-  for (const auto& l : model_.layers) {
-    expert_total += static_cast<double>(l.expert_bytes);
-    packed_total += static_cast<double>(l.packed_expert_bytes);
-  }
-  const auto n = static_cast<double>(model_.config.n_expert);
-  std::vector<MemoryNeed> out;
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    MemoryNeed need;
-    if (i == 0) {
-      need = stage_memory({nodes[0], 0, model_.n_layer() - 1, true, true, 1.0, false}, w);
-    } else {
-      need.node = nodes[i];
-      need.buffers = buffer_bytes(w, false);
-      need.available = static_cast<uint64_t>(static_cast<double>(cluster_.nodes()[nodes[i]].mem_available_bytes) *
-                                             (1.0 - k_.memory_headroom));
-    }
-    need.weights += static_cast<uint64_t>(expert_total * shares[i] / n);
-    if (cluster_.nodes()[nodes[i]].repack) need.packed += static_cast<uint64_t>(packed_total * shares[i] / n);
-    out.push_back(need);
-  }
-  return out;
 }
 
 }  // namespace tessera::plan

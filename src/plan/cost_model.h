@@ -1,14 +1,17 @@
 // The cost model: stage rooflines plus fixed overheads, hops, pipelined prefill, decode at a concurrency, memory per
-// node, and tensor/expert-parallel terms for when the runtime has them. Equations: docs/planner.md.
+// node, and tensor/expert-parallel groups (each rank's share plus the collectives). Equations: docs/planner.md.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "plan/cluster.h"
+#include "plan/collective_model.h"
 #include "plan/model_shape.h"
+#include "plan/parallel_layout.h"
 #include "plan/plan_constants.h"
 
 namespace tessera::plan {
@@ -40,13 +43,20 @@ struct Workload {
   int64_t end_batch = 0;
 };
 
-// A contiguous run of layers on one node of the cluster; `fraction` < 1 when a tensor-parallel group shares them.
+// A tensor/expert-parallel group: rank r runs on nodes[r] and holds layout.rank[r] of every layer of its stage;
+// the ranks add up their partial outputs with all-reduces that cost what `collectives` says.
+struct ParallelGroup {
+  std::vector<size_t> nodes;
+  ParallelLayout layout;
+  CollectiveProfile collectives;
+};
+
+// A contiguous run of layers on one node of the cluster, or on a tensor/expert-parallel group (node = its rank 0).
 struct StageSpec {
   size_t node = 0;
   int64_t first = 0, last = -1;  // inclusive; last < first for a node that holds only the embedding/head
   bool first_stage = false, last_stage = false;
-  double fraction = 1.0;
-  bool experts = true;  // false: the stage holds the layers' dense parts only (expert parallel home)
+  std::shared_ptr<const ParallelGroup> group = nullptr;  // none: the node alone
   int64_t layers() const { return last - first + 1; }
 };
 
@@ -57,6 +67,27 @@ struct MemoryNeed {
   uint64_t available = 0;  // after the headroom constant
   uint64_t total() const { return weights + kv_cache + buffers + packed; }
   bool fits() const { return total() <= available; }
+};
+
+// One rank of a group in one forward pass: what it reads and computes, and its time.
+struct RankPass {
+  size_t node = 0;
+  double bytes = 0;  // weights and KV read
+  double flops = 0;  // all kernel paths
+  TimeParts t;       // roofline + fixed overheads
+};
+
+// A group stage's pass: each rank's share, then the collectives that join them.
+struct GroupPass {
+  std::vector<RankPass> ranks;
+  size_t slowest = 0;
+  int all_reduces = 0;  // of the activations (tokens x n_embd f32) over the stage's layers
+  double all_reduce_bytes = 0;
+  double all_reduce_s = 0;    // each
+  int other_collectives = 0;  // rank 0's broadcast of the pass (2), the gather of the logits' shares (2)
+  double other_s = 0;         // together
+  TimeParts collectives;
+  TimeParts total;  // the slowest rank + the collectives
 };
 
 struct Prediction {
@@ -80,32 +111,44 @@ class CostModel {
   CostModel(const ModelCost& model, const Cluster& cluster, const PlanConstants& constants);
 
   // One forward pass over the stage of `tokens` tokens from `seqs` sequences, each attending to `ctx` cached
-  // positions on average, with logits for `logit_tokens` of them (last stage).
+  // positions on average, with logits for `logit_tokens` of them (last stage). A group stage takes its slowest
+  // rank's time plus its collectives (group_pass).
   TimeParts stage_time(const StageSpec& s, double tokens, double seqs, double ctx, double logit_tokens) const;
+  GroupPass group_pass(const StageSpec& s, double tokens, double seqs, double ctx, double logit_tokens) const;
   // One message of `bytes` from node a to node b (zero on the same node).
   TimeParts hop_time(size_t a, size_t b, double bytes) const;
+  // A node's stage; for a group stage, rank 0's (group_memory has every rank's).
   MemoryNeed stage_memory(const StageSpec& s, const Workload& w) const;
+  // One need per rank of a group stage. Ranks of one machine (NodeProfile::machine) share its memory: each has
+  // its share of the available bytes.
+  std::vector<MemoryNeed> group_memory(const StageSpec& s, const Workload& w) const;
   // Compute rate (FLOPs/s) of a node for quantized or float weights at a batch of `tokens`.
   double compute_rate(size_t node, bool quantized, double tokens) const;
   double read_rate(size_t node) const;  // bytes/s
 
+  // The all-reduce cost over `nodes` as a group: the cluster's measured collectives when the group is all of its
+  // nodes in order, else a ring over the slowest of the group's links (ring_all_reduce).
+  CollectiveProfile collectives_for(std::span<const size_t> nodes) const;
+  // A group over `nodes` (rank r on nodes[r]) holding `shares` of each layer (empty: equal). Throws Error when a
+  // rank would hold none of what it must (the runtime's message).
+  // How many of the group's ranks run on the machine of rank r (1 for nodes without a machine id): they share its
+  // read bandwidth and memory.
+  double machine_ranks(const ParallelGroup& g, size_t r) const;
+  std::shared_ptr<const ParallelGroup> make_group(std::span<const size_t> nodes, ParallelMode mode,
+                                                  const std::vector<double>& shares = {}) const;
+
   // A pipeline ring: the head sends token ids to the first stage, activations go stage to stage, the last stage's
   // sampled tokens return to the head. One stage on the head is a local run.
   Prediction predict_pipeline(std::span<const StageSpec> stages, const Workload& w) const;
-  // Tensor parallel over `nodes`: each layer's heads and FFN columns split evenly, the embedding and head on the
-  // first node, two ring all-reduces of the activations per layer.
-  Prediction predict_tensor_parallel(std::span<const size_t> nodes, const Workload& w) const;
-  std::vector<MemoryNeed> tensor_parallel_memory(std::span<const size_t> nodes, const Workload& w) const;
-  // Expert parallel over `nodes` (MoE only): attention, router, embedding and head on nodes[0]; each layer's experts
-  // spread evenly over all nodes; a scatter/gather round trip to the other nodes per layer.
-  Prediction predict_expert_parallel(std::span<const size_t> nodes, const Workload& w) const;
-  std::vector<MemoryNeed> expert_parallel_memory(std::span<const size_t> nodes, const Workload& w) const;
+  // A stage may be a group (StageSpec::group): one group stage is tensor/expert parallel, several are TP x PP.
 
   const ModelCost& model() const { return model_; }
   const Cluster& cluster() const { return cluster_; }
   const PlanConstants& constants() const { return k_; }
   // Bytes of one token's activations on the wire.
   double activation_bytes() const;
+  // Bytes of one token's activations in an all-reduce (f32, n_embd).
+  double reduce_bytes() const;
 
  private:
   // Expected distinct experts (of n) that `tokens` tokens choosing k each touch: n (1 - (1 - k/n)^tokens).
@@ -114,6 +157,10 @@ class CostModel {
   // tokens' k picks.
   double expert_batch(double tokens) const;
   uint64_t buffer_bytes(const Workload& w, bool last_stage) const;
+  // One rank's pass (rank -1: the stage's node alone, else rank r of its group), and its memory.
+  RankPass rank_pass(const StageSpec& s, int rank, double tokens, double seqs, double ctx, double logit_tokens) const;
+  MemoryNeed rank_memory(const StageSpec& s, int rank, const Workload& w) const;
+
   Prediction finish(double prefill_s, int64_t micro_batch, TimeParts prefill_parts, double d1_s, TimeParts d1_parts,
                     double dc_tps, TimeParts dc_parts, int64_t groups, double prefill_c_s, const Workload& w) const;
 

@@ -57,7 +57,23 @@ class CostBuilder {
         l.dense_bytes += bytes;
         l.packed_dense_bytes += packed;
         (quantized ? l.dense_flops_q : l.dense_flops_f) += flops;
+        // Which share of the layer tensor parallelism gives a rank of this tensor (model_shard.cpp's cuts).
+        const std::string_view local = std::string_view(name).substr(name.find('.', 4) + 1);
+        PartCost* part = nullptr;
+        if (local.starts_with("attn_q.") || local.starts_with("attn_output.")) part = &l.attn_q;
+        if (local.starts_with("attn_k.") || local.starts_with("attn_v.")) part = &l.attn_kv;
+        if (local.starts_with("ffn_gate.") || local.starts_with("ffn_up.") || local.starts_with("ffn_down.")) {
+          part = &l.ffn;
+        }
+        if (part != nullptr) {
+          part->bytes += bytes;
+          part->packed += packed;
+          (quantized ? part->flops_q : part->flops_f) += flops;
+        }
+        if (local == "attn_output.weight") l.wo_block = type_traits(type).block_size;
+        if (local == "ffn_down.weight") l.ffn_down_block = type_traits(type).block_size;
       }
+      if (name.ends_with(".ffn_down_exps.weight")) l.exp_down_block = type_traits(type).block_size;
       return;
     }
     if (name == "token_embd.weight") {

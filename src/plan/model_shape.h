@@ -15,6 +15,14 @@
 
 namespace tessera::plan {
 
+// Part of a layer that tensor parallelism splits one way (bytes, --repack's copy, FLOPs per token by kernel path).
+struct PartCost {
+  uint64_t bytes = 0;
+  uint64_t packed = 0;
+  double flops_q = 0;
+  double flops_f = 0;
+};
+
 struct LayerCost {
   uint64_t weight_bytes = 0;  // every tensor of the block, all experts included
   uint64_t dense_bytes = 0;   // what every token reads: attention, norms, router, dense FFN
@@ -47,6 +55,13 @@ struct LayerCost {
   // split as the bytes are: the dense part and all experts.
   uint64_t packed_dense_bytes = 0;
   uint64_t packed_expert_bytes = 0;
+  // The dense part as tensor parallelism cuts it (src/model/model_shard.cpp): q and the attention output by query
+  // heads, k and v by KV heads, the dense FFN by rows; the rest (norms, router, Gemma's extras) stays whole on
+  // every rank. Each is included in dense_bytes / dense_flops_*.
+  PartCost attn_q, attn_kv, ffn;
+  // Quant block sizes of the matrices whose columns a rank's share is cut in (whole blocks): the attention output,
+  // the dense FFN's down projection and the experts' (1 for float types).
+  int64_t wo_block = 1, ffn_down_block = 1, exp_down_block = 1;
 };
 
 struct ModelCost {

@@ -9,6 +9,7 @@
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_profile.h"
+#include "plan/local_node.h"
 #include "plan/plan_report.h"
 #include "util/error.h"
 
@@ -46,6 +47,32 @@ std::optional<SplitSpec> runtime_split(const CliPlanRequest& r, const std::vecto
 
 std::string tps(double v) { return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.1f}", v); }
 
+// The ranks of an mpirun as nodes (rank0 the head) with the collectives they measured. Without profiles rank 0
+// probes this machine and stands for every rank.
+Cluster rank_cluster(const ParallelRun& run, const LocalProbeOptions& probe) {
+  std::vector<NodeProfile> nodes = run.ranks;
+  if (nodes.empty()) {
+    const NodeProfile here = probe_local_node(probe);
+    for (int i = 0; i < run.collectives.ranks; ++i) {
+      NodeProfile n = here;
+      n.name = fmt::format("rank{}", i);
+      n.source = i == 0 ? here.source : "not profiled: as rank0";
+      nodes.push_back(std::move(n));
+    }
+  }
+  // A nominal link between the ranks, for what a cluster needs of one: the ring's numbers, backwards.
+  const CollectiveProfile& c = run.collectives;
+  const double steps = 2.0 * std::max(c.ranks - 1, 1);
+  LinkProfile link{"*", "*", std::max(0.0, 2.0 * c.latency_s / steps), 10000.0, "measured collectives"};
+  if (c.seconds_per_byte > 0) {
+    link.gbit_per_s = std::clamp(steps / c.ranks / c.seconds_per_byte * 8.0 / 1e9, 1e-3, 10000.0);
+  }
+  const std::string head = nodes.front().name;
+  Cluster cluster(std::move(nodes), head, {}, link);
+  cluster.set_collectives(c);
+  return cluster;
+}
+
 }  // namespace
 
 CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
@@ -63,6 +90,8 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   lo.key_file = r.key_file;
   if (cluster != nullptr) {
     out.cluster.emplace(*cluster);
+  } else if (r.parallel) {
+    out.cluster.emplace(rank_cluster(*r.parallel, lo.local));
   } else if (workers.empty()) {
     out.cluster.emplace(std::vector<NodeProfile>{probe_local_node(lo.local)}, "local");
   } else {
@@ -73,6 +102,11 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   out.cluster->set_repack(out.cluster->head_index(), r.repack);
 
   PlanOptions o;
+  o.parallel = workers.empty() ? ParallelRows::Runnable : ParallelRows::Shown;
+  if (r.parallel) {
+    o.mpi_ranks = true;
+    o.run = PlanOptions::ParallelRun{r.parallel->mode, r.parallel->shares};
+  }
   o.workload.prompt_tokens = r.prompt_tokens;
   o.workload.n_gen = r.n_gen;
   o.workload.concurrency = r.concurrency;
@@ -95,12 +129,16 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
     const auto kind = out.plan.strategies[i].kind;
     if (kind == (o.split ? StrategyKind::UserSplit : StrategyKind::Local)) out.user = i;
   }
+  if (r.parallel) out.user = out.plan.strategies.size() - 1;  // mpi_rows puts the run's own row last
 
   out.text = plan_text(out.plan, out.model, *out.cluster);
-  if (out.user && out.plan.strategies[*out.user].kind == StrategyKind::UserSplit) {
+  const bool yours = out.user && (out.plan.strategies[*out.user].kind == StrategyKind::UserSplit || r.parallel);
+  if (yours) {
     const Strategy& u = out.plan.strategies[*out.user];
     const Strategy& local = out.plan.strategies.front();
-    const std::string what = r.split.empty() ? "the even split over the workers (no --split given)" : "your split";
+    const std::string what = r.parallel        ? u.name
+                             : r.split.empty() ? "the even split over the workers (no --split given)"
+                                               : "your split";
     if (local.kind == StrategyKind::Local && local.feasible && u.feasible && local.pred.score_s < u.pred.score_s) {
       out.text += fmt::format(
           "One machine would be faster: local alone predicts {} tok/s prefill, {} tok/s decode against {} and {} "

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -13,6 +14,14 @@
 #include "plan/planner.h"
 
 namespace tessera::plan {
+
+// A run under mpirun with --tp/--ep: what the ranks measured at start (src/cli/parallel_start.h).
+struct ParallelRun {
+  ParallelMode mode = ParallelMode::Tensor;
+  std::vector<double> shares;      // --tp-shares; empty: equal
+  std::vector<NodeProfile> ranks;  // rank 0 first; empty: not profiled (rank 0 probes and stands for all)
+  CollectiveProfile collectives;   // the all-reduce sweep over the real communicator
+};
 
 struct CliPlanRequest {
   std::string model_path;
@@ -29,6 +38,8 @@ struct CliPlanRequest {
   std::string kv_type = "f16";
   bool repack = false;  // the head's --repack: its own stage also holds the packed copy (workers pack by their flag)
   double probe_seconds = 1.0;  // each node's measuring time when it keeps no recent probe
+  // Under mpirun --tp/--ep: the plan is over the ranks, and the run's layout is the row that runs.
+  std::shared_ptr<const ParallelRun> parallel;
 };
 
 // Everything a caller may want to read besides the text (bench --check-plan takes its predictions from here).
@@ -36,7 +47,7 @@ struct CliPlan {
   ModelCost model;
   std::optional<Cluster> cluster;
   Plan plan;
-  std::optional<size_t> user;  // the row of the split that will run (the user's, or the even default)
+  std::optional<size_t> user;  // the row that will run: the user's split, the even default, local, or --tp/--ep
   std::string text;
 };
 

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "plan/collective_model.h"
 #include "util/error.h"
 
 namespace tessera::plan {
@@ -64,10 +65,59 @@ double min_link_gbit(const Strategy& s, const Cluster& c) {
   return std::isfinite(lo) ? lo : 0.0;
 }
 
+// Totals over a parallel row's groups for one decoded token.
+int all_reduces(const Strategy& s) {
+  int n = 0;
+  for (const auto& g : s.parallel) n += g.decode.all_reduces;
+  return n;
+}
+
+// "14.3-14.6 GiB" or "14.6 GiB": what the ranks read per decoded token.
+std::string rank_bytes_text(const Strategy& s) {
+  double lo = INFINITY, hi = 0;
+  for (const auto& g : s.parallel) {
+    for (const auto& r : g.decode.ranks) {
+      lo = std::min(lo, r.bytes);
+      hi = std::max(hi, r.bytes);
+    }
+  }
+  if (hi - lo < 0.05 * 1073741824.0) return gib_text(static_cast<uint64_t>(hi));
+  return fmt::format("{:.1f}-{}", lo / 1073741824.0, gib_text(static_cast<uint64_t>(hi)));
+}
+
+// The ranks' read rates (shared with the other ranks of their machine), "34 GB/s" or "12-34 GB/s".
+std::string rank_rate_text(const Strategy& s) {
+  double lo = INFINITY, hi = 0;
+  for (const auto& g : s.parallel) {
+    for (double r : g.read_rate) {
+      lo = std::min(lo, r / 1e9);
+      hi = std::max(hi, r / 1e9);
+    }
+  }
+  return std::abs(hi - lo) < 0.05 * hi ? fmt::format("{:.0f} GB/s", hi) : fmt::format("{:.0f}-{:.0f} GB/s", lo, hi);
+}
+
 std::string cause_text(const Strategy& s, const ModelCost& m, const Cluster& c, const CostModel& cm,
                        const Workload& w) {
   const Prediction& p = s.pred;
   const bool prefill = p.prefill_dominates;
+  if (s.is_parallel() && !prefill) {
+    const ParallelStage& g = s.parallel.front();
+    switch (p.bottleneck) {
+      case Bottleneck::MemoryBandwidth:
+        return fmt::format("each rank streams its share of the weights, {} of {} per token, at ~{}", rank_bytes_text(s),
+                           gib_text(m.decode_bytes_per_token()), rank_rate_text(s));
+      case Bottleneck::LinkLatency:
+        return fmt::format("{} all-reduces per token at ~{} each dominate", all_reduces(s),
+                           seconds_text(g.collectives.latency_s));
+      case Bottleneck::LinkBandwidth:
+        return fmt::format("all-reduces of {} per token saturate the links ({:.2f} GB/s per all-reduced byte)",
+                           bytes_text(g.decode.all_reduce_bytes * w.concurrency * all_reduces(s)),
+                           g.collectives.seconds_per_byte > 0 ? 1e-9 / g.collectives.seconds_per_byte : 0.0);
+      case Bottleneck::Compute:
+        break;
+    }
+  }
   switch (p.bottleneck) {
     case Bottleneck::MemoryBandwidth:
       if (prefill) {
@@ -86,17 +136,17 @@ std::string cause_text(const Strategy& s, const ModelCost& m, const Cluster& c, 
                  ? fmt::format("decoding {} sequences at once makes each step compute-bound", w.concurrency)
                  : std::string("per-layer overheads and dequantization outweigh the memory reads");
     case Bottleneck::LinkLatency:
-      if (s.kind == StrategyKind::TensorParallel) {
-        return fmt::format("{} all-reduce messages per token at ~{:.2f} ms each dominate",
-                           4 * (static_cast<int64_t>(s.nodes.size()) - 1) * m.n_layer(), hop_ms(s, c));
-      }
-      if (s.kind == StrategyKind::ExpertParallel) {
-        return fmt::format("a round trip to the expert nodes in each of {} layers (~{:.2f} ms each way) dominates",
-                           m.n_layer(), hop_ms(s, c));
+      if (s.is_parallel()) {
+        return fmt::format("{} all-reduces per prompt micro-batch at ~{} each dominate", all_reduces(s),
+                           seconds_text(s.parallel.front().collectives.latency_s));
       }
       return fmt::format("{} network hop{} per token at ~{:.2f} ms each outweigh the compute", ring_hops(s, c),
                          ring_hops(s, c) == 1 ? "" : "s", hop_ms(s, c));
     case Bottleneck::LinkBandwidth:
+      if (s.is_parallel()) {
+        return fmt::format("all-reduces of the prompt's activations ({} each) saturate the links",
+                           bytes_text(static_cast<double>(p.micro_batch) * static_cast<double>(m.config.n_embd) * 4));
+      }
       return fmt::format("{} of activations per token saturate the {:.0f} Gbit/s links",
                          gib_text(static_cast<uint64_t>(cm.activation_bytes())), min_link_gbit(s, c));
   }
@@ -127,13 +177,40 @@ std::string shape_text(const Strategy& s, const ModelCost& m, const Workload& w)
           "while one stream runs at one node's speed",
           s.nodes.size(), w.concurrency);
     case StrategyKind::TensorParallel:
-      return fmt::format(
-          "; every layer is split {} ways, dividing the bytes each node reads but adding two "
-          "all-reduces per layer (no tensor parallel runtime yet)",
-          s.nodes.size());
     case StrategyKind::ExpertParallel:
-      return fmt::format("; experts spread {} ways with attention on {} (no expert parallel runtime yet)",
-                         s.nodes.size(), s.nodes[0]);
+    case StrategyKind::TensorExpertParallel:
+    case StrategyKind::TensorPipeline: {
+      const ParallelStage& g = s.parallel.front();
+      const auto n = g.nodes.size();
+      std::string t;
+      if (s.kind == StrategyKind::TensorParallel) {
+        t = fmt::format("; every layer split {} ways ({})", n, g.cuts);
+      } else if (s.kind == StrategyKind::ExpertParallel) {
+        t = fmt::format("; whole experts on {} ranks, attention whole on each ({})", n, g.cuts);
+      } else if (s.kind == StrategyKind::TensorExpertParallel) {
+        t = fmt::format("; attention split {} ways, whole experts on each rank ({})", n, g.cuts);
+      } else {
+        std::string ranges;
+        for (const auto& st : s.parallel) {
+          std::string who;
+          for (const auto& node : st.nodes) who += (who.empty() ? "" : "+") + node;
+          ranges += fmt::format("{}{}-{}@{}", ranges.empty() ? "" : ",", st.first, st.last, who);
+        }
+        t = fmt::format("; tensor-parallel groups of {} as pipeline stages {} ({})", n, ranges, g.cuts);
+      }
+      if (!g.shares.empty()) {
+        std::string sh;
+        for (double x : g.shares) sh += fmt::format("{}{:g}", sh.empty() ? "" : ",", x);
+        t += fmt::format(", shares {} by read bandwidth", sh);
+      }
+      t += fmt::format(", then {} all-reduce{} per token", all_reduces(s), all_reduces(s) == 1 ? "" : "s");
+      if (s.kind == StrategyKind::TensorPipeline) {
+        t += " (not in the runtime yet: --tp with --pp)";
+      } else if (!s.runnable) {
+        t += fmt::format(" (under mpirun -np {} with {}, not over --workers)", n, parallel_flags(g.mode, int(n)));
+      }
+      return t;
+    }
     case StrategyKind::Requant:
       return fmt::format(
           "; needs a {} file, estimated at {} from the parameter count ({:.2f} bits per weight; "
@@ -192,6 +269,61 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
     return;
   }
   s.why = capitalized(cause_text(s, model, c, cm, w) + shape_text(s, model, w)) + ".";
+  s.arithmetic.clear();
+  if (!s.is_parallel()) return;
+  // One decoded token: each rank's share at its read rate (or compute), the slowest rank, then the collectives.
+  const double total_s = 1.0 / s.pred.decode_tps_1;
+  double accounted = 0;
+  for (const auto& g : s.parallel) {
+    const GroupPass& d = g.decode;
+    std::string reads;
+    for (size_t r = 0; r < d.ranks.size(); ++r) {
+      reads +=
+          fmt::format("{}{} {}", r == 0 ? "" : ", ", g.nodes[r], gib_text(static_cast<uint64_t>(d.ranks[r].bytes)));
+    }
+    const std::string layers = s.parallel.size() > 1 ? fmt::format("layers {}-{}: ", g.first, g.last) : "";
+    s.arithmetic.push_back(fmt::format("{}{} read per token ({}; {})", layers, reads,
+                                       parallel_flags(g.mode, static_cast<int>(g.nodes.size())), g.cuts));
+    const RankPass& slow = d.ranks[d.slowest];
+    const double overheads = slow.t.compute;  // memory-bound: the compute part is the fixed overheads
+    if (slow.t.memory > 0) {
+      s.arithmetic.push_back(
+          fmt::format("  slowest rank {}: {} / {:.1f} GB/s = {}, + {} per-layer and per-pass overheads",
+                      g.nodes[d.slowest], gib_text(static_cast<uint64_t>(slow.bytes)), g.read_rate[d.slowest] / 1e9,
+                      seconds_text(slow.t.memory), seconds_text(overheads)));
+    } else {
+      s.arithmetic.push_back(fmt::format("  slowest rank {}: {:.1f} GFLOP, compute-bound with overheads: {}",
+                                         g.nodes[d.slowest], slow.flops / 1e9, seconds_text(slow.t.compute)));
+    }
+    const CollectiveProfile& col = g.collectives;
+    if (col.measured()) {
+      s.arithmetic.push_back(fmt::format("  + {} all-reduces of {} x {} = {}", d.all_reduces,
+                                         bytes_text(d.all_reduce_bytes), seconds_text(d.all_reduce_s),
+                                         seconds_text(d.all_reduces * d.all_reduce_s)));
+      s.arithmetic.push_back(fmt::format("    {} each, between the sizes measured at start: {}",
+                                         seconds_text(d.all_reduce_s), collectives_text(col)));
+    } else {
+      const std::string per_byte =
+          col.seconds_per_byte > 0
+              ? fmt::format("{} / {:.2f} GB/s", bytes_text(d.all_reduce_bytes), 1e-9 / col.seconds_per_byte)
+              : std::string("0");
+      s.arithmetic.push_back(fmt::format("  + {} all-reduces of {} x ({} + {}) = {}", d.all_reduces,
+                                         bytes_text(d.all_reduce_bytes), seconds_text(col.latency_s), per_byte,
+                                         seconds_text(d.all_reduces * d.all_reduce_s)));
+      s.arithmetic.push_back(fmt::format(
+          "    ring of {}: 2({}-1) x ({} RTT/2 + {} per message) = {}; each byte x 2({}-1)/{} at {:.2f} GB/s",
+          col.ranks, col.ranks, seconds_text(col.link_rtt_s / 2), seconds_text(col.message_overhead_s),
+          seconds_text(col.latency_s), col.ranks, col.ranks, col.link_bytes_per_s / 1e9));
+    }
+    s.arithmetic.push_back(
+        fmt::format("  + {} small collectives (rank 0's broadcast of the step, the logits' gather) = {}",
+                    d.other_collectives, seconds_text(d.other_s)));
+    accounted += d.total.total();
+  }
+  const double rest = total_s - accounted;
+  const std::string hops = rest > 1e-6 ? fmt::format(" + {} of hops", seconds_text(rest)) : "";
+  s.arithmetic.push_back(
+      fmt::format("  ={} {} per token: {} tok/s decode", hops, seconds_text(total_s), tps_text(s.pred.decode_tps_1)));
 }
 
 void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOptions& o, std::optional<size_t> user,
@@ -250,22 +382,32 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
 
   if (user) {
     const Strategy& u = all[*user];
+    // "Your split", or "Your --tp 2 run" under mpirun.
+    const std::string yours =
+        u.is_parallel() ? fmt::format("Your {} run", u.name.substr(u.name.find(' ') + 1)) : std::string("Your split");
     if (!u.feasible) {
-      plan.decision = fmt::format("Your split does not fit: it {}.", shortfall_text(u));
+      plan.decision = fmt::format("{} does not fit: it {}.", yours, shortfall_text(u));
       if (plan.best) plan.decision += fmt::format(" The planner would choose {}.", all[*plan.best].name);
       return;
     }
-    if (plan.best) {
+    if (plan.best && *plan.best == *user) {
+      const double ratio = local.pred.score_s / u.pred.score_s;
+      plan.decision = fmt::format(
+          "{} is the planner's choice too: it predicts {}, {:.0f}% {} than local ({}) for {} "
+          "request{} of {}+{} tokens.",
+          yours, speeds_text(u, w), std::abs(ratio - 1.0) * 100.0, ratio >= 1.0 ? "faster" : "slower",
+          speeds_text(local, w), w.concurrency, w.concurrency == 1 ? "" : "s", w.prompt_tokens, w.n_gen);
+    } else if (plan.best) {
       const Strategy& b = all[*plan.best];
       const double ratio = b.pred.score_s / u.pred.score_s;
       plan.decision = fmt::format(
-          "Your split predicts {} against {} for the planner's choice ({} on {}); for {} request{} of {}+{} tokens "
+          "{} predicts {} against {} for the planner's choice ({} on {}); for {} request{} of {}+{} tokens "
           "it is {:.0f}% {}.",
-          speeds_text(u, w), speeds_text(b, w), b.name, list_text(b.nodes), w.concurrency,
+          yours, speeds_text(u, w), speeds_text(b, w), b.name, list_text(b.nodes), w.concurrency,
           w.concurrency == 1 ? "" : "s", w.prompt_tokens, w.n_gen, std::abs(1.0 - ratio) * 100.0,
           ratio < 1.0 ? "slower" : "faster");
     } else {
-      plan.decision = fmt::format("Your split predicts {}; nothing else fits.", speeds_text(u, w));
+      plan.decision = fmt::format("{} predicts {}; nothing else fits.", yours, speeds_text(u, w));
     }
     return;
   }
@@ -320,6 +462,11 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
           "; {} would be only {:.0f}% faster, less than the {:.0f}% it takes to add "
           "machines.",
           split->name, (ch.pred.score_s / split->pred.score_s - 1.0) * 100.0, 100.0 * min_gain);
+    } else if (split->is_parallel()) {
+      plan.decision += fmt::format(
+          "; the best split ({} over {}) predicts {}: its {} all-reduces per token cost more than sharing out the "
+          "reads saves.",
+          split->name, list_text(split->nodes), speeds_text(*split, w), all_reduces(*split));
     } else if (split->kind == StrategyKind::Replicas) {
       plan.decision +=
           fmt::format("; {} predict {} in total, no gain at this load.", split->name, speeds_text(*split, w));
@@ -346,6 +493,15 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
       how = "each copy decodes its own sequences";
     } else if (ch.kind == StrategyKind::Single) {
       how = fmt::format("{} is faster than this machine", ch.nodes[0]);
+    } else if (ch.is_parallel()) {
+      std::string shares;
+      for (double x : ch.parallel.front().shares) shares += fmt::format("{}{:g}", shares.empty() ? "" : ",", x);
+      how = fmt::format(
+          "every rank reads its share of each layer at the same time ({} per token instead of {}), for {} "
+          "all-reduces per token (run it as mpirun -np {} tessera ... {}{})",
+          rank_bytes_text(ch), gib_text(m.decode_bytes_per_token()), all_reduces(ch), ch.nodes.size(),
+          parallel_flags(ch.parallel.front().mode, static_cast<int>(ch.nodes.size())),
+          shares.empty() ? "" : " --tp-shares " + shares);
     } else {
       // Which phase the gain comes from: the prompts' prefill or the decode steps.
       const double seqs = static_cast<double>(w.concurrency), n = static_cast<double>(w.n_gen);

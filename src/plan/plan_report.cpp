@@ -60,6 +60,22 @@ std::string memory_cell(const Strategy& s) {
 std::string nodes_cell(const Strategy& s) {
   const bool split = s.kind == StrategyKind::Pipeline || s.kind == StrategyKind::UserSplit;
   if (split && s.stages.size() > 1) return format_ranges(s.stages);
+  if (s.is_parallel()) {
+    // Ranks joined by "+" within a group, stages by ","; uneven shares after the ranks.
+    std::string out;
+    for (const auto& g : s.parallel) {
+      std::string who;
+      for (const auto& n : g.nodes) who.append(who.empty() ? "" : "+").append(n);
+      if (!out.empty()) out += ",";
+      out += s.parallel.size() > 1 ? fmt::format("{}-{}@{}", g.first, g.last, who) : who;
+      if (!g.shares.empty()) {
+        std::string sh;
+        for (double x : g.shares) sh += fmt::format("{}{:g}", sh.empty() ? "" : ",", x);
+        out += fmt::format(" ({})", sh);
+      }
+    }
+    return out;
+  }
   std::string out;
   for (const auto& n : s.nodes) out.append(out.empty() ? "" : ",").append(n);
   return out;
@@ -72,6 +88,47 @@ uint64_t kv_per_position(const ModelCost& m) {
   uint64_t t = 0;
   for (const auto& l : m.layers) t += l.kv_own ? l.kv_bytes_per_token : 0;
   return t;
+}
+
+ordered_json collectives_json(const CollectiveProfile& c) {
+  ordered_json samples = ordered_json::array();
+  for (const auto& x : c.samples) samples.push_back({{"bytes", x.bytes}, {"seconds", x.seconds}});
+  return {{"ranks", c.ranks},
+          {"latency_s", c.latency_s},
+          {"seconds_per_byte", c.seconds_per_byte},
+          {"source", c.source},
+          {"measured", samples}};
+}
+
+// A parallel row's groups: ranks, shares, cuts, and one decoded token's arithmetic in numbers.
+ordered_json parallel_json(const Strategy& s) {
+  if (!s.is_parallel()) return nullptr;
+  ordered_json groups = ordered_json::array();
+  for (const auto& g : s.parallel) {
+    ordered_json ranks = ordered_json::array();
+    for (size_t r = 0; r < g.nodes.size(); ++r) {
+      const RankPass& p = g.decode.ranks[r];
+      ranks.push_back({{"node", g.nodes[r]},
+                       {"decode_bytes", p.bytes},
+                       {"decode_flops", p.flops},
+                       {"read_bytes_per_s", g.read_rate[r]},
+                       {"decode_s", p.t.total()}});
+    }
+    groups.push_back({{"mode", parallel_mode_name(g.mode)},
+                      {"flags", parallel_flags(g.mode, static_cast<int>(g.nodes.size()))},
+                      {"first", g.first},
+                      {"last", g.last},
+                      {"shares", g.shares},
+                      {"cuts", g.cuts},
+                      {"ranks", ranks},
+                      {"all_reduces_per_token", g.decode.all_reduces},
+                      {"all_reduce_bytes", g.decode.all_reduce_bytes},
+                      {"all_reduce_s", g.decode.all_reduce_s},
+                      {"other_collectives", g.decode.other_collectives},
+                      {"other_collectives_s", g.decode.other_s},
+                      {"collectives", collectives_json(g.collectives)}});
+  }
+  return groups;
 }
 
 }  // namespace
@@ -117,6 +174,7 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
                      {"source", n.source}});
   }
   j["nodes"] = nodes;
+  j["collectives"] = c.collectives() ? collectives_json(*c.collectives()) : ordered_json(nullptr);
   ordered_json strategies = ordered_json::array();
   for (const auto& s : plan.strategies) {
     ordered_json mem = ordered_json::array();
@@ -152,7 +210,9 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
                           {"split", split ? ordered_json(format_ranges(s.stages)) : ordered_json(nullptr)},
                           {"stages", stages},
                           {"micro_batch", s.pred.micro_batch},
-                          {"decode_groups", s.pred.decode_groups}});
+                          {"decode_groups", s.pred.decode_groups},
+                          {"parallel", parallel_json(s)},
+                          {"arithmetic", s.arithmetic}});
   }
   j["strategies"] = strategies;
   ordered_json skipped = ordered_json::array();
@@ -196,7 +256,9 @@ std::string plan_text(const Plan& plan, const ModelCost& m, const Cluster& c) {
                        gib_text(n.mem_available_bytes), n.mem_read_gbps, n.int8_gops, n.f32_gflops, n.source, packs);
     first = false;
   }
-  if (c.size() > 1) {
+  if (c.collectives()) {
+    out += "collectives: " + collectives_text(*c.collectives()) + "\n";
+  } else if (c.size() > 1) {
     std::string net;
     if (const auto& d = c.default_link())
       net = fmt::format("{:g} Gbit/s, {:g} ms RTT between any two nodes", d->gbit_per_s, d->rtt_s * 1e3);
@@ -235,10 +297,21 @@ std::string plan_text(const Plan& plan, const ModelCost& m, const Cluster& c) {
   out += render_table(header, rows);
   std::string legend = "  * chosen";
   if (any_missing) legend += "   x does not fit (! marks the node)";
-  if (any_estimate) legend += "   ~ not runnable as is (another file, or not in the runtime yet)";
+  if (any_estimate) legend += "   ~ not runnable as is (another file, mpirun, or --tp with --pp)";
   out += legend + "\n\nwhy:\n";
   for (size_t i = 0; i < plan.strategies.size(); ++i) {
     out += fmt::format("  {:>2}  {}\n", i + 1, plan.strategies[i].why);
+  }
+  bool arithmetic = false;
+  for (size_t i = 0; i < plan.strategies.size(); ++i) {
+    const auto& lines = plan.strategies[i].arithmetic;
+    if (lines.empty()) continue;
+    if (!arithmetic)
+      out += "\ntensor/expert parallel, one decoded token (each rank its share, then the collectives):\n";
+    arithmetic = true;
+    for (size_t l = 0; l < lines.size(); ++l) {
+      out += l == 0 ? fmt::format("  {:>2}  {}\n", i + 1, lines[l]) : fmt::format("      {}\n", lines[l]);
+    }
   }
   out += "\ndecision:  " + plan.decision + "\n";
   for (size_t i = 0; i < plan.advice.size(); ++i) {

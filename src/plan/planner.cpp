@@ -64,7 +64,20 @@ class Planner {
   std::vector<std::vector<size_t>> subsets() const;
   std::vector<size_t> ring_order(std::vector<size_t> nodes) const;
   std::optional<Strategy> replicas() const;
-  std::vector<Strategy> previews(const std::vector<std::vector<size_t>>& sets) const;
+  // A strategy over group stages (tensor/expert parallel, TP x PP).
+  Strategy evaluate_groups(std::string name, StrategyKind kind, const std::vector<StageSpec>& specs) const;
+  // The best group of each mode and size over the sets that include the head; reasons for those that cannot be cut.
+  std::vector<Strategy> parallel_rows(const std::vector<std::vector<size_t>>& sets,
+                                      std::vector<Skipped>& skipped) const;
+  // Tensor-parallel groups of equal size as pipeline stages, the best for each node count (never runnable yet).
+  std::vector<Strategy> tensor_pipeline_rows(const std::vector<std::vector<size_t>>& sets) const;
+  // Shares in proportion to the nodes' read bandwidth (empty when they are equal within 1%).
+  std::vector<double> speed_shares(const std::vector<size_t>& nodes) const;
+  // The rows: of a cluster (every subset), or of the ranks of an mpirun. The user's row, if any.
+  std::optional<size_t> cluster_rows(Plan& plan) const;
+  std::optional<size_t> mpi_rows(Plan& plan) const;
+  // The choice among the rows, and the explanations.
+  void choose(Plan& plan, std::optional<size_t> user) const;
   std::vector<Strategy> requant_rows() const;
   std::vector<std::string> names(const std::vector<size_t>& nodes) const;
   static double overflow(const Strategy& s);
@@ -330,40 +343,100 @@ std::optional<Strategy> Planner::replicas() const {
   return r;
 }
 
-std::vector<Strategy> Planner::previews(const std::vector<std::vector<size_t>>& sets) const {
+std::vector<double> Planner::speed_shares(const std::vector<size_t>& nodes) const {
+  std::vector<double> rates;
+  for (size_t n : nodes) rates.push_back(c_.nodes()[n].mem_read_gbps);
+  const double lo = *std::min_element(rates.begin(), rates.end());
+  const double hi = *std::max_element(rates.begin(), rates.end());
+  if (hi <= lo * 1.01) return {};
+  for (auto& r : rates) r = std::round(10.0 * r / lo) / 10.0;  // "--tp-shares 1,1.5": a tenth is close enough
+  return rates;
+}
+
+Strategy Planner::evaluate_groups(std::string name, StrategyKind kind, const std::vector<StageSpec>& specs) const {
   const Workload& w = o_.workload;
+  Strategy s;
+  s.name = std::move(name);
+  s.kind = kind;
+  s.model_label = m_.label;
+  s.model_bytes = m_.total_bytes();
+  s.feasible = true;
+  s.runnable = o_.parallel == ParallelRows::Runnable && kind != StrategyKind::TensorPipeline;
+  const double ctx = static_cast<double>(w.prompt_tokens) + static_cast<double>(w.n_gen) / 2.0;
+  for (const auto& spec : specs) {
+    const ParallelGroup& g = *spec.group;
+    const auto needs = cm_.group_memory(spec, w);
+    ParallelStage ps;
+    ps.first = spec.first;
+    ps.last = spec.last;
+    ps.mode = g.layout.mode;
+    ps.shares = g.layout.shares;
+    ps.cuts = g.layout.cuts;
+    ps.collectives = g.collectives;
+    ps.decode = cm_.group_pass(spec, 1.0, 1.0, ctx, spec.last_stage ? 1.0 : 0.0);
+    for (size_t r = 0; r < g.nodes.size(); ++r) {
+      const std::string& node = c_.nodes()[g.nodes[r]].name;
+      s.nodes.push_back(node);
+      ps.nodes.push_back(node);
+      ps.read_rate.push_back(cm_.read_rate(g.nodes[r]) / cm_.machine_ranks(g, r));
+      NodeMemory mem{node,
+                     fmt::format("rank {} of {}", r, range_text(spec.first, spec.last)),
+                     needs[r].weights,
+                     needs[r].kv_cache,
+                     needs[r].buffers,
+                     needs[r].packed,
+                     needs[r].total(),
+                     needs[r].available};
+      s.feasible = s.feasible && mem.fits();
+      s.memory.push_back(std::move(mem));
+    }
+    s.stages.push_back({ps.nodes.front(), spec.first, spec.last});
+    s.parallel.push_back(std::move(ps));
+  }
+  s.pred = cm_.predict_pipeline(specs, w);
+  return s;
+}
+
+namespace {
+
+StrategyKind kind_of(ParallelMode m) {
+  switch (m) {
+    case ParallelMode::Tensor:
+      return StrategyKind::TensorParallel;
+    case ParallelMode::Expert:
+      return StrategyKind::ExpertParallel;
+    case ParallelMode::TensorExpert:
+      return StrategyKind::TensorExpertParallel;
+  }
+  return StrategyKind::TensorParallel;
+}
+
+std::vector<ParallelMode> modes_for(const ModelCost& m) {
+  if (!m.config.is_moe()) return {ParallelMode::Tensor};
+  return {ParallelMode::Tensor, ParallelMode::Expert, ParallelMode::TensorExpert};
+}
+
+}  // namespace
+
+std::vector<Strategy> Planner::parallel_rows(const std::vector<std::vector<size_t>>& sets,
+                                             std::vector<Skipped>& skipped) const {
   std::vector<Strategy> out;
-  for (const bool expert : {false, true}) {
-    if (expert && !m_.config.is_moe()) continue;
+  const int64_t n_layer = m_.n_layer();
+  for (const ParallelMode mode : modes_for(m_)) {
     std::vector<std::optional<Strategy>> best(c_.size() + 1);
     for (const auto& set : sets) {
-      const size_t g = set.size();
-      if (g < 2) continue;
-      const auto gg = static_cast<int64_t>(g);
-      if (!expert && (m_.config.n_head_kv % gg != 0 || m_.config.n_head % gg != 0)) continue;
-      if (expert && m_.config.n_expert < gg) continue;
-      Strategy s;
-      s.kind = expert ? StrategyKind::ExpertParallel : StrategyKind::TensorParallel;
-      s.name = fmt::format("{} x{} (preview)", expert ? "expert parallel" : "tensor parallel", g);
-      s.runnable = false;
-      s.model_label = m_.label;
-      s.model_bytes = m_.total_bytes();
-      s.nodes = names(set);
-      const auto needs = expert ? cm_.expert_parallel_memory(set, w) : cm_.tensor_parallel_memory(set, w);
-      s.feasible = true;
-      for (size_t i = 0; i < g; ++i) {
-        const std::string part =
-            expert ? (i == 0 ? fmt::format("attention + experts 1/{}", g) : fmt::format("experts 1/{}", g))
-                   : fmt::format("1/{} of each layer", g);
-        NodeMemory mem{s.nodes[i],       part,
-                       needs[i].weights, needs[i].kv_cache,
-                       needs[i].buffers, needs[i].packed,
-                       needs[i].total(), needs[i].available};
-        s.feasible = s.feasible && mem.fits();
-        s.memory.push_back(std::move(mem));
+      // Rank 0 is where requests arrive: the head leads every group.
+      if (set.size() < 2 || set.front() != c_.head_index()) continue;
+      std::shared_ptr<const ParallelGroup> g;
+      try {
+        g = cm_.make_group(set, mode, speed_shares(set));
+      } catch (const Error& e) {
+        skipped.push_back({names(set), fmt::format("{} x{}: {}", parallel_mode_name(mode), set.size(), e.what())});
+        continue;
       }
-      s.pred = expert ? cm_.predict_expert_parallel(set, w) : cm_.predict_tensor_parallel(set, w);
-      auto& slot = best[g];
+      const std::vector<StageSpec> specs{{set.front(), 0, n_layer - 1, true, true, g}};
+      Strategy s = evaluate_groups(fmt::format("{} x{}", parallel_mode_name(mode), set.size()), kind_of(mode), specs);
+      auto& slot = best[set.size()];
       if (!slot || (s.feasible && !slot->feasible) ||
           (s.feasible == slot->feasible && s.pred.score_s < slot->pred.score_s)) {
         slot = std::move(s);
@@ -372,6 +445,51 @@ std::vector<Strategy> Planner::previews(const std::vector<std::vector<size_t>>& 
     for (auto& s : best) {
       if (s) out.push_back(std::move(*s));
     }
+  }
+  return out;
+}
+
+std::vector<Strategy> Planner::tensor_pipeline_rows(const std::vector<std::vector<size_t>>& sets) const {
+  std::vector<Strategy> out;
+  std::vector<std::optional<Strategy>> best(c_.size() + 1);
+  for (const auto& set : sets) {
+    const size_t n = set.size();
+    if (n < 4 || set.front() != c_.head_index()) continue;
+    for (size_t g = 2; g <= n / 2; ++g) {
+      if (n % g != 0) continue;
+      const size_t stages = n / g;
+      if (static_cast<int64_t>(stages) > m_.n_layer()) continue;
+      // Groups of g consecutive nodes in ring order; layers in proportion to each group's read bandwidth.
+      std::vector<std::vector<size_t>> groups(stages);
+      std::vector<double> speed(stages, 0.0);
+      for (size_t i = 0; i < n; ++i) {
+        groups[i / g].push_back(set[i]);
+        speed[i / g] += cm_.read_rate(set[i]);
+      }
+      const std::vector<int64_t> counts = proportional_counts(m_.layer_weight_bytes(), speed);
+      if (std::any_of(counts.begin(), counts.end(), [](int64_t x) { return x <= 0; })) continue;
+      std::vector<StageSpec> specs;
+      int64_t first = 0;
+      try {
+        for (size_t st = 0; st < stages; ++st) {
+          auto group = cm_.make_group(groups[st], ParallelMode::Tensor, speed_shares(groups[st]));
+          specs.push_back({groups[st].front(), first, first + counts[st] - 1, st == 0, st + 1 == stages, group});
+          first += counts[st];
+        }
+      } catch (const Error&) {
+        continue;
+      }
+      Strategy s =
+          evaluate_groups(fmt::format("tensor x{} pipeline x{}", g, stages), StrategyKind::TensorPipeline, specs);
+      auto& slot = best[n];
+      if (!slot || (s.feasible && !slot->feasible) ||
+          (s.feasible == slot->feasible && s.pred.score_s < slot->pred.score_s)) {
+        slot = std::move(s);
+      }
+    }
+  }
+  for (auto& s : best) {
+    if (s) out.push_back(std::move(*s));
   }
   return out;
 }
@@ -414,6 +532,45 @@ Plan Planner::run() {
   plan.decode_bytes_per_token = m_.decode_bytes_per_token();
   plan.workload = w;
 
+  std::optional<size_t> user;
+  if (o_.mpi_ranks) {
+    user = mpi_rows(plan);
+  } else {
+    user = cluster_rows(plan);
+  }
+  choose(plan, user);
+  return plan;
+}
+
+std::optional<size_t> Planner::mpi_rows(Plan& plan) const {
+  const Workload& w = o_.workload;
+  // The head alone (a run without mpirun), then every rank as one group in each layout; the run's own last.
+  plan.strategies.push_back(single(c_.head_index(), cm_, w));
+  std::vector<size_t> all(c_.size());
+  std::iota(all.begin(), all.end(), size_t{0});
+  all = ring_order(all);
+  const auto why = crowded(c_, all);
+  if (why) plan.skipped.push_back({names(all), *why});
+  std::vector<Strategy> rows;
+  if (!why && all.size() > 1) rows = parallel_rows({all}, plan.skipped);
+  for (auto& s : rows) {
+    // The run's own layout is the user's row below.
+    const bool same = o_.run && s.parallel.front().mode == o_.run->mode && s.parallel.front().shares == o_.run->shares;
+    if (!same) plan.strategies.push_back(std::move(s));
+  }
+  if (!o_.run || all.size() < 2) return std::nullopt;
+  std::vector<double> shares = o_.run->shares;
+  const auto group = cm_.make_group(all, o_.run->mode, shares);  // the run itself cut it this way: no error here
+  const std::vector<StageSpec> specs{{all.front(), 0, m_.n_layer() - 1, true, true, group}};
+  Strategy s = evaluate_groups(fmt::format("your {}", parallel_flags(o_.run->mode, static_cast<int>(all.size()))),
+                               kind_of(o_.run->mode), specs);
+  s.runnable = true;
+  plan.strategies.push_back(std::move(s));
+  return plan.strategies.size() - 1;
+}
+
+std::optional<size_t> Planner::cluster_rows(Plan& plan) const {
+  const Workload& w = o_.workload;
   // Every subset of nodes: one node runs the whole model, several form a pipeline.
   std::vector<std::vector<size_t>> sets;
   for (auto& set : subsets()) {
@@ -477,8 +634,9 @@ Plan Planner::run() {
     }
   }
   if (auto r = replicas()) plan.strategies.push_back(std::move(*r));
-  if (o_.preview) {
-    for (auto& s : previews(sets)) plan.strategies.push_back(std::move(s));
+  if (o_.parallel != ParallelRows::Off) {
+    for (auto& s : parallel_rows(sets, plan.skipped)) plan.strategies.push_back(std::move(s));
+    for (auto& s : tensor_pipeline_rows(sets)) plan.strategies.push_back(std::move(s));
   }
   std::optional<size_t> user;
   if (o_.split) {
@@ -495,11 +653,17 @@ Plan Planner::run() {
     user = plan.strategies.size();
     plan.strategies.push_back(std::move(s));
   }
+  return user;
+}
 
+void Planner::choose(Plan& plan, std::optional<size_t> user) const {
+  const Workload& w = o_.workload;
   // The planner's choice: the fastest that fits and can run; among those within min_gain_to_add_nodes of it, the
   // one that needs the fewest machines besides the head, then the fewest nodes: moving the whole model to a worker
   // that probes a little faster than the head adds a hop and a machine that can fail, for a gain within the noise.
   std::optional<size_t> fastest;
+  // The run's own --tp/--ep layout under mpirun is a layout like the planner's (which leaves out its duplicate), so
+  // it may be the planner's choice too; a --split is the user's, never the planner's.
   auto eligible = [&](const Strategy& s) {
     return s.feasible && s.runnable && s.kind != StrategyKind::UserSplit && (!o_.distribute || s.nodes.size() > 1);
   };
@@ -527,7 +691,6 @@ Plan Planner::run() {
     if (s.kind != StrategyKind::Requant) explain_strategy(s, m_, c_, cm_, w);  // requant rows explain themselves
   }
   explain_plan(plan, m_, c_, o_, user, k_.min_gain_to_add_nodes);
-  return plan;
 }
 
 }  // namespace
@@ -546,6 +709,10 @@ std::string_view strategy_kind_name(StrategyKind k) {
       return "tensor_parallel";
     case StrategyKind::ExpertParallel:
       return "expert_parallel";
+    case StrategyKind::TensorExpertParallel:
+      return "tensor_expert_parallel";
+    case StrategyKind::TensorPipeline:
+      return "tensor_pipeline";
     case StrategyKind::Requant:
       return "requant";
     case StrategyKind::UserSplit:

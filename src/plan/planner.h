@@ -1,5 +1,6 @@
 // The planner: compares local, single nodes, pipelines over node subsets, replicas, smaller quantizations on one node,
-// a user's --split and (previews) tensor/expert parallel; picks the fastest plan that fits and says why.
+// tensor/expert-parallel groups (and TP x PP), a user's --split or --tp/--ep run; picks the fastest plan that fits
+// and says why.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,18 @@
 
 namespace tessera::plan {
 
-enum class StrategyKind { Local, Single, Pipeline, Replicas, TensorParallel, ExpertParallel, Requant, UserSplit };
+enum class StrategyKind {
+  Local,
+  Single,
+  Pipeline,
+  Replicas,
+  TensorParallel,
+  ExpertParallel,
+  TensorExpertParallel,
+  TensorPipeline,  // tensor-parallel groups as pipeline stages (TP x PP)
+  Requant,
+  UserSplit,
+};
 std::string_view strategy_kind_name(StrategyKind k);  // "local", "single", "pipeline", ...
 
 struct NodeMemory {
@@ -28,6 +40,19 @@ struct NodeMemory {
   bool fits() const { return needs <= has; }
 };
 
+// One tensor/expert-parallel group of a strategy and what one decoded token costs on it (the arithmetic the plan
+// prints).
+struct ParallelStage {
+  std::vector<std::string> nodes;  // rank order
+  int64_t first = 0, last = -1;
+  ParallelMode mode = ParallelMode::Tensor;
+  std::vector<double> shares;  // empty: equal
+  std::string cuts;            // ParallelLayout::cuts
+  CollectiveProfile collectives;
+  GroupPass decode;               // one token of one sequence
+  std::vector<double> read_rate;  // bytes/s each rank reads at (its node's, shared with ranks on its machine)
+};
+
 struct Strategy {
   std::string name;
   StrategyKind kind = StrategyKind::Local;
@@ -36,12 +61,15 @@ struct Strategy {
   std::vector<int64_t> sequences;  // replicas: the concurrent sequences each copy decodes
   std::vector<NodeMemory> memory;  // one entry per node
   bool feasible = false;
-  bool runnable = true;     // false: needs another file (requant) or a runtime that does not exist yet (preview)
+  bool runnable = true;     // false: needs another file (requant), mpirun (parallel rows over workers) or TP x PP
   std::string model_label;  // the model this row predicts (differs for requant rows)
   uint64_t model_bytes = 0;
   Prediction pred;
-  std::string bottleneck;  // "memory bandwidth (decode)"
-  std::string why;         // one sentence
+  std::string bottleneck;               // "memory bandwidth (decode)"
+  std::string why;                      // one sentence
+  std::vector<ParallelStage> parallel;  // tensor/expert-parallel rows: each group
+  std::vector<std::string> arithmetic;  // their decode arithmetic, line by line
+  bool is_parallel() const { return !parallel.empty(); }
 };
 
 struct Skipped {
@@ -49,13 +77,25 @@ struct Skipped {
   std::string reason;
 };
 
+// Tensor/expert-parallel rows: off, shown but not runnable (the nodes are --workers, which the runtime does not
+// join into groups), or runnable (a cluster file's nodes, or the ranks of an mpirun).
+enum class ParallelRows { Off, Shown, Runnable };
+
 struct PlanOptions {
   Workload workload;
-  bool distribute = false;   // never choose a single node
-  bool preview = false;      // also predict tensor and expert parallel (not yet in the runtime; never chosen)
+  bool distribute = false;  // never choose a single node
+  ParallelRows parallel = ParallelRows::Runnable;
   bool all_subsets = false;  // list every pipeline subset, not only the best per node count
   bool requant_advice = true;
   std::optional<SplitSpec> split;  // the user's override
+  // Under mpirun --tp/--ep: the nodes are the ranks (rank 0 the head). The rows are local and the groups over every
+  // rank; `run` is the layout that runs ("your --tp 2"), checked against them like --split.
+  bool mpi_ranks = false;
+  struct ParallelRun {
+    ParallelMode mode = ParallelMode::Tensor;
+    std::vector<double> shares;
+  };
+  std::optional<ParallelRun> run;
 };
 
 struct Plan {

@@ -11,8 +11,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
+#include <tuple>
+
+#include <nlohmann/json.hpp>
 
 #include "support/test_paths.h"
 
@@ -181,6 +184,45 @@ TEST(MpiRun, BenchReportsCollectiveBytesPerToken) {
       test::run_command(mpirun(2, {"bench", "-m", fixture("qwen3-f32").string(), "-t", "1,2", "--tp", "2"}));
   EXPECT_NE(two_t.exit_code, 0);
   EXPECT_NE(two_t.err.find("one -t"), std::string::npos) << two_t.err;
+}
+
+// At start under --tp/--ep the ranks time a few all-reduces over the real communicator (one line on rank 0) and the
+// plan predicts the run from them and from each rank's probe; bench --check-plan puts that prediction beside the
+// measured tokens/s.
+TEST(MpiRun, CollectivesMeasuredAtStartFeedThePlan) {
+  const auto run = test::run_command(mpirun(2, {"run", "-p", "Once upon a time", "-n", "8", "-t", "1", "--tp", "2"}));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  for (const char* want : {"collectives: all-reduce 4 B ", "4.0 MiB", "over 2 ranks", "rank0 (head)",
+                           "rank1:", "your --tp 2", "one decoded token (each rank its share, then the collectives)",
+                           "between the sizes measured at start", "Running your --tp 2 as asked."}) {
+    EXPECT_NE(run.err.find(want), std::string::npos) << want << "\n" << run.err;
+  }
+  // --no-plan: the collectives are still measured and shown, no plan.
+  const auto quiet =
+      test::run_command(mpirun(2, {"run", "-p", "Once upon a time", "-n", "4", "-t", "1", "--tp", "2", "--no-plan"}));
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_NE(quiet.err.find("collectives: all-reduce 4 B "), std::string::npos) << quiet.err;
+  EXPECT_EQ(quiet.err.find("your --tp 2"), std::string::npos) << quiet.err;
+
+  const std::regex row(R"((tensor|expert) parallel x2 +1 +(pp16|tg4) +[0-9.]+ +[0-9.]+ +[0-9.]+)");
+  for (const auto& [model, mode, name] :
+       {std::tuple{"qwen3-f32", "--tp", "tensor"}, std::tuple{"qwen3moe-q4_k_m", "--ep", "expert"}}) {
+    const auto bench = test::run_command(mpirun(2, {"bench", "-m", fixture(model).string(), "-p", "16", "-n", "4", "-t",
+                                                    "1", "-r", "1", mode, "2", "--check-plan"}));
+    ASSERT_EQ(bench.exit_code, 0) << bench.err;
+    EXPECT_NE(bench.out.find("Planner check (predicted against measured):"), std::string::npos) << bench.out;
+    int rows = 0;
+    for (auto it = std::sregex_iterator(bench.out.begin(), bench.out.end(), row); it != std::sregex_iterator(); ++it) {
+      EXPECT_EQ((*it)[1].str(), name) << bench.out;
+      ++rows;
+    }
+    EXPECT_EQ(rows, 2) << bench.out;  // pp16 and tg4, each predicted and measured
+    // The generation test's token, split into rank 0's shard and its collectives, against the planner's terms.
+    const std::regex split(name + std::string(R"( parallel x2 tg4: measured [0-9.]+ ms per token = [0-9.-]+ ms in )"
+                                              R"(rank 0's shard \+ [0-9.]+ ms in collectives; predicted [0-9.]+ ms = )"
+                                              R"([0-9.]+ ms slowest shard \+ [0-9.]+ ms collectives)"));
+    EXPECT_TRUE(std::regex_search(bench.out, split)) << bench.out;
+  }
 }
 
 TEST(MpiRun, WithoutALauncherOrWithTooFewRanksIsAClearError) {

@@ -21,8 +21,14 @@ test::CommandResult plan(std::vector<std::string> args) {
 
 std::string vms() { return (test::source_dir() / "examples/clusters/three-vms-10g.json").string(); }
 
+// Without groups (--no-parallel) local wins for a 7B model; with them, two VMs in tensor parallel read half the
+// weights each and win despite their 56 all-reduces per token.
 TEST(CliPlan, LocalWinsForA7BModelOnThreeVms) {
-  const auto r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-7b", "--json"});
+  const auto tp = plan({"--cluster", vms(), "--model-shape", "qwen2.5-7b", "--json"});
+  ASSERT_EQ(tp.exit_code, 0) << tp.err;
+  const json t = json::parse(tp.out);
+  EXPECT_EQ(t["strategies"][t["chosen"].get<size_t>()]["name"], "tensor parallel x2");
+  const auto r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-7b", "--json", "--no-parallel"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   const auto& chosen = j["strategies"][j["chosen"].get<size_t>()];
@@ -212,6 +218,67 @@ TEST(CliPlan, WorkedExampleInTheDocsIsCurrent) {
         << "docs/planner.md does not show the output of plan " << args[1] << (whole ? "" : " (table onwards)") << ":\n"
         << expected;
   }
+}
+
+// The worked example's 72B and 30B-A3B plans show their tensor/expert-parallel rows with the arithmetic behind
+// each prediction, 3 ranks included (8 KV heads over 3 ranks: 3/2/3).
+TEST(CliPlan, ThreeVmsShowTensorAndExpertParallelWithTheirArithmetic) {
+  auto r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-72b"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* want :
+       {"tensor parallel x2  vm1+vm2", "tensor parallel x3  vm1+vm2+vm3", "KV heads 3/2/3 of 8",
+        "one decoded token (each rank its share, then the collectives)",
+        "slowest rank vm1: 14.8 GiB / 34.0 GB/s = 468 ms",
+        "+ 160 all-reduces of 32 KiB x (560 us + 32 KiB / 0.94 GB/s) = 95.2 ms",
+        "ring of 3: 2(3-1) x (100 us RTT/2 + 40 us per message) = 560 us", "= 567 ms per token: 1.76 tok/s decode",
+        "decision:  Tensor parallel x3 over vm1, vm2, vm3 predicts 1.76 tok/s decode"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+  r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-72b", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  const auto& chosen = j["strategies"][j["chosen"].get<size_t>()];
+  EXPECT_EQ(chosen["kind"], "tensor_parallel");
+  EXPECT_EQ(chosen["nodes"], json::array({"vm1", "vm2", "vm3"}));
+  EXPECT_EQ(chosen["parallel"][0]["all_reduces_per_token"], 160);
+  EXPECT_EQ(chosen["parallel"][0]["flags"], "--tp 3");
+  EXPECT_EQ(chosen["parallel"][0]["ranks"].size(), 3u);
+  EXPECT_FALSE(chosen["arithmetic"].empty());
+
+  r = plan({"--cluster", vms(), "--model-shape", "qwen3-30b-a3b"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* want :
+       {"expert parallel x3", "tensor+expert parallel x3", "experts 43/42/43 of 128", "+ 48 all-reduces of 8.0 KiB",
+        "+ 96 all-reduces of 8.0 KiB", "(--ep 3;", "(--tp 3 --ep 3;"}) {
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  }
+  // --no-parallel leaves them out.
+  r = plan({"--cluster", vms(), "--model-shape", "qwen3-30b-a3b", "--no-parallel"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find("parallel x"), std::string::npos) << r.out;
+}
+
+// The same three VMs on slow and on fast links: tensor parallelism is chosen only where the all-reduces are cheap.
+TEST(CliPlan, TensorParallelOnlyWhenTheLinksAreFast) {
+  test::TempDir dir;
+  const auto write = [&](const std::string& name, double gbit, double rtt_ms) {
+    std::ofstream out(dir / name);
+    out << fmt::format(
+        R"({{"head": "vm1", "nodes": [{{"name": "vm1", "memory_gb": 60, "bandwidth_gbps": 40, "cores": 16}},
+             {{"name": "vm2", "memory_gb": 60, "bandwidth_gbps": 40, "cores": 16}},
+             {{"name": "vm3", "memory_gb": 60, "bandwidth_gbps": 40, "cores": 16}}],
+            "network": {{"gbit_per_s": {}, "rtt_ms": {}}}}})",
+        gbit, rtt_ms);
+    return (dir / name).string();
+  };
+  const auto chosen_kind = [&](const std::string& file) {
+    const auto r = plan({"--cluster", file, "--model-shape", "qwen2.5-72b", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    return j["strategies"][j["chosen"].get<size_t>()]["kind"].get<std::string>();
+  };
+  EXPECT_EQ(chosen_kind(write("fast.json", 100, 0.05)), "tensor_parallel");
+  EXPECT_EQ(chosen_kind(write("slow.json", 1, 10)), "local");
 }
 
 TEST(CliPlan, ListShapes) {

@@ -310,40 +310,5 @@ TEST(CostModel, MemoryPerStage) {
   EXPECT_EQ(both.weights, 4000u + 5000u + 7u);
 }
 
-TEST(CostModel, TensorParallelPaysTwoAllReducesPerLayer) {
-  const ModelCost m = flat_model(8);
-  const double rtt = 0.001;
-  const Cluster c({node("a", 20), node("b", 20)}, "a", {}, link_of(1e4, rtt));
-  const PlanConstants k = bare();
-  const CostModel cm(m, c, k);
-  const std::vector<size_t> nodes = {0, 1};
-  const Prediction p = cm.predict_tensor_parallel(nodes, work());
-  // Each node reads half the weights; 8 layers x 2 all-reduces x 2(g-1) steps of RTT/2 each.
-  EXPECT_NEAR(p.decode_parts_1.memory, 4e9 / (20e9 * k.bandwidth_efficiency), 1e-9);
-  EXPECT_NEAR(p.decode_parts_1.latency, 8 * 2 * 2 * rtt / 2, 1e-9);
-}
-
-TEST(CostModel, ExpertParallelNeedsRoundTripsPerLayer) {
-  ModelCost m = flat_model(4, 0, 0);
-  m.config.n_expert = 8;
-  m.config.n_expert_used = 2;
-  for (auto& l : m.layers) {
-    l.dense_bytes = 1000000;
-    l.expert_bytes = 80000000;
-    l.weight_bytes = l.dense_bytes + l.expert_bytes;
-  }
-  const double rtt = 0.002;
-  const Cluster c({node("a", 1), node("b", 1)}, "a", {}, link_of(1e4, rtt));
-  const PlanConstants k = bare();
-  const CostModel cm(m, c, k);
-  const std::vector<size_t> nodes = {0, 1};
-  const Prediction p = cm.predict_expert_parallel(nodes, work());
-  EXPECT_NEAR(p.decode_parts_1.latency, 4 * rtt, 1e-9);
-  const auto mem = cm.expert_parallel_memory(nodes, work());
-  ASSERT_EQ(mem.size(), 2u);
-  EXPECT_EQ(mem[0].weights, 4u * 1000000u + 4u * 40000000u);
-  EXPECT_EQ(mem[1].weights, 4u * 40000000u);
-}
-
 }  // namespace
 }  // namespace tessera::plan

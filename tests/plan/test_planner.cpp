@@ -30,12 +30,22 @@ Cluster cluster(std::vector<NodeProfile> nodes, double gbit = 10, double rtt_ms 
   return Cluster(std::move(nodes), head, {}, LinkProfile{"*", "*", rtt_ms / 1e3, gbit, "test"});
 }
 
+// Local, pipelines and replicas only: tensor/expert-parallel groups have their own tests (test_parallel_plan.cpp),
+// and over these fast links they would win most of the plans below.
+PlanOptions no_groups(int64_t concurrency = 1);
+
 PlanOptions options(int64_t concurrency = 1) {
   PlanOptions o;
   o.workload.prompt_tokens = 512;
   o.workload.n_gen = 128;
   o.workload.concurrency = concurrency;
   o.workload.n_ctx = 4096;
+  return o;
+}
+
+PlanOptions no_groups(int64_t concurrency) {
+  PlanOptions o = options(concurrency);
+  o.parallel = ParallelRows::Off;
   return o;
 }
 
@@ -75,7 +85,7 @@ void expect_sound_placements(const Plan& plan, int64_t n_layer) {
 TEST(Planner, LocalWinsWhenTheModelFits) {
   const ModelCost m = shape("qwen2.5-7b");
   const Cluster c = cluster({vm("vm1"), vm("vm2"), vm("vm3")});
-  const Plan p = make_plan(m, c, options());
+  const Plan p = make_plan(m, c, no_groups());
   ASSERT_TRUE(p.chosen);
   EXPECT_EQ(p.strategies[*p.chosen].kind, StrategyKind::Local);
   EXPECT_EQ(p.strategies[*p.chosen].nodes, std::vector<std::string>{"vm1"});
@@ -97,7 +107,7 @@ TEST(Planner, LocalWinsWhenTheModelFits) {
 TEST(Planner, AWorkerALittleFasterThanTheHeadDoesNotTakeTheModel) {
   const ModelCost m = shape("qwen2.5-7b");
   const Cluster c = cluster({vm("head", 60, 40), vm("w1", 60, 42)});
-  const Plan p = make_plan(m, c, options());
+  const Plan p = make_plan(m, c, no_groups());
   ASSERT_TRUE(p.chosen);
   bool saw_w1 = false;
   for (const auto& s : p.strategies) {
@@ -113,7 +123,7 @@ TEST(Planner, AWorkerALittleFasterThanTheHeadDoesNotTakeTheModel) {
 TEST(Planner, SplitsWhenTheModelDoesNotFitAndAdvisesASmallerQuantFirst) {
   const ModelCost m = shape("qwen2.5-72b", "q8_0");
   const Cluster c = cluster({vm("vm1"), vm("vm2"), vm("vm3")});
-  const Plan p = make_plan(m, c, options());
+  const Plan p = make_plan(m, c, no_groups());
   ASSERT_TRUE(p.chosen);
   const Strategy& ch = p.strategies[*p.chosen];
   EXPECT_EQ(ch.kind, StrategyKind::Pipeline);
@@ -194,7 +204,7 @@ TEST(Planner, NodeWhoseShareRoundsToNothingIsSkippedWithAReason) {
   const ModelCost m = shape("qwen2.5-7b");
   // A node 200 times slower than the others would get a fraction of one layer.
   const Cluster c = cluster({vm("a"), vm("b"), vm("slow", 60, 0.2)});
-  PlanOptions o = options();
+  PlanOptions o = no_groups();
   o.all_subsets = true;
   const Plan p = make_plan(m, c, o);
   bool found = false;
@@ -301,7 +311,7 @@ TEST(Planner, DistributeForcesASplit) {
 TEST(Planner, UserSplitIsCheckedAndCompared) {
   const ModelCost m = shape("qwen2.5-7b");  // 28 layers
   const Cluster c = cluster({vm("vm1"), vm("vm2")});
-  PlanOptions o = options();
+  PlanOptions o = no_groups();
   o.split = parse_split("0-9@vm1,10-27@vm2");
   const Plan p = make_plan(m, c, o);
   ASSERT_TRUE(p.chosen);
@@ -358,23 +368,25 @@ TEST(Planner, ReplicasAtConcurrency) {
   for (const auto& s : make_plan(m, c, options(1)).strategies) EXPECT_NE(s.kind, StrategyKind::Replicas);
 }
 
-TEST(Planner, PreviewsAreShownButNeverChosen) {
+TEST(Planner, ParallelRowsOverWorkersAreShownButNeverChosen) {
   const ModelCost m = shape("qwen3-30b-a3b");
   const Cluster c = cluster({vm("vm1"), vm("vm2")}, 100, 0.01);
   PlanOptions o = options();
-  o.preview = true;
+  o.parallel = ParallelRows::Shown;  // --workers: the runtime does not join them into groups
   o.distribute = true;
   const Plan p = make_plan(m, c, o);
-  int previews = 0;
+  int rows = 0;
   for (const auto& s : p.strategies) {
-    if (s.kind == StrategyKind::TensorParallel || s.kind == StrategyKind::ExpertParallel) {
-      ++previews;
-      EXPECT_FALSE(s.runnable);
+    if (s.is_parallel()) {
+      ++rows;
+      EXPECT_FALSE(s.runnable) << s.name;
+      EXPECT_NE(s.why.find("under mpirun -np 2"), std::string::npos) << s.why;
     }
   }
-  EXPECT_EQ(previews, 2);
+  EXPECT_EQ(rows, 3);  // tensor, expert, tensor+expert over the two nodes
   ASSERT_TRUE(p.chosen);
   EXPECT_TRUE(p.strategies[*p.chosen].runnable);
+  EXPECT_FALSE(p.strategies[*p.chosen].is_parallel());
 }
 
 TEST(Planner, WorkloadErrors) {
