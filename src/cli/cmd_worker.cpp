@@ -17,6 +17,7 @@ struct WorkerArgs {
   std::string models;
   std::string cache;
   uint64_t mem_limit = 0;
+  double idle_timeout = 0;
   int threads = 0;
   bool repack = false;
   bool mmap = false;
@@ -46,6 +47,10 @@ Command add_worker_command(CLI::App& root) {
       "--mem-limit", a->mem_limit,
       "Refuse stages needing more bytes than this: weights (and their packed copy with --repack), KV cache and "
       "buffers (0: no limit)");
+  app->add_option("--idle-timeout", a->idle_timeout,
+                  "Seconds a head may send nothing (heartbeats aside) before its session ends and another head may "
+                  "connect (0: never)")
+      ->check(CLI::Range(0.0, 1e7));
   app->add_option("-t,--threads", a->threads, "Threads (default: all cores)")->check(CLI::Range(0, 1024));
   add_repack_option(*app, a->repack);
   add_mmap_option(*app, a->mmap);
@@ -58,6 +63,7 @@ Command add_worker_command(CLI::App& root) {
             if (!a->models.empty()) o.weights.models_dir = a->models;
             if (!a->cache.empty()) o.weights.cache_dir = a->cache;
             o.mem_limit = a->mem_limit;
+            o.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(a->idle_timeout * 1000));
             o.threads = a->threads;
             o.repack = a->repack;
             o.copy_weights = !a->mmap;

@@ -255,9 +255,19 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
   };
 
   try {
+    auto last_message = std::chrono::steady_clock::now();
     while (!stopping_.load()) {
       auto msg = conn->recv(200ms);
-      if (!msg) continue;
+      if (!msg) {
+        const auto idle = std::chrono::steady_clock::now() - last_message;
+        if (options_.idle_timeout.count() > 0 && idle >= options_.idle_timeout) {
+          log_info("worker {}: {} sent nothing for {:.0f} s (--idle-timeout): ending its session", options_.name,
+                   head_name, std::chrono::duration<double>(idle).count());
+          break;
+        }
+        continue;
+      }
+      last_message = std::chrono::steady_clock::now();
       if (auto* load = std::get_if<net::LoadStage>(&*msg)) {
         stage.reset();
         request = std::move(*load);

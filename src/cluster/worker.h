@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -27,6 +28,9 @@ struct WorkerOptions {
   bool repack = false;       // pack weights at load (StageOptions::repack)
   bool pin = false;          // each compute thread bound to its own CPU (ThreadPool's pin)
   bool copy_weights = true;  // copy weights into huge pages at load (StageOptions::copy_weights)
+  // A head that sends nothing but heartbeats for this long loses its session, so the worker can serve another
+  // (0: never; a serving head may be idle between requests for hours).
+  std::chrono::milliseconds idle_timeout{0};
   net::TransportOptions transport;
 };
 

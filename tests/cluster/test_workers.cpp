@@ -204,6 +204,20 @@ TEST(Workers, AnErrorAboutATruncateIsNotBlamedOnTheNextForward) {
   EXPECT_TRUE(ep->up());
 }
 
+// --idle-timeout: a head that only heartbeats loses its session, and the worker takes the next head.
+TEST(Workers, AnIdleHeadLosesItsSessionAfterTheIdleTimeout) {
+  auto model = ModelWeights::load(stories());
+  cluster::CompletionQueue done;
+  test::WorkerProcess w({"--idle-timeout", "1"});
+  auto first = remote(w, *model, done, {0, 5}, true, true);
+  EXPECT_TRUE(first->up());
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (first->up() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(first->up());
+  auto second = remote(w, *model, done, {0, 5}, true, true);
+  EXPECT_TRUE(second->up());
+}
+
 TEST(Workers, WarmCacheAndLocalFileSendNoWeights) {
   test::TempDir dir;
   std::filesystem::create_directories(dir / "models");
