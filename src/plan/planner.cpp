@@ -11,6 +11,7 @@
 
 #include "hw/probe.h"
 #include "plan/plan_explain.h"
+#include "plan/planner_internal.h"
 #include "util/error.h"
 
 namespace tessera::plan {
@@ -47,47 +48,9 @@ std::optional<std::string> crowded(const Cluster& c, const std::vector<size_t>& 
   return std::nullopt;
 }
 
-class Planner {
- public:
-  Planner(const ModelCost& m, const Cluster& c, const PlanOptions& o, const PlanConstants& k)
-      : m_(m), c_(c), o_(o), k_(k), cm_(m, c, k) {}
+}  // namespace
 
-  Plan run();
-
- private:
-  Strategy evaluate_stages(std::string name, StrategyKind kind, const std::vector<StageSpec>& specs,
-                           const CostModel& cm, const Workload& w) const;
-  Strategy single(size_t node, const CostModel& cm, const Workload& w) const;
-  // Layers over `nodes` (in ring order) in proportion to read bandwidth, capped by each node's memory; nullopt with
-  // a reason when a node would get no layer.
-  std::optional<std::vector<StageSpec>> proportional_split(const std::vector<size_t>& nodes, std::string& reason) const;
-  std::vector<std::vector<size_t>> subsets() const;
-  std::vector<size_t> ring_order(std::vector<size_t> nodes) const;
-  std::optional<Strategy> replicas() const;
-  // A strategy over group stages (tensor/expert parallel, TP x PP).
-  Strategy evaluate_groups(std::string name, StrategyKind kind, const std::vector<StageSpec>& specs) const;
-  // The best group of each mode and size over the sets that include the head; reasons for those that cannot be cut.
-  std::vector<Strategy> parallel_rows(const std::vector<std::vector<size_t>>& sets,
-                                      std::vector<Skipped>& skipped) const;
-  // Tensor-parallel groups of equal size as pipeline stages, the best for each node count (never runnable yet).
-  std::vector<Strategy> tensor_pipeline_rows(const std::vector<std::vector<size_t>>& sets) const;
-  // Shares in proportion to the nodes' read bandwidth (empty when they are equal within 1%).
-  std::vector<double> speed_shares(const std::vector<size_t>& nodes) const;
-  // The rows: of a cluster (every subset), or of the ranks of an mpirun. The user's row, if any.
-  std::optional<size_t> cluster_rows(Plan& plan) const;
-  std::optional<size_t> mpi_rows(Plan& plan) const;
-  // The choice among the rows, and the explanations.
-  void choose(Plan& plan, std::optional<size_t> user) const;
-  std::vector<Strategy> requant_rows() const;
-  std::vector<std::string> names(const std::vector<size_t>& nodes) const;
-  static double overflow(const Strategy& s);
-
-  const ModelCost& m_;
-  const Cluster& c_;
-  const PlanOptions& o_;
-  PlanConstants k_;
-  CostModel cm_;
-};
+namespace detail {
 
 std::vector<std::string> Planner::names(const std::vector<size_t>& nodes) const {
   std::vector<std::string> out;
@@ -397,103 +360,6 @@ Strategy Planner::evaluate_groups(std::string name, StrategyKind kind, const std
   return s;
 }
 
-namespace {
-
-StrategyKind kind_of(ParallelMode m) {
-  switch (m) {
-    case ParallelMode::Tensor:
-      return StrategyKind::TensorParallel;
-    case ParallelMode::Expert:
-      return StrategyKind::ExpertParallel;
-    case ParallelMode::TensorExpert:
-      return StrategyKind::TensorExpertParallel;
-  }
-  return StrategyKind::TensorParallel;
-}
-
-std::vector<ParallelMode> modes_for(const ModelCost& m) {
-  if (!m.config.is_moe()) return {ParallelMode::Tensor};
-  return {ParallelMode::Tensor, ParallelMode::Expert, ParallelMode::TensorExpert};
-}
-
-}  // namespace
-
-std::vector<Strategy> Planner::parallel_rows(const std::vector<std::vector<size_t>>& sets,
-                                             std::vector<Skipped>& skipped) const {
-  std::vector<Strategy> out;
-  const int64_t n_layer = m_.n_layer();
-  for (const ParallelMode mode : modes_for(m_)) {
-    std::vector<std::optional<Strategy>> best(c_.size() + 1);
-    for (const auto& set : sets) {
-      // Rank 0 is where requests arrive: the head leads every group.
-      if (set.size() < 2 || set.front() != c_.head_index()) continue;
-      std::shared_ptr<const ParallelGroup> g;
-      try {
-        g = cm_.make_group(set, mode, speed_shares(set));
-      } catch (const Error& e) {
-        skipped.push_back({names(set), fmt::format("{} x{}: {}", parallel_mode_name(mode), set.size(), e.what())});
-        continue;
-      }
-      const std::vector<StageSpec> specs{{set.front(), 0, n_layer - 1, true, true, g}};
-      Strategy s = evaluate_groups(fmt::format("{} x{}", parallel_mode_name(mode), set.size()), kind_of(mode), specs);
-      auto& slot = best[set.size()];
-      if (!slot || (s.feasible && !slot->feasible) ||
-          (s.feasible == slot->feasible && s.pred.score_s < slot->pred.score_s)) {
-        slot = std::move(s);
-      }
-    }
-    for (auto& s : best) {
-      if (s) out.push_back(std::move(*s));
-    }
-  }
-  return out;
-}
-
-std::vector<Strategy> Planner::tensor_pipeline_rows(const std::vector<std::vector<size_t>>& sets) const {
-  std::vector<Strategy> out;
-  std::vector<std::optional<Strategy>> best(c_.size() + 1);
-  for (const auto& set : sets) {
-    const size_t n = set.size();
-    if (n < 4 || set.front() != c_.head_index()) continue;
-    for (size_t g = 2; g <= n / 2; ++g) {
-      if (n % g != 0) continue;
-      const size_t stages = n / g;
-      if (static_cast<int64_t>(stages) > m_.n_layer()) continue;
-      // Groups of g consecutive nodes in ring order; layers in proportion to each group's read bandwidth.
-      std::vector<std::vector<size_t>> groups(stages);
-      std::vector<double> speed(stages, 0.0);
-      for (size_t i = 0; i < n; ++i) {
-        groups[i / g].push_back(set[i]);
-        speed[i / g] += cm_.read_rate(set[i]);
-      }
-      const std::vector<int64_t> counts = proportional_counts(m_.layer_weight_bytes(), speed);
-      if (std::any_of(counts.begin(), counts.end(), [](int64_t x) { return x <= 0; })) continue;
-      std::vector<StageSpec> specs;
-      int64_t first = 0;
-      try {
-        for (size_t st = 0; st < stages; ++st) {
-          auto group = cm_.make_group(groups[st], ParallelMode::Tensor, speed_shares(groups[st]));
-          specs.push_back({groups[st].front(), first, first + counts[st] - 1, st == 0, st + 1 == stages, group});
-          first += counts[st];
-        }
-      } catch (const Error&) {
-        continue;
-      }
-      Strategy s =
-          evaluate_groups(fmt::format("tensor x{} pipeline x{}", g, stages), StrategyKind::TensorPipeline, specs);
-      auto& slot = best[n];
-      if (!slot || (s.feasible && !slot->feasible) ||
-          (s.feasible == slot->feasible && s.pred.score_s < slot->pred.score_s)) {
-        slot = std::move(s);
-      }
-    }
-  }
-  for (auto& s : best) {
-    if (s) out.push_back(std::move(*s));
-  }
-  return out;
-}
-
 std::vector<Strategy> Planner::requant_rows() const {
   std::vector<Strategy> out;
   for (const char* name : {"q4_k_m", "q3_k_m", "q2_k"}) {
@@ -693,7 +559,7 @@ void Planner::choose(Plan& plan, std::optional<size_t> user) const {
   explain_plan(plan, m_, c_, o_, user, k_.min_gain_to_add_nodes);
 }
 
-}  // namespace
+}  // namespace detail
 
 std::string_view strategy_kind_name(StrategyKind k) {
   switch (k) {
@@ -734,7 +600,7 @@ Plan make_plan(const ModelCost& model, const Cluster& cluster, const PlanOptions
          w.prompt_tokens, w.n_gen, w.prompt_tokens + w.n_gen, w.n_ctx);
   }
   if (model.n_layer() < 1) fail("{}: the model has no layers", model.label);
-  return Planner(model, cluster, options, constants).run();
+  return detail::Planner(model, cluster, options, constants).run();
 }
 
 }  // namespace tessera::plan
