@@ -109,4 +109,16 @@ void MpiCommunicator::gather(std::span<const float> mine, std::vector<float>& al
   stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+void MpiCommunicator::all_gather(std::span<const uint8_t> mine, std::vector<uint8_t>& all) {
+  const auto start = std::chrono::steady_clock::now();
+  const int count = static_cast<int>(mine.size());
+  all.assign(mine.size() * static_cast<size_t>(size_), 0);
+  MPI_Request request;
+  MPI_Iallgather(mine.data(), count, MPI_BYTE, all.data(), count, MPI_BYTE, MPI_COMM_WORLD, &request);
+  wait(request, timeout_, rank_, "an all-gather");
+  ++stats_.calls;
+  stats_.bytes += mine.size();
+  stats_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace tessera::collective
