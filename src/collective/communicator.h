@@ -1,5 +1,6 @@
 // The collectives that tensor and expert parallelism need between the ranks that share each layer: an in-place sum
-// over ranks after the sharded matmuls, a broadcast of the head's requests, a gather of the output head's shards.
+// over ranks after the sharded matmuls, a broadcast of the head's requests, a gather of the output head's shards,
+// and the small exchanges of sampling from the head's shards (engine/sharded_sampling.h).
 // Backends: MPI (mpi_communicator.h) between processes, a thread group (thread_group.h) inside one.
 #pragma once
 
@@ -28,6 +29,8 @@ class Communicator {
   virtual void broadcast(std::vector<uint8_t>& bytes, int root) = 0;
   // Each rank's floats concatenated in rank order, on the root (others get nothing).
   virtual void gather(std::span<const float> mine, std::vector<float>& all, int root) = 0;
+  // Each rank's bytes concatenated in rank order, on every rank; every rank passes the same number of bytes.
+  virtual void all_gather(std::span<const uint8_t> mine, std::vector<uint8_t>& all) = 0;
   // A snapshot: the executor's thread adds to the counters while /metrics reads them from another.
   CollectiveStats stats() const {
     return {calls_.load(std::memory_order_relaxed), bytes_.load(std::memory_order_relaxed),

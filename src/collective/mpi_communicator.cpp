@@ -110,4 +110,14 @@ void MpiCommunicator::gather(std::span<const float> mine, std::vector<float>& al
   count(mine.size() * sizeof(float), seconds_since(start));
 }
 
+void MpiCommunicator::all_gather(std::span<const uint8_t> mine, std::vector<uint8_t>& all) {
+  const auto start = std::chrono::steady_clock::now();
+  const int n_mine = static_cast<int>(mine.size());
+  all.assign(mine.size() * static_cast<size_t>(size_), 0);
+  MPI_Request request;
+  MPI_Iallgather(mine.data(), n_mine, MPI_BYTE, all.data(), n_mine, MPI_BYTE, MPI_COMM_WORLD, &request);
+  wait(request, timeout_, rank_, "an all-gather");
+  count(mine.size(), seconds_since(start));
+}
+
 }  // namespace tessera::collective

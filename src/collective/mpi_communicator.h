@@ -44,6 +44,7 @@ class MpiCommunicator : public Communicator {
   void all_reduce_sum(std::span<float> data) override;
   void broadcast(std::vector<uint8_t>& bytes, int root) override;
   void gather(std::span<const float> mine, std::vector<float>& all, int root) override;
+  void all_gather(std::span<const uint8_t> mine, std::vector<uint8_t>& all) override;
 
  private:
   std::shared_ptr<const MpiSession> session_;

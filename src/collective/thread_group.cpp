@@ -53,6 +53,19 @@ class ThreadGroup::Member : public Communicator {
     count(mine.size() * sizeof(float), start);
   }
 
+  void all_gather(std::span<const uint8_t> mine, std::vector<uint8_t>& all) override {
+    const auto start = std::chrono::steady_clock::now();
+    group_.byte_slots_[static_cast<size_t>(rank_)].assign(mine.begin(), mine.end());
+    group_.arrive_and_wait(rank_);
+    all.clear();
+    for (const auto& slot : group_.byte_slots_) {
+      if (slot.size() != mine.size()) fail("all-gather: rank sizes differ ({} and {} bytes)", slot.size(), mine.size());
+      all.insert(all.end(), slot.begin(), slot.end());
+    }
+    group_.arrive_and_wait(rank_);
+    count(mine.size(), start);
+  }
+
  private:
   void count(size_t bytes, std::chrono::steady_clock::time_point start) {
     Communicator::count(bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
@@ -65,6 +78,7 @@ class ThreadGroup::Member : public Communicator {
 ThreadGroup::ThreadGroup(int n, std::chrono::milliseconds timeout) : n_(n), timeout_(timeout) {
   if (n < 1) fail("a group needs at least one rank, got {}", n);
   slots_.resize(static_cast<size_t>(n));
+  byte_slots_.resize(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) members_.push_back(std::make_unique<Member>(*this, r));
 }
 

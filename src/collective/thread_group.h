@@ -37,8 +37,9 @@ class ThreadGroup {
   uint64_t generation_ = 0;
   int arrived_ = 0;
   bool broken_ = false;
-  std::vector<std::vector<float>> slots_;  // each rank's contribution to the current collective
-  std::vector<uint8_t> bytes_;             // a broadcast's payload
+  std::vector<std::vector<float>> slots_;         // each rank's contribution to the current collective
+  std::vector<uint8_t> bytes_;                    // a broadcast's payload
+  std::vector<std::vector<uint8_t>> byte_slots_;  // each rank's bytes in an all-gather
   std::vector<std::unique_ptr<Member>> members_;
 };
 

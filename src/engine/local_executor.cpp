@@ -2,10 +2,7 @@
 // operation (a batch, a cleared or truncated sequence, the end) before running it.
 #include "engine/local_executor.h"
 
-#include <algorithm>
-#include <cmath>
 #include <cstring>
-#include <limits>
 
 #include "util/error.h"
 #include "util/log.h"
@@ -13,15 +10,7 @@
 namespace tessera {
 namespace {
 
-enum class Op : uint8_t { Decode = 1, Clear = 2, Truncate = 3, Stop = 4, DecodeGreedy = 5 };
-
-// A pick the ranks can make apart: greedy on the raw logits.
-bool plain_greedy(const SampleRequest& r) {
-  const SamplerParams& p = r.sampler->params();
-  const bool penalties =
-      p.repeat_last_n != 0 && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f);
-  return p.greedy() && !penalties && r.top_logprobs < 0;
-}
+enum class Op : uint8_t { Decode = 1, Clear = 2, Truncate = 3, Stop = 4, DecodeSampled = 5 };
 
 class Writer {
  public:
@@ -121,60 +110,25 @@ void LocalExecutor::decode(const Batch& batch, std::vector<float>& logits) {
 
 void LocalExecutor::decode_sampled(const Batch& batch, std::span<const SampleRequest> requests,
                                    std::vector<SampledToken>& out) {
-  const bool apart = comm_ != nullptr && stage_.shard().sharded() &&
-                     requests.size() == static_cast<size_t>(batch.n_outputs()) &&
-                     std::all_of(requests.begin(), requests.end(), plain_greedy);
+  const bool apart =
+      comm_ != nullptr && stage_.shard().sharded() && requests.size() == static_cast<size_t>(batch.n_outputs());
   if (!apart) {
     Executor::decode_sampled(batch, requests, out);
     return;
   }
-  Writer w(Op::DecodeGreedy);
+  const std::vector<SampleSpec> specs = sample_specs(requests);
+  Writer w(Op::DecodeSampled);
   put_batch(w, batch);
+  w.put(encode_specs(specs));
   send(w.take());
-  const std::vector<int32_t> picks = greedy_picks(batch);
-  out.clear();
-  for (int32_t t : picks) out.push_back(SampledToken{t, 0.0f, {}});
+  sample_apart(batch, specs, requests, out);
 }
 
-std::vector<int32_t> LocalExecutor::greedy_picks(const Batch& batch) {
+void LocalExecutor::sample_apart(const Batch& batch, std::span<const SampleSpec> specs,
+                                 std::span<const SampleRequest> requests, std::vector<SampledToken>& out) {
   stage_.forward_ungathered(batch, nullptr, out_);
   const auto [v0, nv] = stage_.vocab_range();
-  const int64_t rows = batch.n_outputs();
-  // Each row's best logit here (NaN as -inf, as the sampler reads it) and its token, as floats (ids below 2^24).
-  std::vector<float> mine;
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* row = out_.logits.data() + r * nv;
-    int64_t best = 0;
-    float best_v = -std::numeric_limits<float>::infinity();
-    for (int64_t i = 0; i < nv; ++i) {
-      const float v = std::isnan(row[i]) ? -std::numeric_limits<float>::infinity() : row[i];
-      if (i == 0 || v > best_v) {
-        best_v = v;
-        best = i;
-      }
-    }
-    mine.push_back(best_v);
-    mine.push_back(static_cast<float>(v0 + best));
-  }
-  std::vector<float> all;
-  comm_->gather(mine, all, 0);
-  std::vector<int32_t> picks;
-  if (comm_->rank() != 0) return picks;
-  // Ranks in vocabulary order: the first rank with the largest value holds the first index of it (the sampler's
-  // tie rule).
-  for (int64_t r = 0; r < rows; ++r) {
-    float best_v = -std::numeric_limits<float>::infinity();
-    int32_t best = -1;
-    for (int rank = 0; rank < comm_->size(); ++rank) {
-      const size_t at = static_cast<size_t>((rank * rows + r) * 2);
-      if (best < 0 || all[at] > best_v) {
-        best_v = all[at];
-        best = static_cast<int32_t>(all[at + 1]);
-      }
-    }
-    picks.push_back(best);
-  }
-  return picks;
+  sharded_.sample(*comm_, specs, out_.logits, v0, nv, stage_.config().n_vocab, requests, out);
 }
 
 void LocalExecutor::clear_sequence(int64_t seq) {
@@ -205,9 +159,13 @@ void LocalExecutor::follow() {
         case Op::Decode:
           stage_.forward(get_batch(r), nullptr, out_);
           break;
-        case Op::DecodeGreedy:
-          greedy_picks(get_batch(r));
+        case Op::DecodeSampled: {
+          const Batch batch = get_batch(r);
+          const std::vector<SampleSpec> specs = decode_specs(r.get_vector<uint8_t>());
+          std::vector<SampledToken> none;
+          sample_apart(batch, specs, {}, none);
           break;
+        }
         case Op::Clear:
           stage_.clear_sequence(r.get<int64_t>());
           break;

@@ -7,6 +7,7 @@
 
 #include "collective/communicator.h"
 #include "engine/executor.h"
+#include "engine/sharded_sampling.h"
 #include "model/stage.h"
 #include "util/thread_pool.h"
 
@@ -26,8 +27,8 @@ class LocalExecutor : public Executor {
   int64_t n_ctx() const override { return stage_.n_ctx(); }
   int64_t n_slots() const override { return stage_.n_slots(); }
   void decode(const Batch& batch, std::vector<float>& logits) override;
-  // Under tensor parallelism, greedy picks without penalties or logprobs come from each rank's best token of its
-  // vocabulary range (two numbers a row instead of the row); other sampling gathers the rows on rank 0.
+  // Under tensor parallelism every rank samples from its own vocabulary range and the ranks exchange a few numbers a
+  // row (ShardedSampler), never the rows; the picks equal one node's.
   void decode_sampled(const Batch& batch, std::span<const SampleRequest> requests,
                       std::vector<SampledToken>& out) override;
   void clear_sequence(int64_t seq) override;
@@ -45,14 +46,16 @@ class LocalExecutor : public Executor {
 
  private:
   void send(std::vector<uint8_t> op);  // rank 0: the operation to the other ranks
-  // Every rank: the batch through the stage without gathering the logits, then each output row's best token over
-  // all ranks (on rank 0; empty elsewhere).
-  std::vector<int32_t> greedy_picks(const Batch& batch);
+  // Every rank: the batch through the stage without gathering the logits, then each output row's pick over all
+  // ranks (into out on rank 0, which passes the requests; the others pass none).
+  void sample_apart(const Batch& batch, std::span<const SampleSpec> specs, std::span<const SampleRequest> requests,
+                    std::vector<SampledToken>& out);
 
   std::shared_ptr<collective::Communicator> comm_;  // before the stage, which uses it
   ThreadPool pool_;
   Stage stage_;
   StageOutput out_;
+  ShardedSampler sharded_;
 };
 
 }  // namespace tessera

@@ -1,4 +1,5 @@
-// Token sampler: llama.cpp's default chain over a reused candidate buffer (partial sorts only), plus logprobs.
+// Token sampler: llama.cpp's default chain over a reused candidate buffer (partial sorts only), plus logprobs. Every
+// step is one a tensor-parallel group can reproduce exactly without gathering a row (sharded_sampling.h).
 #include "engine/sampler.h"
 
 #include <algorithm>
@@ -17,13 +18,6 @@ namespace {
 constexpr auto better = [](const auto& a, const auto& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
 };
-
-// NaN would break the strict weak ordering the sorts rely on, and +inf would turn every softmax into NaN.
-// Written without branches so the copy vectorises.
-float sanitize(float logit) {
-  const float finite_top = std::min(logit, std::numeric_limits<float>::max());
-  return std::isnan(logit) ? -std::numeric_limits<float>::infinity() : finite_top;
-}
 
 // Independent running maxima break the one-compare-per-element dependency chain of a plain loop.
 float max_of(std::span<const float> values) {
@@ -73,10 +67,7 @@ Sampler::Sampler(SamplerParams params, int32_t n_vocab) : params_(params), n_voc
   reset();
 }
 
-bool Sampler::penalties_active() const {
-  return params_.repeat_last_n != 0 &&
-         (params_.repeat_penalty != 1.0f || params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f);
-}
+bool Sampler::penalties_active() const { return params_.penalised(); }
 
 void Sampler::reset() {
   for (int32_t token : present_) counts_[static_cast<size_t>(token)] = 0;
@@ -167,11 +158,18 @@ void Sampler::apply_penalties(std::span<float> logits) const {
     fail("logits row has {} entries but the vocabulary has {}", logits.size(), n_vocab_);
   }
   for (int32_t token : present_) {
-    const int32_t count = counts_[static_cast<size_t>(token)];
     float& logit = logits[static_cast<size_t>(token)];
-    // Dividing a negative logit would raise it, so those are multiplied instead (as llama.cpp does).
-    logit = logit <= 0.0f ? logit * params_.repeat_penalty : logit / params_.repeat_penalty;
-    logit -= static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty;
+    logit = penalise_logit(logit, counts_[static_cast<size_t>(token)], params_);
+  }
+}
+
+void Sampler::penalty_counts(std::vector<int32_t>& tokens, std::vector<int32_t>& counts) const {
+  tokens.clear();
+  counts.clear();
+  if (!penalties_active()) return;
+  for (int32_t token : present_) {
+    tokens.push_back(token);
+    counts.push_back(counts_[static_cast<size_t>(token)]);
   }
 }
 
@@ -183,7 +181,7 @@ void Sampler::check_logits(std::span<const float> logits) const {
 
 int32_t Sampler::sample(std::span<const float> logits) {
   check_logits(logits);
-  std::transform(logits.begin(), logits.end(), penalised_.begin(), sanitize);
+  std::transform(logits.begin(), logits.end(), penalised_.begin(), sanitize_logit);
   apply_penalties(penalised_);
   return pick();
 }
@@ -223,29 +221,70 @@ void Sampler::select_best(size_t k) {
 int32_t Sampler::pick() {
   if (params_.greedy()) return pick_greedy();
   const size_t n = penalised_.size();
-  size_t n_keep = n;
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
-    n_keep = static_cast<size_t>(params_.top_k);
-    select_best(n_keep);
-  } else if (params_.top_p >= 1.0f && params_.min_p > 0.0f) {
-    // min_p is the only cut, and it depends on the best logit alone, so it can filter while copying (with
-    // top-p in between it could not: top-p renormalises over whatever min-p would have left).
+    select_best(static_cast<size_t>(params_.top_k));
+    return finish_top_k(static_cast<size_t>(params_.top_k));
+  }
+  if (params_.top_p < 1.0f) return pick_top_p();
+  size_t n_keep = n;
+  if (params_.min_p > 0.0f) {
+    // min_p is the only cut, and it depends on the best logit alone, so it can filter while copying.
     const float threshold = max_of(penalised_) + std::log(params_.min_p);
     n_keep = 0;
     for (size_t i = 0; i < n; ++i) {
       if (penalised_[i] >= threshold) candidates_[n_keep++] = {penalised_[i], 0.0f, static_cast<int32_t>(i)};
     }
+    n_keep = keep_min_p(n_keep);
   } else {
     for (size_t i = 0; i < n; ++i) candidates_[i] = {penalised_[i], 0.0f, static_cast<int32_t>(i)};
   }
+  return draw(n_keep, false);
+}
+
+// The k best tokens are in candidates_[0, k), best first.
+int32_t Sampler::finish_top_k(size_t k) {
+  size_t n_keep = k;
   const bool weighted = params_.top_p < 1.0f;
   if (weighted) n_keep = keep_top_p(n_keep);
   if (params_.min_p > 0.0f) n_keep = keep_min_p(n_keep);
   return draw(n_keep, weighted);
 }
 
-// Keeps the smallest best-first set whose probability mass (at temperature 1) reaches top_p, leaving it
-// unordered with weights filled in. No full sort: a histogram over logits finds the bucket where the mass
+int32_t Sampler::pick_from_top_k(std::span<const float> logits, std::span<const int32_t> tokens) {
+  const auto k = static_cast<size_t>(params_.top_k);
+  if (params_.greedy() || params_.top_k <= 0 || k >= penalised_.size()) {
+    fail("pick_from_top_k is for sampling with 0 < top_k < n_vocab, not top_k = {} of {} at temperature {}",
+         params_.top_k, penalised_.size(), params_.temperature);
+  }
+  if (logits.size() != k || tokens.size() != k) {
+    fail("pick_from_top_k needs the top_k = {} best tokens, got {} logits and {} tokens", k, logits.size(),
+         tokens.size());
+  }
+  for (size_t i = 0; i < k; ++i) candidates_[i] = {logits[i], 0.0f, tokens[i]};
+  return finish_top_k(k);
+}
+
+// Top-p without top-k, over the whole vocabulary. The cut is exact: masses are exp(logit - max) in fixed point
+// (NucleusCut), whose sums do not depend on their order, so the ranks of a tensor-parallel group find the same
+// set as one node. The kept tokens are then drawn from in vocabulary order, which a group can walk rank by rank.
+int32_t Sampler::pick_top_p() {
+  const float max_logit = max_of(penalised_);
+  nucleus_.solve(penalised_, max_logit, params_.top_p);
+  // min-p after top-p: the best token is always in the nucleus, so the threshold is the one min-p alone would use.
+  const float threshold =
+      params_.min_p > 0.0f ? max_logit + std::log(params_.min_p) : -std::numeric_limits<float>::infinity();
+  size_t n_keep = 0;
+  for (size_t i = 0; i < penalised_.size(); ++i) {
+    const float logit = penalised_[i];
+    if (logit >= threshold && nucleus_.kept(logit, static_cast<int32_t>(i))) {
+      candidates_[n_keep++] = {logit, 0.0f, static_cast<int32_t>(i)};
+    }
+  }
+  return draw(n_keep, false);
+}
+
+// After top-k: keeps the smallest best-first set whose probability mass (at temperature 1) reaches top_p, leaving
+// it unordered with weights filled in. No full sort: a histogram over logits finds the bucket where the mass
 // crosses top_p in two linear passes, and a weighted quickselect (nth_element on the mass of the better half)
 // settles the tokens inside that bucket.
 size_t Sampler::keep_top_p(size_t n_keep) {
@@ -329,6 +368,13 @@ size_t Sampler::keep_min_p(size_t n_keep) {
   return static_cast<size_t>(kept - first);
 }
 
+double Sampler::next_uniform() {
+  // Built from the raw 32-bit output rather than std::uniform_real_distribution, whose algorithm differs
+  // between standard libraries: a seed must give the same tokens everywhere.
+  ++draws_;
+  return static_cast<double>(rng_()) / 4294967296.0;
+}
+
 // Applies the temperature and draws from the softmax of the kept candidates. `weighted` says keep_top_p already
 // filled in exp(logit - max) for them, which is the answer at temperature 1.
 int32_t Sampler::draw(size_t n_keep, bool weighted) {
@@ -344,11 +390,7 @@ int32_t Sampler::draw(size_t n_keep, bool weighted) {
       total += static_cast<double>(candidates_[i].weight);
     }
   }
-  // Built from the raw 32-bit output rather than std::uniform_real_distribution, whose algorithm differs
-  // between standard libraries: a seed must give the same tokens everywhere.
-  const double u = static_cast<double>(rng_()) / 4294967296.0;
-  ++draws_;
-  const double target = u * total;
+  const double target = next_uniform() * total;
   double cumulative = 0.0;
   for (size_t i = 0; i < n_keep; ++i) {
     cumulative += static_cast<double>(candidates_[i].weight);

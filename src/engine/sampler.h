@@ -1,11 +1,18 @@
 // Token sampler: turns one row of logits into the next token with llama.cpp's default chain
-// (penalties, top-k, top-p, min-p, temperature, seeded draw), and reports OpenAI-style logprobs.
+// (penalties, top-k, top-p, min-p, temperature, seeded draw), and reports OpenAI-style logprobs. Top-p without
+// top-k is cut exactly (NucleusCut) and draws in vocabulary order, so the ranks of a tensor-parallel group can make
+// the same pick from their shares of the row (sharded_sampling.h).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <span>
 #include <vector>
+
+#include "engine/nucleus.h"
 
 namespace tessera {
 
@@ -30,8 +37,26 @@ struct SamplerParams {
   void validate() const;
   // True when the candidate set is reduced to the single best token, so no random draw is needed.
   bool greedy() const { return temperature <= 0.0f; }
+  // True when the repeat/frequency/presence penalties change any logit.
+  bool penalised() const {
+    return repeat_last_n != 0 && (repeat_penalty != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f);
+  }
   bool operator==(const SamplerParams&) const = default;
 };
+
+// How every pick reads a logit: NaN as -inf (never chosen; it would break the orderings) and +inf as the largest
+// float (a softmax over it stays finite). Written without branches so a copy vectorises.
+inline float sanitize_logit(float logit) {
+  const float finite_top = std::min(logit, std::numeric_limits<float>::max());
+  return std::isnan(logit) ? -std::numeric_limits<float>::infinity() : finite_top;
+}
+
+// A logit after the penalties for a token found `count` times in the window (Sampler::apply_penalties).
+inline float penalise_logit(float logit, int32_t count, const SamplerParams& p) {
+  // Dividing a negative logit would raise it, so those are multiplied instead (as llama.cpp does).
+  logit = logit <= 0.0f ? logit * p.repeat_penalty : logit / p.repeat_penalty;
+  return logit - (static_cast<float>(count) * p.frequency_penalty + p.presence_penalty);
+}
 
 struct TokenLogprob {
   int32_t token = 0;
@@ -83,6 +108,17 @@ class Sampler {
 
   // Applies the repeat/frequency/presence penalties for the accepted tokens to logits in place.
   void apply_penalties(std::span<float> logits) const;
+  // The tokens the penalties touch and how often each is in the window (both empty when penalties are off).
+  void penalty_counts(std::vector<int32_t>& tokens, std::vector<int32_t>& counts) const;
+
+  // For picks split over the ranks of a tensor-parallel group (sharded_sampling.h), which must consume the random
+  // stream as sample() does:
+  // The uniform number in [0, 1) that a non-greedy pick draws; the stream moves on by one.
+  double next_uniform();
+  // sample()'s pick when the top_k best penalised logits (best first, lower id first on ties: what top-k keeps)
+  // were found elsewhere: the rest of the chain (top-p, min-p, temperature) and its one draw. Only for
+  // 0 < top_k < n_vocab and a temperature above 0.
+  int32_t pick_from_top_k(std::span<const float> logits, std::span<const int32_t> tokens);
 
   const SamplerParams& params() const { return params_; }
   int32_t n_vocab() const { return n_vocab_; }
@@ -99,6 +135,8 @@ class Sampler {
   void check_logits(std::span<const float> logits) const;
   int32_t pick();  // samples from penalised_ according to the parameters
   int32_t pick_greedy() const;
+  int32_t pick_top_p();  // top-p without top-k (see the .cpp)
+  int32_t finish_top_k(size_t k);
   void select_best(size_t k);
   size_t keep_top_p(size_t n_keep);
   size_t keep_min_p(size_t n_keep);
@@ -124,6 +162,7 @@ class Sampler {
   // Buffers reused by every call so sampling does not allocate.
   std::vector<float> penalised_;
   std::vector<Candidate> candidates_;
+  NucleusCut nucleus_;
 };
 
 }  // namespace tessera

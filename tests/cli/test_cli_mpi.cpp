@@ -1,6 +1,7 @@
 // `mpirun -np N tessera run|perplexity --tp N` (and --ep, uneven --tp-shares) as a user starts them: the same text
-// as one node, logits (--logits-out, gathered from the ranks' vocabulary shares) within 1e-4 for F32 files; a
-// killed or stopped rank ends the run with an error within seconds. mpirun oversubscribes this 2-core machine.
+// as one node (greedy, and sampled for a seed), logits (--logits-out, gathered from the ranks' vocabulary shares)
+// within 1e-4 for F32 files; a killed or stopped rank ends the run with an error within seconds. mpirun oversubscribes
+// this 2-core machine.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -130,6 +131,27 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MpiRun,
                            for (auto& ch : s) ch = (ch == '-' || ch == ',') ? '_' : ch;
                            return s;
                          });
+
+// Sampling under --tp picks from each rank's vocabulary range without gathering rows (the top-k chain, and top-p over
+// the whole vocabulary): the same text as one node for the same seed.
+TEST(MpiRun, SampledTextEqualsOneNodeForASeed) {
+  for (const std::vector<std::string>& chain :
+       {std::vector<std::string>{"--top-p", "0.9"}, std::vector<std::string>{"--top-k", "0", "--top-p", "0.9"}}) {
+    std::vector<std::string> args = {"run", "-m", fixture("llama-f32").string(), "-p", "Once upon a time"};
+    args.insert(args.end(),
+                {"-n", "24", "-t", "1", "--kv-type", "f32", "--exact-gelu", "--temp", "0.8", "--seed", "7"});
+    args.insert(args.end(), chain.begin(), chain.end());
+    std::vector<std::string> one_cmd = {test::tessera_bin().string()};
+    one_cmd.insert(one_cmd.end(), args.begin(), args.end());
+    const auto one = test::run_command(one_cmd);
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    args.insert(args.end(), {"--tp", "2"});
+    const auto par = test::run_command(mpirun(2, args));
+    ASSERT_EQ(par.exit_code, 0) << par.err;
+    EXPECT_EQ(par.out, one.out) << chain.back();
+    EXPECT_GT(one.out.size(), std::string("Once upon a time").size() + 4) << one.out;
+  }
+}
 
 TEST(MpiRun, PerplexityEqualsOneNode) {
   test::TempDir dir;
