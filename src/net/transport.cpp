@@ -354,6 +354,13 @@ void Connection::close(std::string_view reason) {
 
 // ---- Listener ----
 
+// A connection accepted and waiting for its preamble.
+struct Listener::Pending {
+  detail::Socket socket;
+  detail::Address peer;
+  Clock::time_point deadline;
+  std::array<uint8_t, kPreambleBytes> preamble{};
+
 Listener::Listener(const std::string& host_port, const ClusterKey* key, const TransportOptions& options)
     : socket_(std::make_unique<detail::Socket>()), options_(options) {
   const auto addresses = detail::resolve(host_port, true);
@@ -378,12 +385,6 @@ Listener::Listener(const std::string& host_port, const ClusterKey* key, const Tr
   *socket_ = std::move(s);
 }
 
-// A connection accepted and waiting for its preamble.
-struct Listener::Pending {
-  detail::Socket socket;
-  detail::Address peer;
-  Clock::time_point deadline;
-  std::array<uint8_t, kPreambleBytes> preamble{};
   size_t got = 0;
 };
 
