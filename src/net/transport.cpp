@@ -360,6 +360,8 @@ struct Listener::Pending {
   detail::Address peer;
   Clock::time_point deadline;
   std::array<uint8_t, kPreambleBytes> preamble{};
+  size_t got = 0;
+};
 
 Listener::Listener(const std::string& host_port, const ClusterKey* key, const TransportOptions& options)
     : socket_(std::make_unique<detail::Socket>()), options_(options) {
@@ -384,9 +386,6 @@ Listener::Listener(const std::string& host_port, const ClusterKey* key, const Tr
   endpoint_ = detail::local_address(s.fd()).text;
   *socket_ = std::move(s);
 }
-
-  size_t got = 0;
-};
 
 Listener::~Listener() = default;
 
