@@ -7,6 +7,23 @@
 #include "util/error.h"
 
 namespace tessera::plan::detail {
+namespace {
+
+// The best of each size: feasible first, then the shortest predicted time.
+void keep_better(std::optional<Strategy>& slot, Strategy s) {
+  if (!slot || (s.feasible && !slot->feasible) ||
+      (s.feasible == slot->feasible && s.pred.score_s < slot->pred.score_s)) {
+    slot = std::move(s);
+  }
+}
+
+void append_found(std::vector<std::optional<Strategy>>& best, std::vector<Strategy>& out) {
+  for (auto& s : best) {
+    if (s) out.push_back(std::move(*s));
+  }
+}
+
+}  // namespace
 
 std::vector<Strategy> Planner::parallel_rows(const std::vector<std::vector<size_t>>& sets,
                                              std::vector<Skipped>& skipped) const {
@@ -26,15 +43,9 @@ std::vector<Strategy> Planner::parallel_rows(const std::vector<std::vector<size_
       }
       const std::vector<StageSpec> specs{{set.front(), 0, n_layer - 1, true, true, g}};
       Strategy s = evaluate_groups(fmt::format("{} x{}", parallel_mode_name(mode), set.size()), kind_of(mode), specs);
-      auto& slot = best[set.size()];
-      if (!slot || (s.feasible && !slot->feasible) ||
-          (s.feasible == slot->feasible && s.pred.score_s < slot->pred.score_s)) {
-        slot = std::move(s);
-      }
+      keep_better(best[set.size()], std::move(s));
     }
-    for (auto& s : best) {
-      if (s) out.push_back(std::move(*s));
-    }
+    append_found(best, out);
   }
   return out;
 }
@@ -71,16 +82,10 @@ std::vector<Strategy> Planner::tensor_pipeline_rows(const std::vector<std::vecto
       }
       Strategy s =
           evaluate_groups(fmt::format("tensor x{} pipeline x{}", g, stages), StrategyKind::TensorPipeline, specs);
-      auto& slot = best[n];
-      if (!slot || (s.feasible && !slot->feasible) ||
-          (s.feasible == slot->feasible && s.pred.score_s < slot->pred.score_s)) {
-        slot = std::move(s);
-      }
+      keep_better(best[n], std::move(s));
     }
   }
-  for (auto& s : best) {
-    if (s) out.push_back(std::move(*s));
-  }
+  append_found(best, out);
   return out;
 }
 

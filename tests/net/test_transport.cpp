@@ -55,14 +55,10 @@ Pair make_link(const ClusterKey* server_key, const ClusterKey* client_key, const
 }
 
 // A raw TCP socket to a plain listener, for peers that misbehave in ways a Connection never would.
+int silent_connect(const std::string& endpoint);
+
 int raw_connect(const std::string& endpoint) {
-  const auto colon = endpoint.rfind(':');
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(endpoint.substr(colon + 1))));
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const int fd = silent_connect(endpoint);
   const uint8_t preamble[8] = {'T', 'S', 'R', 'A', 1, 0, 0, 0};  // plain transport
   EXPECT_EQ(::send(fd, preamble, 8, MSG_NOSIGNAL), 8);
   uint8_t reply[8];
