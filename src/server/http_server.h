@@ -18,12 +18,12 @@ namespace tessera::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                  // 0: any free port (start() returns it)
-  std::string api_key;              // empty: no key needed; else /v1/* needs "Authorization: Bearer <key>"
+  int port = 8080;                           // 0: any free port (start() returns it)
+  std::string api_key;                       // empty: no key needed; else /v1/* needs "Authorization: Bearer <key>"
   std::vector<std::string> allowed_origins;  // browser origins besides the server's own page ("*": any)
-  size_t max_body_bytes = 1 << 20;  // larger request bodies get 413
-  int http_threads = 64;            // connections served at once (streams hold one each)
-  int retry_after_seconds = 1;      // the Retry-After of 503 answers
+  size_t max_body_bytes = 1 << 20;           // larger request bodies get 413
+  int http_threads = 64;                     // connections served at once (streams hold one each)
+  int retry_after_seconds = 1;               // the Retry-After of 503 answers
   RequestLimits limits;
   SamplerParams sampler;    // defaults for the sampling fields a request leaves out
   int32_t max_tokens = -1;  // default max_tokens (-1: until end of generation or a full context)

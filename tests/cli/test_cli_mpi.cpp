@@ -12,11 +12,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
 #include <tuple>
-
-#include <nlohmann/json.hpp>
 
 #include "support/test_paths.h"
 
