@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "cli/bench_output.h"
 #include "cli/bench_parallel.h"
 #include "cli/cluster_options.h"
 #include "cli/commands.h"
@@ -19,6 +20,7 @@
 #include "cluster/pipeline_executor.h"
 #include "cluster/remote_stage_endpoint.h"
 #include "engine/benchmark.h"
+#include "engine/local_executor.h"
 #include "hw/probe.h"
 #include "plan/plan_cli.h"
 #include "plan/split_spec.h"
@@ -28,8 +30,6 @@
 
 namespace tessera {
 namespace {
-
-using Json = nlohmann::ordered_json;
 
 struct BenchArgs {
   ModelOptions model;
@@ -58,177 +58,6 @@ std::vector<int64_t> parse_lists(const std::vector<std::string>& texts, std::str
   return out;
 }
 
-Json optional_number(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
-
-// One result under llama-bench's field names (same meanings), then Tessera's extras. CSV and JSON both use it.
-Json result_json(const BenchResult& r, const std::string& cpu) {
-  const BenchTiming& t = r.timing;
-  return {{"cpu_info", cpu},
-          {"backends", "CPU"},
-          {"model_filename", r.model.filename},
-          {"model_type", r.model.type},
-          {"model_size", r.model.size},
-          {"model_n_params", r.model.n_params},
-          {"n_batch", r.n_batch},
-          {"n_threads", r.n_threads},
-          {"type_k", r.type_k},
-          {"type_v", r.type_k},  // one cache type for keys and values
-          {"n_prompt", t.test.n_prompt},
-          {"n_gen", t.test.n_gen},
-          {"n_depth", t.test.n_depth},
-          {"test_time", r.test_time},
-          {"avg_ns", t.avg_ns},
-          {"stddev_ns", t.stddev_ns},
-          {"avg_ts", t.avg_ts},
-          {"stddev_ts", t.stddev_ts},
-          {"samples_ns", t.samples_ns},
-          {"samples_ts", t.samples_ts},
-          {"roofline_ts", optional_number(r.roofline_ts)},
-          {"roofline_fraction", optional_number(r.roofline_fraction)},
-          {"roofline_fraction_best", optional_number(r.roofline_fraction_best)},
-          {"mem_read_gbps", optional_number(r.mem_read_gbps)},
-          {"mem_read_best_gbps", optional_number(r.mem_read_best_gbps)},
-          {"mem_read_on", r.mem_read_on},
-          {"samples_gbps", t.samples_gbps},
-          {"samples_best_gbps", t.samples_best_gbps},
-          {"isa", r.isa},
-          {"n_workers", r.n_workers},
-          {"split", r.split},
-          {"concurrency", t.test.n_seq},
-          {"wire_bytes_per_token", optional_number(t.wire_bytes_per_token)},
-          {"collectives_per_token", t.collectives ? Json(t.collectives->calls) : Json(nullptr)},
-          {"collective_bytes_per_token", t.collectives ? Json(t.collectives->bytes) : Json(nullptr)},
-          {"collective_seconds_per_token", t.collectives ? Json(t.collectives->seconds) : Json(nullptr)}};
-}
-
-class Printer {
- public:
-  virtual ~Printer() = default;
-  virtual void header() {}
-  virtual void row(const BenchResult& r) = 0;
-  virtual void footer() {}
-};
-
-// Every value quoted, as llama-bench writes it; the per-repeat samples stay in the JSON output.
-class CsvPrinter : public Printer {
- public:
-  explicit CsvPrinter(std::string cpu) : cpu_(std::move(cpu)) {}
-  void row(const BenchResult& r) override {
-    const Json j = result_json(r, cpu_);
-    std::string names, values;
-    for (const auto& [key, value] : j.items()) {
-      if (value.is_array()) continue;
-      const std::string text = value.is_string() ? value.get<std::string>() : value.is_null() ? "" : value.dump();
-      std::string quoted = "\"";
-      for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-      quoted += '"';
-      names += (names.empty() ? "" : ",") + key;
-      values += (values.empty() ? "" : ",") + quoted;
-    }
-    if (first_) fmt::print("{}\n", names);
-    first_ = false;
-    fmt::print("{}\n", values);
-    std::fflush(stdout);
-  }
-
- private:
-  std::string cpu_;
-  bool first_ = true;
-};
-
-// A JSON array, one object per test, printed as each test completes.
-class JsonPrinter : public Printer {
- public:
-  explicit JsonPrinter(std::string cpu) : cpu_(std::move(cpu)) {}
-  void header() override { fmt::print("["); }
-  void row(const BenchResult& r) override {
-    std::string text = result_json(r, cpu_).dump(2);
-    std::string indented = "  ";
-    for (char c : text) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
-    fmt::print("{}\n{}", first_ ? "" : ",", indented);
-    first_ = false;
-    std::fflush(stdout);
-  }
-  void footer() override { fmt::print("\n]\n"); }
-
- private:
-  std::string cpu_;
-  bool first_ = true;
-};
-
-// llama-bench's markdown table with the roofline columns (when probed).
-class MarkdownPrinter : public Printer {
- public:
-  MarkdownPrinter(const BenchModel& model, bool roofline, bool distributed, const std::string& split, size_t test_width)
-      : roofline_(roofline), distributed_(distributed) {
-    cols_ = {{"model", -static_cast<int>(std::max<size_t>(30, model.type.size()))},
-             {"size", 10},
-             {"params", 10},
-             {"threads", 7},
-             {"test", static_cast<int>(std::max<size_t>(13, test_width))},
-             {"t/s", 20}};
-    if (distributed) {
-      cols_.insert(cols_.begin() + 3, {"nodes", -std::max(16, static_cast<int>(split.size()))});
-      cols_.push_back({"wire B/token", 12});
-    }
-    if (roofline) {
-      cols_.push_back({"roofline t/s", 12});
-      cols_.push_back({"% roofline", 10});
-    }
-  }
-  void header() override {
-    std::vector<std::string> names, rules;
-    for (const auto& c : cols_) {
-      names.push_back(c.name);
-      rules.push_back(std::string(static_cast<size_t>(std::abs(c.width) - 1), '-') + (c.width > 0 ? ":" : "-"));
-    }
-    print_line(names);
-    std::string line = "|";
-    for (const auto& r : rules) line += " " + r + " |";
-    fmt::print("{}\n", line);
-  }
-  void row(const BenchResult& r) override {
-    const double size = static_cast<double>(r.model.size);
-    const double params = static_cast<double>(r.model.n_params);
-    std::vector<std::string> cells = {
-        r.model.type,
-        r.model.size < (uint64_t{1} << 30) ? fmt::format("{:.2f} MiB", size / (1 << 20))
-                                           : fmt::format("{:.2f} GiB", size / (1 << 30)),
-        r.model.n_params < 1000000000 ? fmt::format("{:.2f} M", params / 1e6) : fmt::format("{:.2f} B", params / 1e9),
-        fmt::format("{}", r.n_threads),
-        r.timing.test.name(),
-        fmt::format("{:.2f} ± {:.2f}", r.timing.avg_ts, r.timing.stddev_ts)};
-    if (distributed_) {
-      cells.insert(cells.begin() + 3, r.n_workers > 0 ? r.split : "local");
-      const auto& w = r.timing.wire_bytes_per_token;
-      cells.push_back(w ? fmt::format("{:.0f}", *w) : "");
-    }
-    if (roofline_) {
-      cells.push_back(r.roofline_ts ? fmt::format("{:.2f}", *r.roofline_ts) : "");
-      cells.push_back(r.roofline_fraction ? fmt::format("{:.1f}%", 100 * *r.roofline_fraction) : "");
-    }
-    print_line(cells);
-    std::fflush(stdout);
-  }
-
- private:
-  struct Column {
-    std::string name;
-    int width;  // negative: left-aligned
-  };
-  void print_line(const std::vector<std::string>& cells) const {
-    std::string line = "|";
-    for (size_t i = 0; i < cols_.size(); ++i) {
-      const int w = std::abs(cols_[i].width);
-      line += cols_[i].width < 0 ? fmt::format(" {:<{}} |", cells[i], w) : fmt::format(" {:>{}} |", cells[i], w);
-    }
-    fmt::print("{}\n", line);
-  }
-  bool roofline_;
-  bool distributed_;
-  std::vector<Column> cols_;
-};
-
 // Bytes on every link of a pipeline, both ways; nullopt for an executor without links (a local run).
 std::optional<uint64_t> wire_bytes(const Executor& e) {
   const auto* p = dynamic_cast<const cluster::PipelineExecutor*>(&e);
@@ -244,6 +73,13 @@ std::optional<uint64_t> wire_bytes(const Executor& e) {
 }
 
 // "0-10@local,11-21@b": the stages as built.
+// The bytes a rank under --tp/--ep sent into collectives; nullopt for an executor without a communicator.
+std::optional<uint64_t> collective_bytes(const Executor& e) {
+  const auto* local = dynamic_cast<const LocalExecutor*>(&e);
+  if (local == nullptr || local->communicator() == nullptr) return std::nullopt;
+  return local->communicator()->stats().bytes;
+}
+
 std::string pipeline_split(const Executor& e) {
   const auto* p = dynamic_cast<const cluster::PipelineExecutor*>(&e);
   if (p == nullptr) return "";
@@ -255,15 +91,13 @@ std::string pipeline_split(const Executor& e) {
   return plan::format_ranges(ranges);
 }
 
-std::unique_ptr<Printer> make_printer(const BenchArgs& a, const BenchConfig& config, const BenchModel& model) {
-  const std::string cpu = cpu_model_name();
-  if (a.output == "csv") return std::make_unique<CsvPrinter>(cpu);
-  if (a.output == "json") return std::make_unique<JsonPrinter>(cpu);
+std::unique_ptr<BenchPrinter> make_printer(const BenchArgs& a, const BenchConfig& config, const BenchModel& model) {
   size_t test_width = 0;
   for (const BenchTest& t : bench_tests(config.n_prompt, config.n_gen, config.concurrency, config.n_depth)) {
     test_width = std::max(test_width, t.name().size());
   }
-  return std::make_unique<MarkdownPrinter>(model, config.probe, a.cluster.enabled(), a.cluster.split, test_width);
+  return make_bench_printer(a.output, cpu_model_name(), model, config.probe, a.cluster.enabled(), a.cluster.split,
+                            test_width);
 }
 
 // The planner's request for a bench test: one prompt of n_prompt tokens, or n_gen steps of n_seq sequences after a
@@ -331,7 +165,7 @@ plan::CliPlan cached_plan(const plan::CliPlanRequest& req, int threads, bool dis
 }
 
 void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vector<BenchResult>& results,
-                      ClusterCache& clusters, const std::vector<double>& collective_s) {
+                      ClusterCache& clusters) {
   TextTable table({"strategy", "threads", "test", "predicted t/s", "measured t/s", "measured/predicted"});
   struct Choice {
     std::string test;
@@ -361,7 +195,7 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     const std::string name = !dist    ? (mo.parallel ? check_label(s) : "local")
                              : copies ? r.split
                                       : fmt::format("pipeline {}", r.split);
-    if (auto line = parallel_check_arithmetic(s, r, ri < collective_s.size() ? collective_s[ri] : 0.0)) {
+    if (auto line = parallel_check_arithmetic(s, r)) {
       per_token.push_back(*line);
     }
     table.add_row({name, fmt::format("{}", r.n_threads), t.name(), s.feasible ? fmt::format("{:.2f}", pred) : "-",
@@ -475,20 +309,14 @@ int run_bench(const BenchArgs& a) {
   // The head's bandwidth says nothing about a pipeline's ceiling (the workers read the weights): no roofline.
   dist_config.probe = false;
 
-  std::unique_ptr<Printer> printer = make_printer(a, config, model);
+  std::unique_ptr<BenchPrinter> printer = make_printer(a, config, model);
   printer->header();
   std::fflush(stdout);
   const auto print = [&](const BenchResult& r) { printer->row(r); };
   std::vector<BenchResult> results;
-  // Under --tp/--ep the bytes each rank sends into collectives per token stand where a pipeline's wire bytes do; the
-  // meter also notes the seconds in them of each local test (bench_parallel.h).
-  CollectiveMeter meter;
-  std::vector<double> collective_s;
-  const auto print_local = [&](const BenchResult& r) {
-    print(r);
-    collective_s.push_back(meter.take());
-  };
-  if (!distributed || a.check_plan) results = run_benchmarks(config, model, make_local, print_local, meter.counter());
+  // Under --tp/--ep the bytes each rank sends into collectives per token stand where a pipeline's wire bytes do (and
+  // run_bench_test records their calls, bytes and seconds per token).
+  if (!distributed || a.check_plan) results = run_benchmarks(config, model, make_local, print, collective_bytes);
   if (parallel && first.comm) {
     const auto& st = first.comm->stats();
     log_info("collectives (rank 0, whole run): {} calls, {:.1f} MB sent, {:.3f} s spent in them", st.calls,
@@ -573,7 +401,7 @@ int run_bench(const BenchArgs& a) {
   }
   printer->footer();
   std::fflush(stdout);
-  if (a.check_plan) print_plan_check(a, mo, results, clusters, collective_s);
+  if (a.check_plan) print_plan_check(a, mo, results, clusters);
   std::fflush(stdout);
   return 0;
 }

@@ -1,0 +1,25 @@
+// bench's output formats: llama-bench's markdown table (with the roofline and wire columns), CSV and JSON, one
+// result at a time as each test completes.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/benchmark.h"
+
+namespace tessera {
+
+class BenchPrinter {
+ public:
+  virtual ~BenchPrinter() = default;
+  virtual void header() {}
+  virtual void row(const BenchResult& r) = 0;
+  virtual void footer() {}
+};
+
+// "md", "csv" or "json"; the markdown table sizes its columns for the model's name and the longest test name.
+std::unique_ptr<BenchPrinter> make_bench_printer(const std::string& format, const std::string& cpu,
+                                                 const BenchModel& model, bool roofline, bool distributed,
+                                                 const std::string& split, size_t test_width);
+
+}  // namespace tessera
