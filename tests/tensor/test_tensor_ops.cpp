@@ -73,6 +73,9 @@ TEST_P(TensorOps, SoftcapMatchesTanh) {
   std::vector<float> x;
   for (float v = -400.0f; v <= 400.0f; v += 0.173f) x.push_back(v);
   for (float v : {-1e30f, -0.0f, 0.0f, 1e-30f, 1e-6f, -3e-4f, 1e30f, INFINITY, -INFINITY}) x.push_back(v);
+  const size_t n_finite = x.size();
+  x.push_back(NAN);
+  x.push_back(-NAN);
   for (float cap : {30.0f, 50.0f, 1.0f}) {
     for (size_t len : {x.size(), x.size() - 1, x.size() - 7, size_t{3}}) {
       std::vector<float> y(x.begin(), x.begin() + static_cast<ptrdiff_t>(len));
@@ -80,6 +83,10 @@ TEST_P(TensorOps, SoftcapMatchesTanh) {
       softcap_on(isa, y.data(), static_cast<int64_t>(len), cap);
       EXPECT_EQ(y[len], 42.0f) << isa_name(isa) << ": wrote past the row";
       for (size_t i = 0; i < len; ++i) {
+        if (i >= n_finite) {
+          EXPECT_TRUE(std::isnan(y[i])) << isa_name(isa) << ": NaN became " << y[i];
+          continue;
+        }
         const double want = cap * std::tanh(static_cast<double>(x[i]) / cap);
         EXPECT_NEAR(y[i], want, 3e-7 * cap) << isa_name(isa) << " x " << x[i] << " cap " << cap;
         EXPECT_EQ(std::signbit(y[i]), std::signbit(x[i])) << isa_name(isa) << " x " << x[i];

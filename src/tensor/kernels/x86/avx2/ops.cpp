@@ -90,7 +90,9 @@ void softcap(float* x, int64_t n, float cap) {
     const __m256 v = _mm256_maskload_ps(x + i, m);
     const __m256 e = exp256(_mm256_mul_ps(_mm256_andnot_ps(sign_bit, v), inv2));
     const __m256 t = _mm256_sub_ps(one, _mm256_div_ps(two, _mm256_add_ps(e, one)));
-    _mm256_maskstore_ps(x + i, m, _mm256_or_ps(_mm256_mul_ps(t, c), _mm256_and_ps(v, sign_bit)));
+    // NaN stays NaN, as libm's tanh leaves it.
+    const __m256 capped = _mm256_or_ps(_mm256_mul_ps(t, c), _mm256_and_ps(v, sign_bit));
+    _mm256_maskstore_ps(x + i, m, _mm256_blendv_ps(capped, v, _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
   }
 }
 

@@ -77,7 +77,9 @@ void softcap(float* x, int64_t n, float cap) {
     const __m512 t = _mm512_sub_ps(one, _mm512_div_ps(two, _mm512_add_ps(e, one)));
     // The sign bit of v on |tanh| times cap.
     const __m512 sign = _mm512_and_ps(v, _mm512_set1_ps(-0.0f));
-    _mm512_mask_storeu_ps(x + i, m, _mm512_or_ps(_mm512_mul_ps(t, c), sign));
+    // NaN stays NaN, as libm's tanh leaves it (the sampler reads it as -inf; a capped value could win).
+    const __m512 capped = _mm512_or_ps(_mm512_mul_ps(t, c), sign);
+    _mm512_mask_storeu_ps(x + i, m, _mm512_mask_mov_ps(capped, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v));
   }
 }
 
