@@ -160,7 +160,7 @@ int run_serve(ServeArgs a) {
   // Under --tp/--ep the ranks load together before anything listens: the ranks other than 0 then follow rank 0's
   // executor until it stops, and only rank 0 serves HTTP.
   std::optional<server::ReplicaSpec> parallel_replica;
-  if (a.model.tp > 1 || a.model.ep > 1) {
+  if (a.model.parallel_ranks()) {
     if (!groups.empty() && (groups.size() > 1 || !groups.front().empty())) {
       fail("serve --tp/--ep runs one replica on the ranks mpirun starts (no --workers, no --replicas)");
     }
@@ -172,7 +172,7 @@ int run_serve(ServeArgs a) {
       signals.drain();
       return 0;
     }
-    if (!a.no_plan) {
+    if (!a.no_plan && m.parallel) {  // a pipeline of rank groups (--pp) is not predicted
       plan::CliPlanRequest r;
       r.model_path = o.model.empty() ? default_model_path() : o.model;
       r.parallel = m.parallel;

@@ -13,6 +13,8 @@
 #endif
 #include "hw/probe.h"
 #include "model/kv_cache.h"
+#include "model/model_profile.h"
+#include "plan/split_spec.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -48,6 +50,10 @@ void add_parallel_options(CLI::App& app, ModelOptions& o) {
                  "holds about 1/N of the weights (docs/parallel.md)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--ep", o.ep, "Expert parallelism: whole experts of a MoE placed on N ranks (mpirun -np N)")
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--pp", o.pp,
+                 "Under mpirun: a pipeline of P groups of ranks, each holding a range of layers (with --tp N, "
+                 "mpirun -np N*P: tensor parallel inside each group; docs/parallel.md)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--tp-shares", o.tp_shares,
                  "Uneven shares of the ranks under --tp/--ep, one per rank, like 2,1,1 (default: equal)");
@@ -124,7 +130,26 @@ StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t 
 
 namespace {
 
-// MPI and this rank's share of the layers, for --tp/--ep; the collectives measured (and the ranks profiled).
+// The layers of each of `stages` pipeline stages: contiguous runs of about equal bytes.
+std::vector<LayerRange> pipeline_ranges(const ModelOptions& o, const ModelWeights& w, int stages) {
+  const ModelConfig& c = w.config();
+  const ModelProfile profile = profile_model(w.source(), c);
+  const std::vector<double> even(static_cast<size_t>(stages), 1.0);
+  const auto counts = plan::proportional_counts(profile.layer_bytes, even);
+  std::vector<LayerRange> ranges;
+  int64_t first = 0;
+  for (int s = 0; s < stages; ++s) {
+    const int64_t n = counts[static_cast<size_t>(s)];
+    if (n <= 0) fail("--pp {}: {} has {} layers, too few for {} stages", stages, o.model, c.n_layer, stages);
+    ranges.push_back({first, first + n});
+    first += n;
+  }
+  return ranges;
+}
+
+// MPI and this rank's share of the layers, for --tp/--ep/--pp; the collectives measured (and the ranks profiled).
+// World rank r is rank r % N of stage P - 1 - r / N (N ranks a stage, P stages): rank 0 holds a share of the last
+// stage, where the tokens are sampled.
 void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so, int threads) {
   const int n = std::max(o.tp, o.ep);
   if (o.tp > 1 && o.ep > 1 && o.tp != o.ep) {
@@ -132,54 +157,92 @@ void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so, int th
          o.ep);
   }
   if (o.ep > 1 && m.weights->config().n_expert == 0) fail("--ep {}: {} has no experts", o.ep, o.model);
+  const int total = n * o.pp;
 #ifdef TESSERA_HAVE_MPI
+  const std::string flags = o.pp > 1 ? fmt::format("--tp/--ep {} --pp {}", n, o.pp) : fmt::format("--tp/--ep {}", n);
   if (!collective::MpiSession::launched()) {
-    fail("--tp/--ep {} runs on {} ranks: start it as mpirun -np {} tessera ... (or srun -n {})", n, n, n, n);
+    fail("{} runs on {} ranks: start it as mpirun -np {} tessera ... (or srun -n {}){}", flags, total, total, total,
+         o.pp > 1 ? "; a pipeline over machines without MPI is --workers" : "");
   }
   auto session = std::make_shared<collective::MpiSession>();
-  if (session->size() != n) {
-    fail("--tp/--ep {} needs {} ranks, mpirun started {} (mpirun -np {})", n, n, session->size(), n);
+  if (session->size() != total) {
+    fail("{} needs {} ranks, mpirun started {} (mpirun -np {})", flags, total, session->size(), total);
   }
-  m.comm = std::make_shared<collective::MpiCommunicator>(
+  auto world = std::make_shared<collective::MpiCommunicator>(
       session, std::chrono::milliseconds(static_cast<int64_t>(o.collective_timeout * 1000)));
-  so.shard.rank = session->rank();
+  m.comm = world;
+  if (o.pp > 1) {
+    const int stage = o.pp - 1 - world->rank() / n;
+    const auto ranges = pipeline_ranges(o, *m.weights, o.pp);
+    const LayerRange r = ranges[static_cast<size_t>(stage)];
+    m.weights = ModelWeights::load(o.model, r, stage == 0, stage == o.pp - 1);
+    m.world = world;
+    m.comm = world->split(stage);
+    m.pipe.world = world;
+    m.pipe.n_stages = o.pp;
+    if (stage > 0) m.pipe.prev = world->rank() + n;
+    if (stage < o.pp - 1) m.pipe.next = world->rank() - n;
+    m.stage = stage;
+  }
+  so.shard.rank = m.comm->rank();
   so.shard.n_ranks = n;
   so.shard.tp = o.tp > 1;
   so.shard.ep = o.ep > 1;
   if (!o.tp_shares.empty()) so.shard.shares = parse_shares(o.tp_shares, n);
+  if (n == 1) return;  // a pipeline of single ranks: nothing to measure between the ranks of a stage
   ParallelStartOptions po;
   po.mode = o.tp > 1 && o.ep > 1 ? plan::ParallelMode::TensorExpert
             : o.tp > 1           ? plan::ParallelMode::Tensor
                                  : plan::ParallelMode::Expert;
   po.shares = so.shard.shares;
   po.threads = threads;
-  po.profile = o.profile_ranks;
-  m.parallel = start_parallel(*m.comm, po);
+  // The planner predicts one group of ranks; the pipeline of groups is not predicted under mpirun.
+  po.profile = o.profile_ranks && o.pp == 1;
+  auto parallel = start_parallel(*m.comm, po);
+  if (o.pp == 1) m.parallel = std::move(parallel);
 #else
   (void)m;
   (void)so;
   (void)threads;
-  fail("--tp/--ep {}: this tessera was built without MPI (apt install libopenmpi-dev openmpi-bin, then rebuild)", n);
+  fail(
+      "--tp/--ep/--pp over {} ranks: this tessera was built without MPI (apt install libopenmpi-dev openmpi-bin, then "
+      "rebuild)",
+      total);
 #endif
 }
 
 }  // namespace
 
 // Each rank's share, on rank 0, as a table: what it holds and where.
-void log_shard(const LocalExecutor& e, collective::Communicator& comm) {
+void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage) {
   const Stage& s = e.stage();
   const double mib = 1.0 / (1024.0 * 1024.0);
   std::vector<float> mine = {static_cast<float>(comm.rank()),
+                             static_cast<float>(stage),
+                             static_cast<float>(s.layers().begin),
+                             static_cast<float>(s.layers().end),
                              static_cast<float>(static_cast<double>(s.copied_bytes()) * mib),
                              static_cast<float>(static_cast<double>(s.cache().bytes()) * mib)};
   std::vector<float> all;
   comm.gather(mine, all, 0);
   if (comm.rank() != 0) return;
-  std::string table = "rank  weights MiB  KV cache MiB\n";
-  for (size_t i = 0; i + 2 < all.size(); i += 3) {
-    table += fmt::format("{:>4}  {:>11.1f}  {:>12.1f}\n", static_cast<int>(all[i]), all[i + 1], all[i + 2]);
+  bool piped = false;  // some rank is in a stage other than 0
+  for (size_t i = 1; i < all.size(); i += 6) piped = piped || all[i] != 0.0f;
+  std::string table = piped ? "rank  stage  layers  weights MiB  KV cache MiB\n" : "rank  weights MiB  KV cache MiB\n";
+  for (size_t i = 0; i + 5 < all.size(); i += 6) {
+    const std::string layers = fmt::format("{}-{}", static_cast<int>(all[i + 2]), static_cast<int>(all[i + 3]) - 1);
+    table += piped ? fmt::format("{:>4}  {:>5}  {:>6}  {:>11.1f}  {:>12.1f}\n", static_cast<int>(all[i]),
+                                 static_cast<int>(all[i + 1]), layers, all[i + 4], all[i + 5])
+                   : fmt::format("{:>4}  {:>11.1f}  {:>12.1f}\n", static_cast<int>(all[i]), all[i + 4], all[i + 5]);
   }
   const ShardSpec& spec = s.shard();
+  if (piped) {
+    log_info("{} ranks, a pipeline of stages{}:\n{}", comm.size(),
+             spec.sharded() ? fmt::format(" of {} ranks each holding its share of the stage's layers", spec.n_ranks)
+                            : std::string(" of one rank each"),
+             table);
+    return;
+  }
   log_info("{} ranks ({}{}{}), each holding its share of every layer:\n{}", comm.size(), spec.tp ? "tensor" : "",
            spec.tp && spec.ep ? " and " : "", spec.ep ? "expert parallel" : " parallel", table);
 }
@@ -230,17 +293,18 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executo
   }
   StageOptions so = stage_options(o, c, n_slots);
   // A rank under --tp/--ep holds a share: the whole model's figures would overstate it.
-  if (with_executor && o.tp <= 1 && o.ep <= 1) fit_to_memory(o, *m.weights, so);
+  if (with_executor && !o.parallel_ranks()) fit_to_memory(o, *m.weights, so);
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (o.tp > 1 || o.ep > 1) {
-    if (!with_executor) fail("--tp/--ep run on the ranks mpirun starts, not over --workers");
+  if (o.parallel_ranks()) {
+    if (!with_executor) fail("--tp/--ep/--pp run on the ranks mpirun starts, not over --workers");
     start_ranks(o, m, so, threads);
   }
   if (with_executor) {
-    m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads, o.pin, m.comm);
+    m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads, o.pin, m.comm, m.pipe);
     if (so.repack) log_repack(m.executor->stage().packed_bytes(), "");
-    if (m.comm) log_shard(*m.executor, *m.comm);
-    if (m.comm && m.comm->rank() != 0) {
+    collective::Communicator* everyone = m.world ? m.world.get() : m.comm.get();
+    if (everyone) log_shard(*m.executor, *everyone, m.stage);
+    if (everyone && everyone->rank() != 0) {
       m.executor->follow();
       m.follower_done = true;
     }

@@ -29,6 +29,9 @@ struct ModelOptions {
   // --ep N places whole experts on N ranks; with both, N ranks do both.
   int tp = 1;
   int ep = 1;
+  // --pp P: P groups of those ranks (or of single ranks), each holding a range of layers, as a pipeline.
+  int pp = 1;
+  bool parallel_ranks() const { return tp > 1 || ep > 1 || pp > 1; }
   std::string tp_shares;           // "2,1,1": uneven shares
   double collective_timeout = 30;  // seconds a collective may wait for the slowest rank
   // Under --tp/--ep: also probe every rank at start for the plan (run, bench and serve set it unless --no-plan).
@@ -39,7 +42,7 @@ struct ModelOptions {
 };
 
 void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute = true);
-// --tp, --ep, --tp-shares, --collective-timeout (part of add_model_options' compute options).
+// --tp, --ep, --pp, --tp-shares, --collective-timeout (part of add_model_options' compute options).
 void add_parallel_options(CLI::App& app, ModelOptions& o);
 // --repack, --mmap and --pin, for the commands that register their own compute options (bench, worker).
 void add_repack_option(CLI::App& app, bool& repack);
@@ -53,8 +56,12 @@ std::string default_model_path();
 struct LoadedModel {
   std::shared_ptr<const ModelWeights> weights;
   std::unique_ptr<Tokenizer> tokenizer;
-  // Under --tp/--ep: the ranks' communicator (the executor shares it; it keeps MPI up).
+  // Under --tp/--ep: the ranks' communicator (the executor shares it; it keeps MPI up); with --pp, the ranks of this
+  // rank's stage, and `world` every rank.
   std::shared_ptr<collective::Communicator> comm;
+  std::shared_ptr<collective::Communicator> world;
+  PipelineRanks pipe;  // under --pp: this rank's stage among the others
+  int stage = 0;
   // Under --tp/--ep: the collectives measured at start and (rank 0, when asked) the ranks' profiles.
   std::shared_ptr<const plan::ParallelRun> parallel;
   std::unique_ptr<LocalExecutor> executor;
@@ -68,7 +75,7 @@ struct LoadedModel {
 LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1, bool with_executor = true);
 StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots);
 // The ranks' shares as a table on rank 0 (a collective: every rank calls it).
-void log_shard(const LocalExecutor& e, collective::Communicator& comm);
+void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage = 0);
 // The log line of --repack: the memory the packed weights took, or why nothing was packed.
 void log_repack(uint64_t packed_bytes, std::string_view node);
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);

@@ -1,6 +1,7 @@
 // The collectives that tensor and expert parallelism need between the ranks that share each layer: an in-place sum
 // over ranks after the sharded matmuls, a broadcast of the head's requests, a gather of the output head's shards,
-// and the small exchanges of sampling from the head's shards (engine/sharded_sampling.h).
+// and the small exchanges of sampling from the head's shards (engine/sharded_sampling.h); and the point-to-point
+// messages that carry a pipeline stage's activations to the next stage's ranks (--tp with --pp).
 // Backends: MPI (mpi_communicator.h) between processes, a thread group (thread_group.h) inside one.
 #pragma once
 
@@ -31,6 +32,9 @@ class Communicator {
   virtual void gather(std::span<const float> mine, std::vector<float>& all, int root) = 0;
   // Each rank's bytes concatenated in rank order, on every rank; every rank passes the same number of bytes.
   virtual void all_gather(std::span<const uint8_t> mine, std::vector<uint8_t>& all) = 0;
+  // One message to rank `to`, and the next message from rank `from` (bytes resized to it), in the order sent.
+  virtual void send(std::span<const uint8_t> bytes, int to) = 0;
+  virtual void recv(std::vector<uint8_t>& bytes, int from) = 0;
   // A snapshot: the executor's thread adds to the counters while /metrics reads them from another.
   CollectiveStats stats() const {
     return {calls_.load(std::memory_order_relaxed), bytes_.load(std::memory_order_relaxed),

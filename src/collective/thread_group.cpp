@@ -66,6 +66,32 @@ class ThreadGroup::Member : public Communicator {
     count(mine.size(), start);
   }
 
+  void send(std::span<const uint8_t> bytes, int to) override {
+    const auto start = std::chrono::steady_clock::now();
+    if (to < 0 || to >= group_.n_ || to == rank_) fail("rank {}: cannot send to rank {}", rank_, to);
+    {
+      std::lock_guard lock(group_.mutex_);
+      group_.mail_[{rank_, to}].emplace_back(bytes.begin(), bytes.end());
+    }
+    group_.cv_.notify_all();
+    count(bytes.size(), start);
+  }
+
+  void recv(std::vector<uint8_t>& bytes, int from) override {
+    if (from < 0 || from >= group_.n_ || from == rank_) fail("rank {}: cannot receive from rank {}", rank_, from);
+    std::unique_lock lock(group_.mutex_);
+    auto& box = group_.mail_[{from, rank_}];
+    if (!group_.cv_.wait_for(lock, group_.timeout_, [&] { return !box.empty() || group_.broken_; })) {
+      group_.broken_ = true;
+      group_.cv_.notify_all();
+      fail("rank {}: nothing came from rank {} within {} s (it died or hangs)", rank_, from,
+           group_.timeout_.count() / 1000.0);
+    }
+    if (box.empty()) fail("rank {}: another rank of the group failed", rank_);
+    bytes = std::move(box.front());
+    box.pop_front();
+  }
+
  private:
   void count(size_t bytes, std::chrono::steady_clock::time_point start) {
     Communicator::count(bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

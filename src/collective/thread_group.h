@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -40,6 +42,7 @@ class ThreadGroup {
   std::vector<std::vector<float>> slots_;         // each rank's contribution to the current collective
   std::vector<uint8_t> bytes_;                    // a broadcast's payload
   std::vector<std::vector<uint8_t>> byte_slots_;  // each rank's bytes in an all-gather
+  std::map<std::pair<int, int>, std::deque<std::vector<uint8_t>>> mail_;  // (from, to): messages not yet received
   std::vector<std::unique_ptr<Member>> members_;
 };
 

@@ -1,7 +1,9 @@
 // LocalExecutor: forwards batches to its single Stage; under tensor/expert parallelism rank 0 broadcasts each
-// operation (a batch, a cleared or truncated sequence, the end) before running it.
+// operation (a batch, a cleared or truncated sequence, the end) before running it; pipeline ranks pass each
+// micro-batch's activations to the next stage's ranks.
 #include "engine/local_executor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "util/error.h"
@@ -78,14 +80,33 @@ Batch get_batch(Reader& r) {
   return b;
 }
 
+// Tokens [first, first + n) of the batch.
+void part_of(const Batch& b, int64_t first, int64_t n, Batch& out) {
+  const auto cut = [&](const auto& v, auto& to) { to.assign(v.begin() + first, v.begin() + first + n); };
+  cut(b.tokens, out.tokens);
+  cut(b.seq, out.seq);
+  cut(b.pos, out.pos);
+  cut(b.want_logits, out.want_logits);
+}
+
+// Micro-batches of a pipeline's batch: a decode step stays whole; a prompt is cut into up to two per stage, at
+// least 64 tokens each, so that the stages overlap without making the matmuls small.
+int64_t micro_batch_tokens(int64_t n_tokens, int n_stages) {
+  const int64_t parts = std::clamp<int64_t>(n_tokens / 64, 1, 2 * static_cast<int64_t>(n_stages));
+  return (n_tokens + parts - 1) / parts;
+}
+
 }  // namespace
 
 LocalExecutor::LocalExecutor(std::shared_ptr<const ModelWeights> weights, const StageOptions& options, int n_threads,
-                             bool pin, std::shared_ptr<collective::Communicator> comm)
-    : comm_(std::move(comm)), pool_(n_threads, pin), stage_(std::move(weights), options, pool_, comm_.get()) {}
+                             bool pin, std::shared_ptr<collective::Communicator> comm, PipelineRanks pipe)
+    : comm_(std::move(comm)),
+      pipe_(std::move(pipe)),
+      pool_(n_threads, pin),
+      stage_(std::move(weights), options, pool_, comm_.get()) {}
 
 LocalExecutor::~LocalExecutor() {
-  if (comm_ == nullptr || comm_->rank() != 0) return;
+  if (op_comm() == nullptr || op_comm()->rank() != 0) return;
   try {
     send(Writer(Op::Stop).take());
   } catch (const std::exception& e) {
@@ -94,17 +115,50 @@ LocalExecutor::~LocalExecutor() {
 }
 
 void LocalExecutor::send(std::vector<uint8_t> op) {
-  if (comm_ == nullptr) return;
-  comm_->broadcast(op, 0);
+  if (op_comm() == nullptr) return;
+  op_comm()->broadcast(op, 0);
+}
+
+void LocalExecutor::forward(const Batch& batch, bool gather, StageOutput& out) {
+  const auto run = [&](const Batch& b, const float* in, StageOutput& o) {
+    if (gather) {
+      stage_.forward(b, in, o);
+    } else {
+      stage_.forward_ungathered(b, in, o);
+    }
+  };
+  if (!pipe_.enabled()) return run(batch, nullptr, out);
+  out.logits.clear();
+  const int64_t step = micro_batch_tokens(batch.size(), pipe_.n_stages);
+  for (int64_t first = 0; first < batch.size(); first += step) {
+    const int64_t n = std::min(step, batch.size() - first);
+    part_of(batch, first, n, micro_);
+    const float* in = nullptr;
+    if (pipe_.prev >= 0) {
+      pipe_.world->recv(wire_, pipe_.prev);
+      const auto want = static_cast<size_t>(n * stage_.in_width()) * sizeof(float);
+      if (wire_.size() != want) {
+        fail("the stage before sent {} bytes of activations for {} tokens, expected {}", wire_.size(), n, want);
+      }
+      in = reinterpret_cast<const float*>(wire_.data());
+    }
+    run(micro_, in, part_);
+    if (pipe_.next >= 0) {
+      pipe_.world->send({reinterpret_cast<const uint8_t*>(part_.hidden.data()), part_.hidden.size() * sizeof(float)},
+                        pipe_.next);
+    } else {
+      out.logits.insert(out.logits.end(), part_.logits.begin(), part_.logits.end());
+    }
+  }
 }
 
 void LocalExecutor::decode(const Batch& batch, std::vector<float>& logits) {
-  if (comm_ != nullptr) {
+  if (op_comm() != nullptr) {
     Writer w(Op::Decode);
     put_batch(w, batch);
     send(w.take());
   }
-  stage_.forward(batch, nullptr, out_);
+  forward(batch, true, out_);
   logits.swap(out_.logits);
 }
 
@@ -126,7 +180,8 @@ void LocalExecutor::decode_sampled(const Batch& batch, std::span<const SampleReq
 
 void LocalExecutor::sample_apart(const Batch& batch, std::span<const SampleSpec> specs,
                                  std::span<const SampleRequest> requests, std::vector<SampledToken>& out) {
-  stage_.forward_ungathered(batch, nullptr, out_);
+  forward(batch, false, out_);
+  if (pipe_.next >= 0) return;  // the last stage samples
   const auto [v0, nv] = stage_.vocab_range();
   sharded_.sample(*comm_, specs, out_.logits, v0, nv, stage_.config().n_vocab, requests, out);
 }
@@ -147,17 +202,17 @@ void LocalExecutor::truncate_sequence(int64_t seq, int64_t n) {
 }
 
 void LocalExecutor::follow() {
-  if (comm_ == nullptr || comm_->rank() == 0) fail("follow() is for the ranks other than 0");
+  if (op_comm() == nullptr || op_comm()->rank() == 0) fail("follow() is for the ranks other than 0");
   std::vector<uint8_t> op;
   for (;;) {
-    comm_->broadcast(op, 0);
+    op_comm()->broadcast(op, 0);
     if (op.empty()) fail("an empty operation from rank 0");
     Reader r(op);
     const auto kind = static_cast<Op>(r.get<uint8_t>());
     try {
       switch (kind) {
         case Op::Decode:
-          stage_.forward(get_batch(r), nullptr, out_);
+          forward(get_batch(r), true, out_);
           break;
         case Op::DecodeSampled: {
           const Batch batch = get_batch(r);

@@ -50,11 +50,17 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, GatedActivati
     sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's floor against division by ~0
     for (int64_t i = 0; i < k; ++i) {
       const int64_t e = order[static_cast<size_t>(i)];
-      const int64_t local = e - w.expert0;
-      if (local < 0 || local >= w.shape.n_expert) continue;  // another rank's expert
-      // Gemma 4 scales each expert's output (ffn_down_exps.scale): folded into its routing weight, no extra pass.
-      const float scale = w.ffn_down_exps_scale.empty() ? 1.0f : w.ffn_down_exps_scale[static_cast<size_t>(local)];
-      routed[static_cast<size_t>(local)].emplace_back(t, p[e] / sum * scale);
+      // The matrices here that hold (a piece of) expert e: [first, last).
+      int64_t first = e - w.expert0, last = first + 1;
+      if (!w.pieces_of.empty()) {
+        first = w.pieces_of[static_cast<size_t>(e)];
+        last = w.pieces_of[static_cast<size_t>(e + 1)];
+      }
+      for (int64_t local = std::max<int64_t>(first, 0); local < std::min(last, w.shape.n_expert); ++local) {
+        // Gemma 4 scales each expert's output (ffn_down_exps.scale): folded into its routing weight, no extra pass.
+        const float scale = w.ffn_down_exps_scale.empty() ? 1.0f : w.ffn_down_exps_scale[static_cast<size_t>(local)];
+        routed[static_cast<size_t>(local)].emplace_back(t, p[e] / sum * scale);
+      }
     }
   }
 

@@ -36,7 +36,8 @@ class FeedForward {
              ThreadPool& pool, NextWeights next = {});
   // router_x: the router's input, when it is not x (Gemma 4 routes on another normalisation of the stream).
   // The experts w holds are w.expert0 .. + w.shape.n_expert (all of them, or a rank's under expert parallelism),
-  // each with w.shape.n_ff_exp rows; tokens routed to other experts get nothing from them here.
+  // or pieces of experts (w.pieces_of, tensor parallelism), each with w.shape.n_ff_exp rows; tokens routed to other
+  // experts get nothing from them here.
   void moe(const LayerWeights& w, const ModelConfig& c, GatedActivation act, const float* x, const float* router_x,
            int64_t n_tokens, float* out, ThreadPool& pool, NextWeights next = {}, const DenseBeside* dense = nullptr);
 

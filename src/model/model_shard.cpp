@@ -21,6 +21,7 @@ struct Cut {
   TensorView* view;
   TensorView src;
   std::vector<Range> rows;
+  std::vector<int64_t> starts;  // the first column of each range of rows (their width is c1 - c0); empty: c0
   int64_t c0, c1;
   std::array<int64_t, 4> ne;
   bool as_f32;
@@ -31,7 +32,9 @@ struct Cut {
 class ShardBuilder {
  public:
   // The view becomes rows x [c0, c1) of itself, shaped `ne` (ne[0] = c1 - c0).
-  void cut(TensorView& view, std::vector<Range> rows, int64_t c0, int64_t c1, std::array<int64_t, 4> ne) {
+  // starts: a first column per range of rows instead of c0 (blocks of different columns per expert piece).
+  void cut(TensorView& view, std::vector<Range> rows, int64_t c0, int64_t c1, std::array<int64_t, 4> ne,
+           std::vector<int64_t> starts = {}) {
     if (view.empty()) return;
     if (c1 <= c0 || ne[1] == 0) {  // this rank holds none of it
       view = TensorView{};
@@ -39,9 +42,11 @@ class ShardBuilder {
     }
     const auto& traits = type_traits(view.type);
     const int64_t bs = traits.block_size;
-    const bool aligned = c0 % bs == 0 && (c1 % bs == 0 || c1 == view.cols());
-    const bool whole = c0 == 0 && c1 == view.cols();
-    Cut c{&view, view, std::move(rows), c0, c1, ne, !(whole || aligned), 0, 0};
+    bool aligned = c0 % bs == 0 && (c1 % bs == 0 || c1 == view.cols());
+    for (int64_t s : starts)
+      aligned = aligned && s % bs == 0 && ((s + c1 - c0) % bs == 0 || s + c1 - c0 == view.cols());
+    const bool whole = c0 == 0 && c1 == view.cols() && starts.empty();
+    Cut c{&view, view, std::move(rows), std::move(starts), c0, c1, ne, !(whole || aligned), 0, 0};
     c.row_bytes = c.as_f32 ? static_cast<size_t>(c1 - c0) * sizeof(float) : row_size(view.type, c1 - c0);
     int64_t n_rows = 0;
     for (const auto& [r0, r1] : c.rows) n_rows += r1 - r0;
@@ -72,8 +77,10 @@ class ShardBuilder {
   static void copy(const Cut& c, uint8_t* base, std::vector<float>& row) {
     uint8_t* dst = base + c.offset;
     const auto& traits = type_traits(c.src.type);
-    const size_t skip = static_cast<size_t>(c.c0 / traits.block_size) * traits.type_size;
-    for (const auto& [r0, r1] : c.rows) {
+    for (size_t i = 0; i < c.rows.size(); ++i) {
+      const auto [r0, r1] = c.rows[i];
+      const int64_t c0 = c.starts.empty() ? c.c0 : c.starts[i];
+      const size_t skip = static_cast<size_t>(c0 / traits.block_size) * traits.type_size;
       for (int64_t r = r0; r < r1; ++r, dst += c.row_bytes) {
         if (!c.as_f32) {
           std::memcpy(dst, c.src.row(r) + skip, c.row_bytes);
@@ -81,7 +88,7 @@ class ShardBuilder {
         }
         row.resize(static_cast<size_t>(c.src.cols()));
         dequantize_row(c.src.type, c.src.row(r), row.data(), c.src.cols());
-        std::memcpy(dst, row.data() + c.c0, c.row_bytes);
+        std::memcpy(dst, row.data() + c0, c.row_bytes);
       }
     }
   }
@@ -181,20 +188,42 @@ std::shared_ptr<const ModelWeights> ModelWeights::sharded(const std::shared_ptr<
       lw.expert0 = e0;
       s.n_expert = n;
     } else if (spec.tp) {
-      // A share of every expert's rows.
-      const auto [f0, f1] = column_share(F, lw.ffn_down_exps, spec, where + "'s expert FFN");
-      const int64_t m = f1 - f0;
-      std::vector<Range> rows, fused;
-      for (int64_t e = 0; e < n_exp; ++e) {
-        rows.emplace_back(e * F + f0, e * F + f1);
-        fused.emplace_back(e * 2 * F + f0, e * 2 * F + f1);
-        fused.emplace_back(e * 2 * F + F + f0, e * 2 * F + F + f1);
+      // Pieces of every expert's rows (expert_pieces): whole blocks of the down projection's columns.
+      const int64_t bs = type_traits(lw.ffn_down_exps.type).block_size;
+      const int64_t units = F % bs == 0 ? F / bs : 1;  // a partial block: one unit, split by column_share below
+      std::vector<ExpertPiece> pieces;
+      if (F % bs == 0) {
+        pieces = expert_pieces(n_exp, units, spec, where + "'s expert FFN");
+      } else {
+        const auto [f0, f1] = column_share(F, lw.ffn_down_exps, spec, where + "'s expert FFN");
+        for (int64_t e = 0; e < n_exp; ++e) pieces.push_back({e, f0, f1 - f0});
       }
-      b.cut(lw.ffn_gate_exps, rows, 0, c.n_embd, {c.n_embd, m, n_exp, 1});
-      b.cut(lw.ffn_up_exps, rows, 0, c.n_embd, {c.n_embd, m, n_exp, 1});
-      b.cut(lw.ffn_gate_up_exps, fused, 0, c.n_embd, {c.n_embd, 2 * m, n_exp, 1});
-      b.cut(lw.ffn_down_exps, {{0, n_exp * c.n_embd}}, f0, f1, {m, c.n_embd, n_exp, 1});
+      const int64_t unit_rows = F % bs == 0 ? bs : 1;
+      const int64_t m = pieces.empty() ? 0 : pieces.front().count * unit_rows;
+      const auto n = static_cast<int64_t>(pieces.size());
+      std::vector<Range> rows, fused, down_rows;
+      std::vector<int64_t> starts;
+      lw.pieces_of.assign(static_cast<size_t>(n_exp + 1), 0);
+      std::vector<float> scale;
+      for (const ExpertPiece& p : pieces) {
+        const int64_t e = p.expert, f0 = p.first * unit_rows;
+        rows.emplace_back(e * F + f0, e * F + f0 + m);
+        fused.emplace_back(e * 2 * F + f0, e * 2 * F + f0 + m);
+        fused.emplace_back(e * 2 * F + F + f0, e * 2 * F + F + f0 + m);
+        down_rows.emplace_back(e * c.n_embd, (e + 1) * c.n_embd);
+        starts.push_back(f0);
+        ++lw.pieces_of[static_cast<size_t>(e + 1)];
+        if (!lw.ffn_down_exps_scale.empty()) scale.push_back(lw.ffn_down_exps_scale[static_cast<size_t>(e)]);
+      }
+      for (int64_t e = 0; e < n_exp; ++e)
+        lw.pieces_of[static_cast<size_t>(e + 1)] += lw.pieces_of[static_cast<size_t>(e)];
+      b.cut(lw.ffn_gate_exps, rows, 0, c.n_embd, {c.n_embd, m, n, 1});
+      b.cut(lw.ffn_up_exps, rows, 0, c.n_embd, {c.n_embd, m, n, 1});
+      b.cut(lw.ffn_gate_up_exps, fused, 0, c.n_embd, {c.n_embd, 2 * m, n, 1});
+      b.cut(lw.ffn_down_exps, down_rows, 0, m, {m, c.n_embd, n, 1}, starts);
+      lw.ffn_down_exps_scale = std::move(scale);
       s.n_ff_exp = m;
+      s.n_expert = n;
     }
   }
   if (!w->output_.empty()) {

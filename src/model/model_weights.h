@@ -40,9 +40,12 @@ struct LayerWeights {
   // The layer's shape as these weights hold it: the model's, or a rank's share under tensor or expert parallelism
   // (its query and KV heads, FFN rows, each expert's rows, its experts), with where that share starts.
   LayerShape shape;
-  int64_t q_head0 = 0;      // the first query head held
-  int64_t kv_head0 = 0;     // the first KV head held
-  int64_t expert0 = 0;      // the first expert held (expert parallelism); the experts held are consecutive
+  int64_t q_head0 = 0;   // the first query head held
+  int64_t kv_head0 = 0;  // the first KV head held
+  int64_t expert0 = 0;   // the first expert held (expert parallelism); the experts held are consecutive
+  // Under --tp: the pieces held of expert e (expert_pieces) are experts [pieces_of[e], pieces_of[e + 1]) of the
+  // matrices here; empty when each expert held is one of them (expert0 on).
+  std::vector<int32_t> pieces_of;
   bool attn_split = false;  // the attention's heads are split over the ranks (its output is a partial sum)
 };
 

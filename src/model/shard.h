@@ -24,6 +24,21 @@ struct ShardSpec {
 std::pair<int64_t, int64_t> share_range(int64_t units, const ShardSpec& spec, const std::string& what,
                                         bool allow_empty = false);
 
+// A piece of one expert's FFN that a rank holds under --tp: quant blocks [first, first + count) of its rows (gate,
+// up) and of the down projection's columns.
+struct ExpertPiece {
+  int64_t expert;
+  int64_t first;
+  int64_t count;
+};
+
+// Rank spec.rank's pieces of n_expert experts of `units` blocks each, by expert. When the blocks divide among the
+// ranks as the shares ask (to a tenth of a rank's share), one contiguous piece of every expert. Otherwise (768 rows = 3
+// Q4_K blocks over 2 ranks) a contiguous split would give one rank twice the other's work for every token; the blocks
+// are dealt one at a time instead, in block-major order (block 0 of every expert, then block 1, ...), so each rank's
+// share of a token's routed work follows the shares on average. Every piece then has the same width (one block).
+std::vector<ExpertPiece> expert_pieces(int64_t n_expert, int64_t units, const ShardSpec& spec, const std::string& what);
+
 // "2,1,1" -> {2, 1, 1}; checks the count against the ranks and that every share is positive.
 std::vector<double> parse_shares(const std::string& text, int n_ranks);
 

@@ -139,9 +139,19 @@ ParallelLayout parallel_layout(const ModelCost& m, ParallelMode mode, int ranks,
           fex = static_cast<double>(e1 - e0) / static_cast<double>(s.n_expert);
           if (il == 0 || ex0[static_cast<size_t>(r)] == 0) ex0[static_cast<size_t>(r)] = e1 - e0;
         } else {
-          const auto [f0, f1] = column_share(s.n_ff_exp, l.exp_down_block, spec, where + "'s expert FFN");
-          fex = static_cast<double>(f1 - f0) / static_cast<double>(s.n_ff_exp);
-          if (il == 0 || ex0[static_cast<size_t>(r)] == 0) ex0[static_cast<size_t>(r)] = f1 - f0;
+          // As ModelWeights::sharded: pieces of whole blocks (expert_pieces), or a share of a partial block's rows.
+          const int64_t bs = std::max<int64_t>(l.exp_down_block, 1);
+          int64_t rows = 0;  // of all experts together
+          if (s.n_ff_exp % bs == 0) {
+            for (const ExpertPiece& p : expert_pieces(s.n_expert, s.n_ff_exp / bs, spec, where + "'s expert FFN")) {
+              rows += p.count * bs;
+            }
+          } else {
+            const auto [f0, f1] = column_share(s.n_ff_exp, l.exp_down_block, spec, where + "'s expert FFN");
+            rows = (f1 - f0) * s.n_expert;
+          }
+          fex = static_cast<double>(rows) / static_cast<double>(s.n_ff_exp * s.n_expert);
+          if (il == 0 || ex0[static_cast<size_t>(r)] == 0) ex0[static_cast<size_t>(r)] = rows / s.n_expert;
         }
       }
       sh.q.push_back(fq);

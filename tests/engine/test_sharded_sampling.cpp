@@ -46,6 +46,11 @@ class Counting : public collective::Communicator {
     note(mine.size());
     inner_.all_gather(mine, all);
   }
+  void send(std::span<const uint8_t> bytes, int to) override {
+    note(bytes.size());
+    inner_.send(bytes, to);
+  }
+  void recv(std::vector<uint8_t>& bytes, int from) override { inner_.recv(bytes, from); }
   size_t largest = 0;
   size_t calls = 0;
   size_t total = 0;

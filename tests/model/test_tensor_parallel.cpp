@@ -208,6 +208,22 @@ TEST(TensorParallel, ShareArithmetic) {
   EXPECT_THROW(parse_shares("2,1", 3), Error);
 }
 
+// 3 blocks an expert over 2 ranks: dealt block-major, 6 one-block pieces each, instead of 2 and 1 blocks of every
+// expert; 4 blocks: one contiguous piece of every expert.
+TEST(TensorParallel, ExpertBlocksAreDealtWhenTheyDoNotDivide) {
+  using P = std::tuple<int64_t, int64_t, int64_t>;
+  auto pieces = [](int64_t units, int rank) {
+    std::vector<P> out;
+    for (const ExpertPiece& p : expert_pieces(4, units, ShardSpec{rank, 2, {}, true, false}, "experts")) {
+      out.emplace_back(p.expert, p.first, p.count);
+    }
+    return out;
+  };
+  EXPECT_EQ(pieces(3, 0), (std::vector<P>{{0, 0, 1}, {0, 1, 1}, {1, 0, 1}, {1, 1, 1}, {2, 0, 1}, {3, 0, 1}}));
+  EXPECT_EQ(pieces(3, 1), (std::vector<P>{{0, 2, 1}, {1, 2, 1}, {2, 1, 1}, {2, 2, 1}, {3, 1, 1}, {3, 2, 1}}));
+  EXPECT_EQ(pieces(4, 1), (std::vector<P>{{0, 2, 2}, {1, 2, 2}, {2, 2, 2}, {3, 2, 2}}));
+}
+
 // A rank that never arrives ends the others' collective with an error instead of a hang.
 TEST(TensorParallel, AMissingRankIsAnErrorNotAHang) {
   collective::ThreadGroup group(2, std::chrono::milliseconds(300));
