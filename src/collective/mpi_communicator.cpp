@@ -81,8 +81,13 @@ struct MpiCommunicator::Liveness {
     const auto deadline = std::chrono::steady_clock::now() + patience;
     while (std::chrono::steady_clock::now() < deadline) {
       answer();
-      int all = 0;
-      MPI_Testall(static_cast<int>(pongs.size()), pongs.data(), &all, MPI_STATUSES_IGNORE);
+      // One by one: MPI_Testall leaves every request as it was unless all completed, which would name them all.
+      bool all = true;
+      for (MPI_Request& pong : pongs) {
+        int done = 0;
+        if (pong != MPI_REQUEST_NULL) MPI_Test(&pong, &done, MPI_STATUS_IGNORE);
+        all = all && pong == MPI_REQUEST_NULL;
+      }
       if (all) return {};
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }

@@ -88,9 +88,6 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
   attention(s, cache, layer, batch, q, out, pool, ops, scratch);
 }
 
-// Below this many multiply-adds of q.k the caller attends alone (about a pool pass's cost: 8-10 us).
-constexpr int64_t kCallerAttentionMacs = 64 * 1024;
-
 void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, const Batch& batch, const float* q,
                float* out, ThreadPool& pool, const VecOps& ops, AttentionScratch& scratch) {
   const bool f16 = cache.config().type == GgmlType::F16;
@@ -113,7 +110,7 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
     scratch.threads.resize(static_cast<size_t>(pool.size()));
   // Items from a shared counter, one at a time: they differ in cost (later tokens see more keys).
   std::atomic<int64_t> next{0};
-  const auto work = [&](int thread) {
+  pool.run([&](int thread) {
     AttentionScratch::Thread& buf = scratch.threads[static_cast<size_t>(thread)];
     float* const qr = buf.q.get(static_cast<size_t>(max_rows * d));
     float* const orow = buf.o.get(static_cast<size_t>(max_rows * dv));
@@ -171,15 +168,7 @@ void attention(const AttentionShape& s, const KvCache& cache, int64_t layer, con
         for (int64_t i = 0; i < dv; ++i) o[i] = orow[r * dv + i] * inv;
       }
     }
-  };
-  // One item (a decode step over one KV head), or a few keys in all: waking the pool costs more than it saves.
-  int64_t keys = 0;
-  for (const TokenRun& run : runs) keys += batch.pos[static_cast<size_t>(run.last - 1)] + 1;
-  if (pool.size() == 1 || n_items == 1 || keys * s.n_head * d < kCallerAttentionMacs) {
-    work(0);
-  } else {
-    pool.run(work);
-  }
+  });
 }
 
 }  // namespace tessera

@@ -335,14 +335,16 @@ class BackgroundRun {
   std::filesystem::path log_;
 };
 
-void check_fault(int signal, std::initializer_list<const char*> expect) {
+// Rank `rank` of `ranks` gets the signal mid-run; the output must hold every `expect` and none of `absent`.
+void check_fault(int signal, std::initializer_list<const char*> expect, int ranks = 2, int rank = 1,
+                 std::initializer_list<const char*> absent = {}) {
   setenv("TESSERA_MPI_TEST", std::to_string(::getpid()).c_str(), 1);
-  BackgroundRun run(mpirun(2, {"run", "-p", "Once upon a time", "-n", "100000", "-c", "100000", "--ignore-eos", "-t",
-                               "1", "--tp", "2", "--collective-timeout", "2"}));
+  BackgroundRun run(mpirun(ranks, {"run", "-p", "Once upon a time", "-n", "100000", "-c", "100000", "--ignore-eos",
+                                   "-t", "1", "--tp", std::to_string(ranks), "--collective-timeout", "2"}));
   pid_t victim = -1;
   for (int i = 0; i < 200 && victim < 0; ++i) {
     std::this_thread::sleep_for(50ms);
-    victim = run.rank_pid(1);
+    victim = run.rank_pid(rank);
   }
   ASSERT_GT(victim, 0) << run.output();
   std::this_thread::sleep_for(1500ms);  // generating by now
@@ -355,6 +357,7 @@ void check_fault(int signal, std::initializer_list<const char*> expect) {
   EXPECT_NE(code, 0);
   EXPECT_LT(took, 10.0);
   for (const char* e : expect) EXPECT_NE(run.output().find(e), std::string::npos) << e << " in " << run.output();
+  for (const char* e : absent) EXPECT_EQ(run.output().find(e), std::string::npos) << e << " in " << run.output();
 }
 
 // serve --tp 2: only rank 0 listens; a completion equals one node's run; SIGTERM stops every rank.
@@ -398,6 +401,11 @@ TEST(MpiRun, AKilledRankEndsTheRunWithinSeconds) { check_fault(SIGKILL, {"rank 1
 // A stopped rank keeps its connections open: rank 0's deadline passes, and the ping it then sends goes unanswered.
 TEST(MpiRun, AStoppedRankIsNamedWithinSeconds) {
   check_fault(SIGSTOP, {"did not complete within 2 s: rank 1 (", ") did not answer a ping"});
+}
+
+// Of three ranks only the stopped one is named: the others answer while they wait.
+TEST(MpiRun, OfThreeRanksOnlyTheStoppedOneIsNamed) {
+  check_fault(SIGSTOP, {": rank 2 (", ") did not answer a ping"}, 3, 2, {"rank 1 (", "rank 0 ("});
 }
 
 }  // namespace

@@ -233,5 +233,24 @@ TEST(TensorParallel, AMissingRankIsAnErrorNotAHang) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
+// Point-to-point messages (a pipeline stage's activations): in the order sent, from the rank named; a receive from a
+// rank that sends nothing is an error after the timeout.
+TEST(TensorParallel, ThreadGroupMessagesArriveInOrderFromTheirSender) {
+  collective::ThreadGroup group(3, std::chrono::milliseconds(300));
+  group.rank(0).send(std::vector<uint8_t>{1, 2}, 2);
+  group.rank(1).send(std::vector<uint8_t>{9}, 2);
+  group.rank(0).send(std::vector<uint8_t>{3}, 2);
+  std::vector<uint8_t> got;
+  group.rank(2).recv(got, 0);
+  EXPECT_EQ(got, (std::vector<uint8_t>{1, 2}));
+  group.rank(2).recv(got, 0);
+  EXPECT_EQ(got, (std::vector<uint8_t>{3}));
+  group.rank(2).recv(got, 1);
+  EXPECT_EQ(got, (std::vector<uint8_t>{9}));
+  EXPECT_EQ(group.rank(0).stats().bytes, 3u);
+  EXPECT_THROW(group.rank(2).recv(got, 1), Error);
+  EXPECT_THROW(group.rank(0).send(std::vector<uint8_t>{1}, 0), Error);
+}
+
 }  // namespace
 }  // namespace tessera
