@@ -67,7 +67,7 @@ GenerationResult Generator::generate(std::span<const TokenId> prompt, Sampler& s
   }
   GenerationResult result;
   result.n_prompt = static_cast<int64_t>(prompt.size());
-  for (TokenId t : prompt) sampler.accept(t);
+  for (TokenId t : prompt) sampler.accept(t, false);
 
   const auto t0 = Clock::now();
   // Only the last prompt chunk has an output: its position gives the first generated token.

@@ -5,12 +5,14 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/sampler.h"
+#include "grammar/grammar.h"
 #include "tokenizer/vocab.h"
 
 namespace tessera {
@@ -24,6 +26,10 @@ struct SequenceRequest {
   int32_t logprobs = -1;  // -1: none; n >= 0: the chosen token's logprob and the n most likely alternatives
   // Drop one leading space of the first piece (SPM output that starts the text), as `tessera run` does.
   bool strip_leading_space = false;
+  // Grammar-constrained output (docs/structured-output.md): the grammar's text form, "" for none, and its compiled
+  // form (compiled at submit when left empty).
+  std::string grammar;
+  std::shared_ptr<const grammar::Grammar> compiled_grammar;
 };
 
 enum class FinishReason { EndOfGeneration, StopString, Length, ContextFull, Cancelled, Error };

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "grammar/constraint.h"
 #include "util/error.h"
 
 namespace tessera {
@@ -86,6 +87,10 @@ SamplerState Sampler::state() const {
   s.params.seed = seed_;
   s.draws = draws_;
   s.history = history();
+  if (constraint_) {
+    s.grammar = grammar_text_;
+    s.grammar_tokens = constraint_->accepted();
+  }
   return s;
 }
 
@@ -109,7 +114,24 @@ void Sampler::restore(uint64_t draws, std::span<const int32_t> history) {
   }
   rng_.discard(draws - draws_);
   draws_ = draws;
-  for (int32_t token : history) accept(token);
+  for (int32_t token : history) accept(token, false);
+}
+
+void Sampler::set_grammar(std::string text, std::shared_ptr<grammar::TokenConstraint> constraint) {
+  if (constraint && constraint->trie().n_vocab() != n_vocab_) {
+    fail("grammar vocabulary has {} tokens but the sampler {}", constraint->trie().n_vocab(), n_vocab_);
+  }
+  grammar_text_ = std::move(text);
+  constraint_ = std::move(constraint);
+}
+
+void Sampler::mask_grammar(std::span<float> logits, int32_t first) const {
+  if (!constraint_) return;
+  const auto words = constraint_->mask();
+  if (std::all_of(words.begin(), words.end(), [](uint64_t w) { return w == 0; })) {
+    fail("the grammar allows no token of the vocabulary here");
+  }
+  constraint_->apply(logits, first);
 }
 
 void Sampler::skip_sample() {
@@ -119,8 +141,9 @@ void Sampler::skip_sample() {
   ++draws_;
 }
 
-void Sampler::accept(int32_t token) {
+void Sampler::accept(int32_t token, bool generated) {
   if (token < 0 || token >= n_vocab_) fail("accepted token {} is outside the vocabulary [0, {})", token, n_vocab_);
+  if (generated && constraint_) constraint_->accept(token);
   if (!penalties_active()) return;
   if (params_.repeat_last_n < 0) {
     window_.push_back(token);  // the whole sequence counts: kept only so history() can be sent
@@ -182,6 +205,7 @@ void Sampler::check_logits(std::span<const float> logits) const {
 int32_t Sampler::sample(std::span<const float> logits) {
   check_logits(logits);
   std::transform(logits.begin(), logits.end(), penalised_.begin(), sanitize_logit);
+  mask_grammar(penalised_);
   apply_penalties(penalised_);
   return pick();
 }

@@ -8,11 +8,17 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "engine/nucleus.h"
+
+namespace tessera::grammar {
+class TokenConstraint;
+}
 
 namespace tessera {
 
@@ -78,6 +84,10 @@ struct SamplerState {
   SamplerParams params;          // seed resolved (never kRandomSeed)
   uint64_t draws = 0;            // random numbers drawn since the seed
   std::vector<int32_t> history;  // accepted tokens in the penalty window, oldest first; empty without penalties
+  // A grammar constraint: its text form ("" for none) and the generated tokens it has accepted, from which a
+  // sampler elsewhere rebuilds the matcher (grammar_sampling.h).
+  std::string grammar;
+  std::vector<int32_t> grammar_tokens;
 };
 
 class Sampler {
@@ -90,8 +100,18 @@ class Sampler {
   // sample() plus logprobs of the chosen token and the top_n most likely tokens (top_n is clamped to n_vocab).
   SampledToken sample_with_logprobs(std::span<const float> logits, int32_t top_n);
 
-  // Records a token of the sequence (prompt or generated) for the repetition penalties.
-  void accept(int32_t token);
+  // Records a token of the sequence for the repetition penalties; a generated one also advances the grammar
+  // (prompt tokens and a restored history pass generated = false). Throws Error when the grammar forbids it.
+  void accept(int32_t token, bool generated = true);
+
+  // Constrains every pick to the tokens `constraint` allows: the others get -inf before any other step. `text` is
+  // the grammar's text form, which state() carries to a sampler on another node.
+  void set_grammar(std::string text, std::shared_ptr<grammar::TokenConstraint> constraint);
+  grammar::TokenConstraint* grammar() const { return constraint_.get(); }
+  const std::string& grammar_text() const { return grammar_text_; }
+  // Sets the logits of tokens the grammar forbids to -inf (a no-op without one); `first` is the token id of
+  // logits[0] when the row is a tensor-parallel rank's slice. Throws Error when the grammar allows no token.
+  void mask_grammar(std::span<float> logits, int32_t first = 0) const;
   // Forgets the accepted tokens and restarts the random stream from the seed, so a rerun repeats itself.
   void reset();
 
@@ -158,6 +178,9 @@ class Sampler {
   std::vector<int32_t> counts_;
   std::vector<int32_t> present_;
   std::vector<int32_t> present_slot_;
+
+  std::string grammar_text_;
+  std::shared_ptr<grammar::TokenConstraint> constraint_;
 
   // Buffers reused by every call so sampling does not allocate.
   std::vector<float> penalised_;

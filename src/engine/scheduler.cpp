@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <optional>
 
+#include "engine/grammar_vocab.h"
 #include "engine/stop_strings.h"
+#include "grammar/constraint.h"
+#include "grammar/parser.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -102,7 +105,15 @@ std::shared_ptr<SequenceHandle> Scheduler::submit(SequenceRequest request, Seque
   }
   if (request.logprobs > n_vocab) request.logprobs = n_vocab;
   auto s = std::make_unique<Sequence>(std::move(request), std::move(callbacks), tokenizer_, n_vocab);
-  for (TokenId t : s->request.prompt) s->sampler.accept(t);
+  for (TokenId t : s->request.prompt) s->sampler.accept(t, false);
+  if (!s->request.grammar.empty()) {
+    if (!s->request.compiled_grammar) {
+      s->request.compiled_grammar = std::make_shared<grammar::Grammar>(grammar::parse_grammar(s->request.grammar));
+    }
+    std::call_once(trie_once_, [this] { trie_ = make_token_trie(tokenizer_); });
+    s->sampler.set_grammar(s->request.grammar,
+                           std::make_shared<grammar::TokenConstraint>(s->request.compiled_grammar, trie_));
+  }
   s->result.n_prompt = static_cast<int64_t>(s->request.prompt.size());
   auto handle = s->handle;
   {
@@ -377,7 +388,12 @@ void Scheduler::take(Sequence& s, SampledToken& picked) {
   delta.token = picked.token;
   if (s.request.logprobs >= 0) delta.logprobs = std::move(picked);
   const TokenId token = delta.token;
-  s.sampler.accept(token);
+  try {
+    s.sampler.accept(token);
+  } catch (const Error& e) {
+    finish(s, FinishReason::Error, e.what());  // a grammar that rejects its own pick: a bug, not a crash
+    return;
+  }
   s.result.tokens.push_back(token);
   if (s.result.tokens.size() == 1) {
     s.result.first_token_seconds = std::chrono::duration<double>(Clock::now() - s.submitted).count();

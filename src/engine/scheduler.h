@@ -15,6 +15,7 @@
 
 #include "engine/executor.h"
 #include "engine/request.h"
+#include "grammar/token_trie.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tessera {
@@ -107,6 +108,9 @@ class Scheduler {
   Executor& executor_;
   const Tokenizer& tokenizer_;
   SchedulerOptions options_;
+  // The vocabulary's byte trie, built by the first request with a grammar.
+  std::once_flag trie_once_;
+  std::shared_ptr<const grammar::TokenTrie> trie_;
   const Clock::time_point started_ = Clock::now();
 
   // Shared with submitters.

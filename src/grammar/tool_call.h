@@ -1,0 +1,25 @@
+// Grammars for tool calls in a model family's format, so a constrained model can only emit calls whose arguments
+// validate against the called function's schema (for tool_choice "required" or a named function).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessera::grammar {
+
+struct ToolSchema {
+  std::string name;
+  std::string parameters;  // the function's JSON schema, as JSON text ("{}" accepts any arguments object)
+};
+
+enum class ToolCallFormat {
+  Hermes,   // <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call> (Qwen, Hermes)
+  Llama3,   // {"name": "f", "parameters": {...}} (Llama 3.x JSON tool calling); several separated by "; "
+  Mistral,  // [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]
+};
+
+// Grammar text for one call (or, with several, one or more) of any of `tools`. Throws Error naming the tool
+// whose schema is bad, or when `tools` is empty.
+std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallFormat format, bool several);
+
+}  // namespace tessera::grammar

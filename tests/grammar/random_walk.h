@@ -1,0 +1,39 @@
+// Random sentences of a grammar for tests: a walk that picks among the allowed next bytes and ends, once it can,
+// with a probability that grows with the length (so strings and lists stay short).
+#pragma once
+
+#include <memory>
+#include <random>
+#include <string>
+
+#include "grammar/matcher.h"
+
+namespace tessera::test {
+
+// Returns false when the walk did not reach an end within max_bytes.
+inline bool random_sentence(std::shared_ptr<const grammar::Grammar> g, std::mt19937& rng, std::string& out,
+                            size_t max_bytes = 4000) {
+  grammar::Matcher m(std::move(g));
+  out.clear();
+  while (out.size() < max_bytes) {
+    if (m.can_end() && (m.finished() || std::uniform_int_distribution<size_t>(0, 40)(rng) < out.size() / 8 + 1)) {
+      return true;
+    }
+    const grammar::ByteSet next = m.next_bytes();
+    std::vector<uint8_t> bytes;
+    for (unsigned b = 0; b < 256; ++b) {
+      if (next.contains(static_cast<uint8_t>(b))) bytes.push_back(static_cast<uint8_t>(b));
+    }
+    if (bytes.empty()) return m.can_end();
+    // Structure bytes first half the time: a uniform pick would mostly wander inside strings.
+    uint8_t pick = bytes[std::uniform_int_distribution<size_t>(0, bytes.size() - 1)(rng)];
+    for (uint8_t b : bytes) {
+      if ((b == '"' || b == ']' || b == '}') && std::uniform_int_distribution<int>(0, 1)(rng) == 0) pick = b;
+    }
+    if (!m.advance(pick)) return false;
+    out += static_cast<char>(pick);
+  }
+  return false;
+}
+
+}  // namespace tessera::test
