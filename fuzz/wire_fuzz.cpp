@@ -140,6 +140,8 @@ std::vector<Message> seeds() {
   s.history = {5, 6};
   s.logprobs = true;
   s.top_logprobs = 2;
+  s.grammar = "root ::= \"{\" [0-9]* \"}\"\n";
+  s.grammar_tokens = {9};
   f.sampling.push_back(s);
   out.push_back(f);
   ForwardResult r;

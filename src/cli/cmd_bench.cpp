@@ -15,12 +15,16 @@
 #include "cli/bench_parallel.h"
 #include "cli/cluster_options.h"
 #include "cli/commands.h"
+#include "cli/grammar_options.h"
 #include "cli/model_options.h"
 #include "cli/table.h"
 #include "cluster/pipeline_executor.h"
 #include "cluster/remote_stage_endpoint.h"
 #include "engine/benchmark.h"
+#include "engine/grammar_vocab.h"
 #include "engine/local_executor.h"
+#include "grammar/constraint.h"
+#include "grammar/parser.h"
 #include "hw/probe.h"
 #include "plan/plan_cli.h"
 #include "plan/split_spec.h"
@@ -47,6 +51,7 @@ struct BenchArgs {
   bool no_warmup = false;
   double probe_seconds = 1.0;
   uint64_t probe_buffer_mib = 0;
+  GrammarOptions grammar;
 };
 
 std::vector<int64_t> parse_lists(const std::vector<std::string>& texts, std::string_view flag, int64_t min_value) {
@@ -272,8 +277,18 @@ int run_bench(const BenchArgs& a) {
   }
   if (mo.pp > 1 && a.check_plan) fail("bench --check-plan: a pipeline of rank groups (--pp) is not predicted yet");
   mo.profile_ranks = !a.no_plan || a.check_plan;
+  const std::string grammar_text = a.grammar.grammar_text();
   LoadedModel first = load_model(mo, n_slots, !distributed || a.check_plan);
   if (first.follower_done) return 0;
+  if (!grammar_text.empty()) {
+    // One compiled grammar and one vocabulary trie for every sampler, as the server shares them.
+    auto compiled = std::make_shared<grammar::Grammar>(grammar::parse_grammar(grammar_text));
+    auto trie = make_token_trie(*first.tokenizer);
+    config.run.constrain = [compiled, trie, grammar_text](Sampler& s) {
+      s.set_grammar(grammar_text, std::make_shared<grammar::TokenConstraint>(compiled, trie));
+    };
+    log_info("bench: generation tests sample under the grammar ({} rules)", compiled->rules.size());
+  }
   mo.parallel = first.parallel;
   const BenchModel model = describe_bench_model(mo.model, *first.weights);
   log_info("bench: {} ({}, {:.2f} MB read per decoded token), context {}, {} sequence slot(s)", mo.model, model.type,
@@ -449,6 +464,7 @@ Command add_bench_command(CLI::App& root) {
   app->add_option("--kv-type,--cache-type-k", a->model.kv_type, "KV cache type: f16 or f32")
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
+  add_grammar_options(*app, a->grammar);
   app->add_flag("--no-probe", a->no_probe, "Skip the bandwidth measurement and the roofline columns");
   app->add_flag("--no-warmup", a->no_warmup, "Skip the untimed warm-up run of each test");
   app->add_option("--probe-seconds", a->probe_seconds, "Bandwidth measurement time per thread count")

@@ -9,9 +9,11 @@
 
 #include "cli/cluster_options.h"
 #include "cli/commands.h"
+#include "cli/grammar_options.h"
 #include "cli/model_options.h"
 #include "cluster/pipeline_executor.h"
 #include "engine/generator.h"
+#include "engine/grammar_vocab.h"
 #include "plan/plan_cli.h"
 #include "tokenizer/chat_template.h"
 #include "util/error.h"
@@ -35,6 +37,7 @@ struct RunArgs {
   std::string system_prompt;
   std::string logits_out;
   bool no_plan = false;
+  GrammarOptions grammar;
 };
 
 // With --workers (or under mpirun --tp/--ep): what the planner predicts for the nodes given (the ranks), the split
@@ -107,6 +110,7 @@ int run_once(const RunArgs& a) {
   if (a.cluster.enabled()) distributed = build_pipeline(m, a.model, a.cluster, 1);
   Executor& executor = distributed ? *distributed : static_cast<Executor&>(*m.executor);
   Sampler sampler(a.sampler, m.tokenizer->n_vocab());
+  constrain_sampler(sampler, a.grammar.grammar_text(), *m.tokenizer);
   auto prompt = m.tokenizer->encode(text, true, true);
   if (prompt.empty()) {
     if (m.tokenizer->bos() < 0) fail("the prompt is empty and the vocabulary has no BOS token to start from");
@@ -231,6 +235,7 @@ Command add_run_command(CLI::App& root) {
   add_model_options(*app, a->model);
   add_sampler_options(*app, a->sampler);
   add_cluster_options(*app, a->cluster);
+  add_grammar_options(*app, a->grammar);
   app->add_flag("--no-plan", a->no_plan, "With --workers or --tp/--ep: do not print the plan at start");
   auto* p = app->add_option("-p,--prompt", a->prompt, "Prompt text (\"\" starts from BOS alone)");
   auto* f = app->add_option("-f,--file", a->prompt_file, "Read the prompt from a file");
@@ -248,6 +253,8 @@ Command add_run_command(CLI::App& root) {
                   "evaluation order (prompt positions, then one per generated token that was evaluated)");
   return {app, [a] {
             a->sampler.validate();
+            if (a->chat && !a->grammar.grammar_text().empty())
+              fail("--json-schema and --grammar apply to one-shot runs, not --chat");
             a->model.profile_ranks = !a->no_plan;  // under --tp/--ep: each rank's profile for the plan
             return a->chat ? run_chat(*a) : run_once(*a);
           }};

@@ -5,6 +5,8 @@
 #include <algorithm>
 
 #include "cluster/micro_batches.h"
+#include "engine/grammar_vocab.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 
 namespace tessera::cluster {
@@ -30,12 +32,15 @@ LocalStageEndpoint::LocalStageEndpoint(std::string node, int stage_index, std::s
     : node_(std::move(node)),
       index_(stage_index),
       pool_(threads, pin),
-      stage_(std::move(weights), options, pool_),
+      stage_(weights, options, pool_),
       batch_times_(stage_.time_batches(kTimedBatchTokens, kBatchTimingRounds, kBatchTimingBudgetSeconds)),
       sampler_(static_cast<int32_t>(stage_.config().n_vocab),
                std::clamp<size_t>(static_cast<size_t>(options.n_slots), 1, 64)),
       done_(done),
-      thread_([this] { run(); }) {}
+      thread_([this] { run(); }) {
+  sampler_.set_trie_source(
+      [weights] { return make_token_trie(*Tokenizer::from_metadata(weights->source().metadata())); });
+}
 
 LocalStageEndpoint::~LocalStageEndpoint() {
   {

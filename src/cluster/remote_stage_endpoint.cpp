@@ -20,12 +20,13 @@ using namespace std::chrono_literals;
 
 constexpr size_t kChunkBytes = 16u << 20;
 
-// The model's metadata as a tensor-less GGUF, without the tokenizer (workers never tokenize), plus the vocab size
-// that the tokenizer's list would otherwise give.
-std::vector<uint8_t> stage_metadata(const ModelWeights& model) {
+// The model's metadata as a tensor-less GGUF, plus the vocab size that the tokenizer's list would otherwise give.
+// Only the stage with the output head gets the tokenizer: it builds the vocabulary trie of grammar-constrained
+// sampling (the others never tokenize).
+std::vector<uint8_t> stage_metadata(const ModelWeights& model, bool has_head) {
   gguf::GgufWriter w;
   for (const auto& [key, value] : model.source().metadata().entries()) {
-    if (key.rfind("tokenizer.", 0) == 0) continue;
+    if (!has_head && key.rfind("tokenizer.", 0) == 0) continue;
     w.set(key, value);
   }
   const auto& c = model.config();
@@ -122,7 +123,7 @@ void RemoteStageEndpoint::load(const ModelWeights& model, bool has_embedding, bo
   req.file_name = std::filesystem::path(file.name()).filename().string();
   req.file_size = model.file().file_size();
   req.model_name = c.name;
-  req.model_metadata = stage_metadata(model);
+  req.model_metadata = stage_metadata(model, has_head);
   std::unordered_map<std::string, std::span<const uint8_t>> data_of;
   for (const auto& spec : expected_tensors(c)) {
     if (!stage_needs(spec, layers_, has_embedding, has_head, c.tied_output)) continue;

@@ -25,6 +25,8 @@ net::SamplingParams to_wire(const StageSample& s) {
   w.history = s.state.history;
   w.logprobs = s.top_logprobs >= 0;
   w.top_logprobs = static_cast<uint16_t>(std::max(s.top_logprobs, 0));
+  w.grammar = s.state.grammar;
+  w.grammar_tokens = s.state.grammar_tokens;
   return w;
 }
 
@@ -48,6 +50,8 @@ StageSample from_wire(const net::SamplingParams& w) {
   s.state.draws = w.draws;
   s.state.history = w.history;
   s.top_logprobs = w.logprobs ? w.top_logprobs : -1;
+  s.state.grammar = w.grammar;
+  s.state.grammar_tokens = w.grammar_tokens;
   return s;
 }
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include "grammar/constraint.h"
+#include "grammar/parser.h"
 #include "model/stage.h"
 #include "util/error.h"
 
@@ -32,8 +34,38 @@ SampledToken StageSampler::sample(const StageSample& request, std::span<const fl
   it->last_use = ++clock_;
   Sampler& s = *it->sampler;
   s.restore(request.state.draws, request.state.history);
+  restore_grammar(s, request.state);
   if (request.top_logprobs >= 0) return s.sample_with_logprobs(logits, request.top_logprobs);
   return SampledToken{s.sample(logits), 0.0f, {}};
+}
+
+void StageSampler::restore_grammar(Sampler& s, const SamplerState& state) {
+  if (state.grammar.empty()) {
+    if (s.grammar() != nullptr) s.set_grammar({}, nullptr);
+    return;
+  }
+  const auto* c = s.grammar();
+  const auto& tokens = state.grammar_tokens;
+  // The cached matcher is reused when it is this grammar's and has accepted a prefix of the tokens sent: the usual
+  // case, one more token per step.
+  if (c != nullptr && s.grammar_text() == state.grammar && c->accepted().size() <= tokens.size() &&
+      std::equal(c->accepted().begin(), c->accepted().end(), tokens.begin())) {
+    for (size_t i = c->accepted().size(); i < tokens.size(); ++i) s.grammar()->accept(tokens[i]);
+    return;
+  }
+  if (!trie_) {
+    if (!trie_source_) fail("this stage cannot sample under a grammar (it has no vocabulary)");
+    trie_ = trie_source_();
+  }
+  auto g = std::find_if(grammars_.begin(), grammars_.end(), [&](const auto& e) { return e.first == state.grammar; });
+  if (g == grammars_.end()) {
+    if (grammars_.size() >= max_cached_) grammars_.erase(grammars_.begin());
+    grammars_.emplace_back(state.grammar, std::make_shared<grammar::Grammar>(grammar::parse_grammar(state.grammar)));
+    g = grammars_.end() - 1;
+  }
+  auto constraint = std::make_shared<grammar::TokenConstraint>(g->second, trie_);
+  for (int32_t t : tokens) constraint->accept(t);
+  s.set_grammar(state.grammar, std::move(constraint));
 }
 
 void StageSampler::sample_outputs(const Batch& batch, std::span<const StageSample> requests, std::vector<float>& logits,

@@ -3,12 +3,17 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "cluster/stage_endpoint.h"
 #include "engine/sampler.h"
+#include "grammar/grammar.h"
+#include "grammar/token_trie.h"
 #include "model/batch.h"
 
 namespace tessera {
@@ -23,6 +28,12 @@ class StageSampler {
   // Caches at most max_cached samplers (each holds about 16-24 bytes per vocabulary entry: 3 MiB at 128k tokens);
   // the least recently used is dropped and rebuilt on demand (a reseed and the draws skipped again).
   explicit StageSampler(int32_t n_vocab, size_t max_cached = 16);
+
+  // Where the vocabulary's byte trie comes from when a request carries a grammar (called once, on the first one):
+  // the stage's tokenizer. Without it a grammar is refused.
+  void set_trie_source(std::function<std::shared_ptr<const grammar::TokenTrie>()> source) {
+    trie_source_ = std::move(source);
+  }
 
   // Samples one row of logits for the sequence the request names. Throws Error for bad parameters.
   SampledToken sample(const StageSample& request, std::span<const float> logits);
@@ -40,10 +51,17 @@ class StageSampler {
     uint64_t last_use;
   };
 
+  // Puts the request's grammar on the sampler, moved on by the tokens it has accepted since the cached state.
+  void restore_grammar(Sampler& s, const SamplerState& state);
+
   int32_t n_vocab_;
   size_t max_cached_;
   uint64_t clock_ = 0;
   std::vector<Entry> cache_;
+  std::function<std::shared_ptr<const grammar::TokenTrie>()> trie_source_;
+  std::shared_ptr<const grammar::TokenTrie> trie_;
+  // Compiled grammars by text, so a request's grammar is parsed once per stage, not once per token.
+  std::vector<std::pair<std::string, std::shared_ptr<const grammar::Grammar>>> grammars_;
 };
 
 // One step of a stage, the same on a worker and on the head: the forward pass, then, on the stage with the output

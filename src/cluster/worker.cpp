@@ -12,8 +12,10 @@
 #include "cluster/sampling_wire.h"
 #include "cluster/stage_memory.h"
 #include "cluster/stage_sampler.h"
+#include "engine/grammar_vocab.h"
 #include "model/stage.h"
 #include "net/handshake.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -235,6 +237,7 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
     // One cached sampler per sequence decoding together (up to 64), so a step rebuilds none.
     sampler = std::make_unique<StageSampler>(static_cast<int32_t>(weights->config().n_vocab),
                                              std::clamp<size_t>(request.n_slots, 1, 64));
+    sampler->set_trie_source([source] { return make_token_trie(*Tokenizer::from_metadata(source->metadata())); });
     // The weights figure includes the packed copy: both are memory the weights hold on this worker.
     net::LoadDone done{weight_bytes + stage->packed_bytes(), stage->cache().bytes(), buffer_bytes, {}};
     std::vector<int64_t> sizes;

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "engine/local_executor.h"
+#include "grammar/constraint.h"
 #include "hw/probe.h"
 #include "model/model_profile.h"
 #include "model/quant_mix.h"
@@ -272,6 +273,20 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
   for (int64_t s = 0; s < n_seq; ++s) samplers.emplace_back(greedy, static_cast<int32_t>(n_vocab));
   const int64_t groups = std::clamp<int64_t>(executor.lanes(), 1, n_seq);
   std::vector<SampleRequest> requests;
+  const auto constrain_all = [&] {
+    if (!options.constrain) return;
+    for (auto& sampler : samplers) options.constrain(sampler);
+  };
+  // The picks of group g's step advance its samplers' grammars (a grammar that has ended starts again).
+  const auto advance_grammars = [&](int64_t g, const StepResult& r) {
+    size_t k = 0;
+    for (int64_t s = g; s < n_seq; s += groups) {
+      Sampler& sampler = samplers[static_cast<size_t>(s)];
+      if (k >= r.sampled.size()) fail("the executor returned {} tokens for a bigger step", r.sampled.size());
+      sampler.accept(r.sampled[k++].token);
+      if (sampler.grammar() != nullptr && sampler.grammar()->ended()) options.constrain(sampler);
+    }
+  };
   const auto generate = [&](int64_t steps) {
     std::vector<int64_t> stepped(static_cast<size_t>(groups), 0);
     std::map<uint64_t, int64_t> group_of;  // steps in flight: ticket -> group
@@ -294,6 +309,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
       const int64_t g = it->second;
       group_of.erase(it);
       if (!r.error.empty() && error.empty()) error = r.error;
+      if (error.empty() && options.constrain) advance_grammars(g, r);
       if (error.empty() && ++stepped[static_cast<size_t>(g)] < steps) submit(g);
     }
     if (!error.empty()) fail("{}", error);
@@ -306,6 +322,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
       prefill(depth, depth + std::min(test.n_prompt, options.n_batch), true);
     } else {
       prefill(depth, depth + 1, true);
+      constrain_all();
       generate(std::min<int64_t>(test.n_gen, 8));
     }
   }
@@ -318,6 +335,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
     clear();
     prefill(0, depth, false);
     if (test.n_gen > 0) prefill(depth, depth + 1, true);  // the token a generation test starts from
+    constrain_all();
     if (options.bandwidth) {
       const ReadRate rate = options.bandwidth();
       r.samples_gbps.push_back(rate.sustained);

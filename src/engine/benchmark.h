@@ -45,6 +45,9 @@ struct BenchRunOptions {
   std::function<ReadRate()> bandwidth;
   // When set (a rank under --tp/--ep): what this rank has spent in collectives so far.
   std::function<collective::CollectiveStats()> collectives;
+  // When set (bench --json-schema): puts a grammar on each generation sampler at the start of a run and again
+  // whenever its grammar has ended; the sampled tokens advance it, so the timing includes every step's mask.
+  std::function<void(Sampler&)> constrain;
 };
 
 // Per token of the timed runs: what a rank under --tp/--ep spent in collectives.

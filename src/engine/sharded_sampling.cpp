@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "grammar/constraint.h"
 #include "util/error.h"
 
 namespace tessera {
@@ -99,6 +100,13 @@ std::vector<SampleSpec> sample_specs(std::span<const SampleRequest> requests) {
     specs[i].params = requests[i].sampler->params();
     specs[i].top_logprobs = requests[i].top_logprobs;
     requests[i].sampler->penalty_counts(specs[i].penalty_tokens, specs[i].penalty_counts);
+    if (auto* g = requests[i].sampler->grammar()) {
+      const auto words = g->mask();
+      if (std::all_of(words.begin(), words.end(), [](uint64_t w) { return w == 0; })) {
+        fail("the grammar allows no token of the vocabulary here");
+      }
+      specs[i].mask.assign(words.begin(), words.end());
+    }
   }
   return specs;
 }
@@ -116,6 +124,8 @@ std::vector<uint8_t> encode_specs(std::span<const SampleSpec> specs) {
       out.put(s.penalty_tokens[i]);
       out.put(s.penalty_counts.at(i));
     }
+    out.put(static_cast<uint64_t>(s.mask.size()));
+    for (uint64_t w : s.mask) out.put(w);
   }
   return bytes;
 }
@@ -135,6 +145,9 @@ std::vector<SampleSpec> decode_specs(std::span<const uint8_t> bytes) {
       s.penalty_tokens.push_back(in.get<int32_t>());
       s.penalty_counts.push_back(in.get<int32_t>());
     }
+    const auto n_mask = in.get<uint64_t>();
+    if (n_mask > bytes.size()) fail("sampling across ranks: a malformed mask of {} words", n_mask);
+    for (uint64_t i = 0; i < n_mask; ++i) s.mask.push_back(in.get<uint64_t>());
   }
   if (!in.at_end()) fail("sampling across ranks: {} bytes after the rows", bytes.size());
   return specs;
@@ -202,6 +215,15 @@ void ShardedSampler::prepare(Row& row, const SampleSpec& spec, std::span<const f
   row.n_top = row.logprobs ? static_cast<size_t>(std::min<int64_t>(spec.top_logprobs, n_vocab)) : 0;
   row.logits.resize(logits.size());
   std::transform(logits.begin(), logits.end(), row.logits.begin(), sanitize_logit);
+  if (!spec.mask.empty()) {
+    // The grammar's mask before any other step, as Sampler::sample applies it.
+    if (spec.mask.size() * 64 < static_cast<size_t>(n_vocab))
+      fail("sampling across ranks: a mask shorter than the vocabulary");
+    for (size_t i = 0; i < row.logits.size(); ++i) {
+      const size_t t = static_cast<size_t>(first_) + i;
+      if (!((spec.mask[t / 64] >> (t % 64)) & 1)) row.logits[i] = kNegInf;
+    }
+  }
   if (p.penalised()) {
     if (spec.penalty_tokens.size() != spec.penalty_counts.size()) fail("sampling across ranks: malformed penalties");
     const int64_t end = first_ + static_cast<int64_t>(logits.size());

@@ -21,6 +21,9 @@ struct SampleSpec {
   int32_t top_logprobs = -1;            // as SampleRequest's
   std::vector<int32_t> penalty_tokens;  // the tokens the penalties touch, and how often each is in the window
   std::vector<int32_t> penalty_counts;
+  // The grammar's token mask (bit t: token t allowed; Sampler::grammar()), computed once on rank 0 so every rank
+  // masks its own range with it; empty without a grammar.
+  std::vector<uint64_t> mask;
 };
 
 std::vector<SampleSpec> sample_specs(std::span<const SampleRequest> requests);

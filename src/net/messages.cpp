@@ -220,6 +220,13 @@ void sampling_fields(IO& io, S& s, int64_t i) {
     io.bad(Field("sampling", i, "top_logprobs"), fmt::format("{} exceeds the limit {}", s.top_logprobs, kMaxLogprobs));
   }
   if (!s.logprobs && s.top_logprobs != 0) io.bad(Field("sampling", i, "top_logprobs"), "given but logprobs is 0");
+  io.string(Field("sampling", i, "grammar"), s.grammar, 0, kMaxGrammarBytes, Charset::Text);
+  const size_t n_grammar = io.count(Field("sampling", i, "n_grammar_tokens"), s.grammar_tokens.size(), 0,
+                                    s.grammar.empty() ? 0 : kMaxCtx, 4);
+  io.sized(Field("sampling", i, "grammar_tokens"), s.grammar_tokens, n_grammar);
+  for (size_t k = 0; k < n_grammar; ++k) {
+    io.i32(Field("sampling", i, "grammar_tokens"), s.grammar_tokens[k], 0, static_cast<int32_t>(kMaxVocab) - 1);
+  }
 }
 
 template <typename IO, typename M>
@@ -243,8 +250,9 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, Forwar
   io.optional("activations", m.activations,
               [&](auto& a) { activation_fields(io, "activations", a, kMaxEmbd, static_cast<uint32_t>(n)); });
   if (!has_tokens && !m.activations) io.bad("has_tokens", "a Forward needs tokens or activations");
-  // Smallest entry: 4 x 9 numbers + seed 8 + draws 8 + n_history 4 + logprobs 1 + top_logprobs 2.
-  const size_t n_sampling = io.count("n_sampling", m.sampling.size(), 0, n, 59);
+  // Smallest entry: 4 x 9 numbers + seed 8 + draws 8 + n_history 4 + logprobs 1 + top_logprobs 2 + grammar 4 +
+  // n_grammar_tokens 4.
+  const size_t n_sampling = io.count("n_sampling", m.sampling.size(), 0, n, 67);
   io.sized("sampling", m.sampling, n_sampling);
   for (size_t i = 0; i < n_sampling; ++i) {
     const auto idx = static_cast<int64_t>(i);

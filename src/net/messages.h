@@ -17,7 +17,7 @@ namespace tessera::net {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 5;
+inline constexpr uint16_t kProtocolVersion = 6;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -71,6 +71,7 @@ inline constexpr float kMaxBatchSeconds = 1e7f;  // a measured pass (the worker 
 inline constexpr uint32_t kMaxEmbd = 1u << 20;
 inline constexpr uint32_t kMaxVocab = 1u << 24;
 inline constexpr uint32_t kMaxLogprobs = 256;
+inline constexpr size_t kMaxGrammarBytes = size_t{1} << 20;  // a sampling request's grammar text
 inline constexpr int32_t kMaxSeq = 1 << 20;
 
 enum class Role : uint8_t { Head = 1, Worker = 2 };
@@ -238,6 +239,10 @@ struct SamplingParams {
   std::vector<int32_t> history;  // accepted tokens in the penalty window, oldest first; empty without penalties
   bool logprobs = false;         // report the sampled token's logprob and the top_logprobs most likely tokens
   uint16_t top_logprobs = 0;
+  // Grammar-constrained sampling (protocol 6): the grammar's text form ("" for none) and the generated tokens it
+  // has accepted, from which the sampling stage rebuilds (or moves its cached) matcher.
+  std::string grammar;
+  std::vector<int32_t> grammar_tokens;
   bool operator==(const SamplingParams&) const = default;
 };
 

@@ -147,6 +147,8 @@ SequenceRequest build(Job& job) {
   q.stop = r.stop;
   q.ignore_eos = r.ignore_eos;
   q.logprobs = r.logprobs;
+  q.grammar = r.grammar.text;
+  q.compiled_grammar = r.grammar.compiled;
   return q;
 }
 

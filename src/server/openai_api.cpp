@@ -181,6 +181,7 @@ CompletionRequest parse_completion_request(std::string_view body, Endpoint endpo
   bool have_input = false;
   bool want_logprobs = false;
   std::optional<int64_t> top_logprobs;
+  std::optional<nlohmann::ordered_json> ordered;
   for (const auto& [key, v] : j.items()) {
     if (v.is_null() && key != "messages" && key != "prompt") continue;  // null: the default
     if (key == "model") {
@@ -260,10 +261,17 @@ CompletionRequest parse_completion_request(std::string_view body, Endpoint endpo
       if (!(v.is_string() && (v == "none" || v == "auto"))) invalid_param(key, "Tool calling is not supported.");
     } else if (chat && key == "parallel_tool_calls") {
       get_bool(v, key);
-    } else if (chat && key == "response_format") {
-      if (!v.is_object()) wrong_type(key, "an object", v);
-      const auto type = v.find("type");
-      if (type == v.end() || *type != "text") invalid_param(key, "Only response_format type 'text' is supported.");
+    } else if (key == "response_format" || (!chat && (key == "json_schema" || key == "grammar"))) {
+      // Parsed again keeping key order: a schema's properties are generated in the order it declares them.
+      if (!ordered) ordered = nlohmann::ordered_json::parse(body);
+      const auto& field = (*ordered)[key];
+      OutputGrammar g = key == "response_format" ? parse_response_format(field)
+                        : key == "json_schema"   ? parse_json_schema_field(field)
+                                                 : parse_grammar_field(field);
+      if (!g.text.empty() && !r.grammar.text.empty()) {
+        invalid_param(key, "Only one of 'response_format', 'json_schema' and 'grammar' may constrain the output.");
+      }
+      if (!g.text.empty()) r.grammar = std::move(g);
     } else if (kIgnored.contains(key)) {
       continue;
     } else {

@@ -12,6 +12,7 @@
 
 #include "engine/request.h"
 #include "engine/sampler.h"
+#include "server/response_format.h"
 #include "tokenizer/chat_template.h"
 #include "util/error.h"
 
@@ -64,6 +65,7 @@ struct CompletionRequest {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int32_t logprobs = -1;  // -1: none; else the number of alternatives per token
+  OutputGrammar grammar;  // response_format (or completions' json_schema / grammar), compiled
 };
 
 // Limits a server sets on requests (in addition to the model's context).

@@ -72,6 +72,8 @@ Forward sample_forward() {
   s.history = {4, 4, 9};
   s.logprobs = true;
   s.top_logprobs = 3;
+  s.grammar = "root ::= [a-z]+ \"\\n\"\n";
+  s.grammar_tokens = {40, 41};
   m.sampling.push_back(s);
   return m;
 }
@@ -346,6 +348,9 @@ TEST(WireCodec, ForwardFieldChecks) {
   bad([](Forward& m) { m.sampling[0].history[1] = -1; }, {"sampling[0].history"});
   bad([](Forward& m) { m.sampling[0].seq = 5; }, {"sampling[0].seq", "no output token"});
   bad([](Forward& m) { m.sampling.push_back(m.sampling[0]); }, {"sampling[1].seq", "two entries"});
+  bad([](Forward& m) { m.sampling[0].grammar = "root ::= \"\x01\""; }, {"sampling[0].grammar"});
+  bad([](Forward& m) { m.sampling[0].grammar_tokens[0] = -1; }, {"sampling[0].grammar_tokens"});
+  bad([](Forward& m) { m.sampling[0].grammar.clear(); }, {"sampling[0].n_grammar_tokens"});
   bad([](Forward& m) { m.seq.clear(), m.pos.clear(), m.want_output.clear(), m.tokens.clear(); }, {"n_tokens"});
   // Activations alone (a middle stage) are fine.
   Forward middle = sample_forward();

@@ -92,7 +92,15 @@ TEST(OpenAiRequest, EachProblemNamesItsParameter) {
       {"{" + kHi + R"(,"logprobs":true,"top_logprobs":99})", Endpoint::Chat, "top_logprobs", ""},
       {"{" + kHi + R"(,"logit_bias":{"5":1}})", Endpoint::Chat, "logit_bias", ""},
       {"{" + kHi + R"(,"tool_choice":"required"})", Endpoint::Chat, "tool_choice", ""},
-      {"{" + kHi + R"(,"response_format":{"type":"json_object"}})", Endpoint::Chat, "response_format", ""},
+      {"{" + kHi + R"(,"response_format":{"type":"xml"}})", Endpoint::Chat, "response_format.type", ""},
+      {"{" + kHi + R"(,"response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"strng"}}}})",
+       Endpoint::Chat, "response_format.json_schema.schema", ""},
+      {"{" + kHi + R"(,"response_format":{"type":"json_schema","json_schema":{"schema":{}}}})", Endpoint::Chat,
+       "response_format.json_schema.name", ""},
+      {R"({"prompt":"x","grammar":"root ::= ("})", Endpoint::Completion, "grammar", ""},
+      {R"({"prompt":"x","json_schema":{"type":"object","required":["a"]}})", Endpoint::Completion, "json_schema", ""},
+      {R"({"prompt":"x","grammar":"root ::= \"a\"","response_format":{"type":"json_object"}})", Endpoint::Completion,
+       "response_format", ""},
       {"{" + kHi + R"(,"stream_options":{"include_usage":true}})", Endpoint::Chat, "stream_options", ""},
       {"{" + kHi + R"(,"stream":true,"stream_options":{"bogus":1}})", Endpoint::Chat, "stream_options.bogus", ""},
       {"{" + kHi + R"(,"prompt":"x"})", Endpoint::Chat, "prompt", ""},
@@ -113,6 +121,25 @@ TEST(OpenAiRequest, EachProblemNamesItsParameter) {
     EXPECT_EQ(e.code(), c.code) << c.body;
     EXPECT_FALSE(std::string(e.what()).empty());
   }
+}
+
+TEST(OpenAiRequest, ResponseFormatCompilesAGrammar) {
+  const std::string hi = R"("messages":[{"role":"user","content":"hi"}])";
+  auto r = parse_completion_request("{" + hi + R"(,"response_format":{"type":"text"}})", Endpoint::Chat);
+  EXPECT_TRUE(r.grammar.text.empty());
+  r = parse_completion_request("{" + hi + R"(,"response_format":{"type":"json_object"}})", Endpoint::Chat);
+  EXPECT_FALSE(r.grammar.text.empty());
+  ASSERT_NE(r.grammar.compiled, nullptr);
+  // Properties keep the order the request declares (z before a), as OpenAI generates them.
+  r = parse_completion_request("{" + hi + R"(,"response_format":{"type":"json_schema","json_schema":{"name":"n",
+      "strict":true,"schema":{"type":"object","properties":{"z":{"type":"integer"},"a":{"type":"boolean"}},
+      "required":["z","a"]}}}})",
+                               Endpoint::Chat);
+  EXPECT_LT(r.grammar.text.find("\\\"z\\\""), r.grammar.text.find("\\\"a\\\"")) << r.grammar.text;
+  r = parse_completion_request(R"({"prompt":"x","json_schema":{"type":"integer"}})", Endpoint::Completion);
+  EXPECT_NE(r.grammar.compiled, nullptr);
+  r = parse_completion_request(R"({"prompt":"x","grammar":"root ::= [a-z]+"})", Endpoint::Completion);
+  EXPECT_EQ(r.grammar.text, "root ::= [a-z]+");
 }
 
 TEST(OpenAiRequest, SamplerMergeKeepsServerDefaultsAndChecksValues) {
