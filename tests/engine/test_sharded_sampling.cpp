@@ -17,6 +17,9 @@
 #include "collective/thread_group.h"
 #include "engine/nucleus.h"
 #include "engine/sharded_sampling.h"
+#include "grammar/constraint.h"
+#include "grammar/parser.h"
+#include "grammar/token_trie.h"
 #include "util/error.h"
 
 namespace tessera {
@@ -149,8 +152,25 @@ struct Traffic {
   size_t calls_per_step = 0;
 };
 
+// A grammar over a made-up vocabulary (token t writes 1 to 3 copies of one of five letters; token 0 ends), so a
+// mask leaves tokens allowed in every rank's range.
+struct TestGrammar {
+  std::shared_ptr<const grammar::Grammar> g =
+      std::make_shared<grammar::Grammar>(grammar::parse_grammar("root ::= ( \"a\"+ | \"bb\" | \"c\" \"d\"* )* \"e\""));
+  std::shared_ptr<const grammar::TokenTrie> trie;
+  explicit TestGrammar(int64_t n_vocab) {
+    std::vector<std::string> pieces(static_cast<size_t>(n_vocab));
+    for (int64_t t = 1; t < n_vocab; ++t) {
+      pieces[static_cast<size_t>(t)] =
+          std::string(static_cast<size_t>(1 + t % 3), static_cast<char>('a' + (t / 3) % 5));
+    }
+    trie = std::make_shared<grammar::TokenTrie>(pieces, std::vector<int32_t>{0});
+  }
+  void constrain(Sampler& s) const { s.set_grammar("test", std::make_shared<grammar::TokenConstraint>(g, trie)); }
+};
+
 void expect_same_picks(const Config& config, const std::vector<int64_t>& bounds, uint32_t seed, int steps, size_t rows,
-                       Traffic* traffic = nullptr) {
+                       Traffic* traffic = nullptr, const TestGrammar* grammar = nullptr) {
   const int ranks = static_cast<int>(bounds.size()) - 1;
   const int64_t n_vocab = bounds.back();
   std::mt19937 gen(seed);
@@ -164,6 +184,10 @@ void expect_same_picks(const Config& config, const std::vector<int64_t>& bounds,
     for (int32_t t : {3, 3, 17, 4000, 12000, 19999}) {  // a history for the penalties, in every rank's range
       one.back()->accept(t);
       apart.back()->accept(t);
+    }
+    if (grammar != nullptr) {
+      grammar->constrain(*one.back());
+      grammar->constrain(*apart.back());
     }
   }
   collective::ThreadGroup group(ranks, std::chrono::seconds(20));
@@ -215,6 +239,14 @@ void expect_same_picks(const Config& config, const std::vector<int64_t>& bounds,
         EXPECT_EQ(got[i].top[k].logprob, want.top[k].logprob) << config.name << " step " << step;
       }
       ASSERT_EQ(apart[i]->draws(), one[i]->draws()) << config.name;
+      if (grammar != nullptr && grammar->trie->is_end(want.token)) {
+        grammar->constrain(*one[i]);  // the grammar ended: start it again
+        grammar->constrain(*apart[i]);
+        continue;
+      }
+      if (grammar != nullptr) {
+        ASSERT_TRUE(one[i]->grammar()->allows(want.token)) << config.name << " picked a masked token";
+      }
       one[i]->accept(want.token);
       apart[i]->accept(want.token);
     }
@@ -257,6 +289,17 @@ TEST(ShardedSampling, ManySeedsOfTopPAndTemperatureOnThreeRanks) {
                       {0, 5000, 5003, 20000}, seed, 4, 1);
     expect_same_picks({"temperature", with(0.5f + 0.05f * static_cast<float>(seed % 10), 0, 1.0f, 0.0f)},
                       {0, 19000, 19999, 20000}, seed, 4, 1);
+    if (HasFailure()) return;
+  }
+}
+
+// A grammar's mask, computed on rank 0 and sent with the specs, gives every rank's range the same -inf entries as
+// one node's Sampler: the picks agree and are always allowed tokens.
+TEST(ShardedSampling, GrammarMaskOnEveryRank) {
+  const TestGrammar grammar(20000);
+  for (const Config& config : configs()) {
+    expect_same_picks(config, {0, 7001, 20000}, 5, 10, 2, nullptr, &grammar);
+    expect_same_picks(config, {0, 2000, 17000, 20000}, 6, 10, 3, nullptr, &grammar);
     if (HasFailure()) return;
   }
 }

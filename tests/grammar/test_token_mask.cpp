@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -111,6 +112,47 @@ TEST(TokenMask, FinishedDocumentsValidateAndOnlyEndFollows) {
     EXPECT_EQ(test::json_invalid(doc, schema, schema), "") << text;
   }
   EXPECT_GE(finished, 20);
+}
+
+// The cost of one uncached mask (a whole trie walk) along a constrained walk, printed for
+// docs/structured-output.md; the masks themselves are checked above.
+TEST(TokenMask, UncachedMaskTime) {
+  for (const std::string vocab : {"llama-spm", "gpt-2"}) {
+    const auto tok = load_vocab(vocab);
+    const auto trie = make_token_trie(*tok);
+    const auto g =
+        std::make_shared<grammar::Grammar>(grammar::parse_grammar(grammar::json_schema_grammar(test::kTestSchema)));
+    grammar::TokenConstraint c(g, trie);
+    grammar::Matcher m(g);
+    std::vector<uint64_t> words((static_cast<size_t>(trie->n_vocab()) + 63) / 64);
+    std::mt19937 rng(1);
+    double total = 0, worst = 0;
+    int n = 0;
+    for (int step = 0; step < 200 && !c.ended(); ++step) {
+      const auto t0 = std::chrono::steady_clock::now();
+      m.allowed_tokens(*trie, words);
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      total += ms;
+      worst = std::max(worst, ms);
+      ++n;
+      std::vector<int32_t> allowed;
+      for (int32_t t = 0; t < trie->n_vocab(); ++t) {
+        if ((words[static_cast<size_t>(t) / 64] >> (t % 64)) & 1) allowed.push_back(t);
+      }
+      ASSERT_FALSE(allowed.empty());
+      int32_t pick = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+      for (int tries = 0; tries < 8; ++tries) {
+        const int32_t t = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+        if (trie->is_end(t) || trie->piece(t).find_first_of("\"]},") != std::string::npos) pick = t;
+      }
+      c.accept(pick);
+      if (!trie->is_end(pick)) {
+        ASSERT_TRUE(m.advance(trie->piece(pick)));
+      }
+    }
+    std::printf("uncached mask, %s (%d tokens): mean %.3f ms, worst %.3f ms over %d steps\n", vocab.c_str(),
+                trie->n_vocab(), total / n, worst, n);
+  }
 }
 
 TEST(TokenMask, RejectsWhatTheGrammarForbids) {

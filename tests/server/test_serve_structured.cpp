@@ -2,6 +2,8 @@
 // json_schema response_format all parse and validate; json_object streamed; the completions extension fields;
 // a too-short max_tokens gives finish_reason "length"; a bad schema is a 400 naming where. Also `tessera run
 // --json-schema`.
+#include <cstdlib>
+#include <fstream>
 #include <future>
 
 #include "server/serve_test_util.h"
@@ -29,7 +31,7 @@ json schema_format() {
 }
 
 TEST(ServeStructured, FiftyChatCompletionsValidateAgainstTheSchema) {
-  ServeProcess s({"-m", random_model(), "-t", "1", "--parallel", "4"});
+  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "1024", "--parallel", "4"});
   const json schema = json::parse(kTestSchema);
   // Four clients at a time, so constrained sequences share the server's batches.
   std::vector<std::future<json>> answers;
@@ -60,7 +62,7 @@ TEST(ServeStructured, FiftyChatCompletionsValidateAgainstTheSchema) {
 }
 
 TEST(ServeStructured, JsonObjectStreamsCompletionsFieldsAndLimits) {
-  ServeProcess s({"-m", random_model(), "-t", "1"});
+  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "1024"});
   auto c = client(s);
   // Streamed json_object: the deltas add up to one JSON object.
   auto r = c.Post("/v1/chat/completions",
@@ -128,8 +130,8 @@ TEST(ServeStructured, RunWithJsonSchemaFile) {
     std::ofstream f(schema_file);
     f << kTestSchema;
   }
-  const auto r = run_command({tessera_bin().string(), "run", "-m", random_model(), "-p", "", "-n", "600", "--seed", "9",
-                              "--json-schema", schema_file.string()});
+  const auto r = run_command({tessera_bin().string(), "run", "-m", random_model(), "-c", "1024", "-p", "", "-n", "600",
+                              "--seed", "9", "--json-schema", schema_file.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json schema = json::parse(kTestSchema);
   const json doc = json::parse(r.out);  // the empty prompt, the document, a newline
@@ -149,6 +151,9 @@ TEST(ServeStructured, RunWithJsonSchemaFile) {
 // head, which masks there. 50 completions through a two-worker pipeline validate, and a pipeline run equals the
 // one-node run token for token.
 TEST(ServeStructured, ThroughATwoWorkerPipeline) {
+  // The scalar kernels in every process started from here, so the pipeline's logits equal one node's bit for bit
+  // (as tests/cluster/test_workers.cpp does).
+  setenv("TESSERA_ISA", "scalar", 1);
   WorkerProcess a, b;
   const std::string workers = "a=" + a.address() + ",b=" + b.address();
   const auto schema_file = scratch() / "pipeline-schema.json";
@@ -156,8 +161,20 @@ TEST(ServeStructured, ThroughATwoWorkerPipeline) {
     std::ofstream f(schema_file);
     f << kTestSchema;
   }
-  const std::vector<std::string> run = {tessera_bin().string(), "run", "-m", random_model(), "-p", "", "-n", "600",
-                                        "--seed", "21", "--json-schema", schema_file.string()};
+  const std::vector<std::string> run = {tessera_bin().string(),
+                                        "run",
+                                        "-m",
+                                        random_model(),
+                                        "-c",
+                                        "1024",
+                                        "-p",
+                                        "",
+                                        "-n",
+                                        "600",
+                                        "--seed",
+                                        "21",
+                                        "--json-schema",
+                                        schema_file.string()};
   const auto one = run_command(run);
   ASSERT_EQ(one.exit_code, 0) << one.err;
   auto piped = run;
@@ -166,7 +183,7 @@ TEST(ServeStructured, ThroughATwoWorkerPipeline) {
   ASSERT_EQ(two.exit_code, 0) << two.err;
   EXPECT_EQ(two.out, one.out);
 
-  ServeProcess s({"-m", random_model(), "-t", "1", "--parallel", "4", "--workers", workers});
+  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "1024", "--parallel", "4", "--workers", workers});
   const json schema = json::parse(kTestSchema);
   std::vector<std::future<json>> answers;
   for (int i = 0; i < 50; ++i) {
