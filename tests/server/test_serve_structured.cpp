@@ -178,12 +178,12 @@ TEST(ServeStructured, ThroughATwoWorkerPipeline) {
   const auto one = run_command(run);
   ASSERT_EQ(one.exit_code, 0) << one.err;
   auto piped = run;
-  piped.insert(piped.end(), {"--workers", workers});
+  piped.insert(piped.end(), {"--workers", workers, "--no-plan"});
   const auto two = run_command(piped);
   ASSERT_EQ(two.exit_code, 0) << two.err;
   EXPECT_EQ(two.out, one.out);
 
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "1024", "--parallel", "4", "--workers", workers});
+  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "1024", "--parallel", "4", "--workers", workers, "--no-plan"});
   const json schema = json::parse(kTestSchema);
   std::vector<std::future<json>> answers;
   for (int i = 0; i < 50; ++i) {
