@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies, builds Tessera (warnings as errors), fuzzes every parser of outside
-# input for a bounded time, and runs every unit and integration test with CTest.
+# input for a bounded time, runs every unit and integration test with CTest, then the threaded ones under
+# ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -21,3 +22,13 @@ cmake --build build-fuzz -j"$jobs" --target fuzz_targets
 ctest --test-dir build-fuzz -L fuzz --output-on-failure -j"$jobs"
 
 ctest --test-dir build --output-on-failure -j"$jobs"
+
+# ThreadSanitizer over the threaded server and cluster tests, in-process (docs/sanitizers.md); the first race fails
+# its test. TESSERA_TSAN=0 skips this tree for a quicker local run.
+if [ "${TESSERA_TSAN:-1}" != 0 ]; then
+  CC=clang CXX=clang++ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_TSAN=ON \
+    -DTESSERA_SIMD_KERNELS=OFF >/dev/null
+  cmake --build build-tsan -j"$jobs" --target tsan_targets
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    ctest --test-dir build-tsan -L tsan --output-on-failure -j"$jobs"
+fi
