@@ -24,7 +24,7 @@ struct PipelineOptions {
   // Prefill micro-batch size in tokens; 0 picks one that gives each stage several micro-batches.
   int64_t micro_batch = 0;
   // Steps on watched stages (workers) that overrun these are faults: the worker is abandoned.
-  DeadlineOptions deadline;
+  DeadlineOptions deadline{};
   // Tokens per replayed micro-batch when a replaced stage's KV cache is rebuilt (what the stages are sized for).
   int64_t replay_chunk = 512;
   std::chrono::milliseconds recovery_timeout{60000};  // the whole attempt: replacements and replay
