@@ -45,7 +45,10 @@ class Workers {
     }
   }
   ~Workers() {
-    for (auto& [address, w] : by_address_) kill(w->pid(), SIGCONT);  // a stopped worker cannot take SIGTERM
+    // A stopped worker cannot act on SIGTERM. (A stopped-and-reaped one has no pid: never kill(-1, ...).)
+    for (auto& [address, w] : by_address_) {
+      if (w->pid() > 0) kill(w->pid(), SIGCONT);
+    }
   }
   const std::string& operator[](size_t i) const { return order_.at(i); }
   test::WorkerProcess& at(const std::string& address) { return *by_address_.at(address); }
@@ -68,13 +71,13 @@ cluster::RemoteStageOptions remote_options() {
   return o;
 }
 
-// Stage 0 (layers 0-2) on workers[0], stage 1 (layers 3-4) on workers[1], workers[2] the spare.
+// Stage 0 (layers 0-2) on workers[0], stage 1 (layers 3-4) on workers[1], and a spare: workers[2] by default.
 struct Pipeline {
   std::shared_ptr<const ModelWeights> model = ModelWeights::load(stories());
   std::shared_ptr<cluster::WorkerPool> pool = std::make_shared<cluster::WorkerPool>();
   std::unique_ptr<cluster::PipelineExecutor> p;
 
-  Pipeline(const Workers& w, cluster::PipelineOptions options) {
+  Pipeline(const Workers& w, cluster::PipelineOptions options, std::string spare = {}) {
     p = std::make_unique<cluster::PipelineExecutor>(model->config(), kCtx, kSlots, options);
     const auto o = remote_options();
     p->add_stage(std::make_unique<cluster::RemoteStageEndpoint>(w[0], w[0], nullptr, 0, *model, LayerRange{0, 3}, true,
@@ -83,9 +86,10 @@ struct Pipeline {
                                                                 true, o, p->completions()));
     pool->add_busy(w[0]);
     pool->add_busy(w[1]);
-    pool->add_spare(w[2]);
+    pool->add_spare(spare.empty() ? w[2] : spare);
     cluster::ReplacementOptions ro;
     ro.remote = o;
+    ro.local_stage = o.stage;
     auto replacer = std::make_shared<cluster::StageReplacer>(model, pool, ro);
     p->set_recovery([replacer](int index, const cluster::StageEndpoint& failed, bool first, bool last,
                                cluster::CompletionQueue& done, Clock::time_point deadline) {
@@ -185,6 +189,24 @@ TEST(WorkerRecovery, AStoppedWorkerIsAbandonedWithinTwiceItsDeadline) {
   EXPECT_LT(miss.limit_seconds, 1.5);  // 4 x a few ms + 0.3 s on loopback, far under the 3 s heartbeat timeout
   EXPECT_LT(waited, 2 * miss.limit_seconds + 5.0);  // detection, a spare loaded, the sequences replayed
   EXPECT_EQ(pipe.p->stage(1).where(), w[2]);        // the spare took the stage
+}
+
+// --spare local: with no worker left to take it, the head runs the stage in its own memory.
+TEST(WorkerRecovery, TheHeadRunsTheStageWhenTheSpareIsLocal) {
+  Workers w(2);
+  std::vector<std::vector<int32_t>> undisturbed;
+  {
+    Pipeline ref(w, {}, cluster::kLocalSpare);
+    undisturbed = generate(*ref.p, 12, [](int) {});
+  }
+  Pipeline pipe(w, {}, cluster::kLocalSpare);
+  const auto got = generate(*pipe.p, 12, [&](int step) {
+    if (step == 5) w.at(w[1]).stop(SIGKILL);  // not restarted: only the local spare is free
+  });
+  EXPECT_EQ(got, undisturbed);
+  EXPECT_EQ(pipe.p->failovers(), 1u);
+  EXPECT_EQ(pipe.p->stage(1).node(), "local");
+  EXPECT_EQ(pipe.p->stage(1).where(), "");
 }
 
 }  // namespace
