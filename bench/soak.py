@@ -54,7 +54,7 @@ def metric_sum(port, name):
     return sum(float(m) for m in re.findall(rf"^{name}{{[^}}]*}} (\S+)$", body, re.M))
 
 
-def client(port, stop, index, counts, lock, max_tokens):
+def client(port, stop, index, counts, lock, max_tokens, errors):
     rng = random.Random(index)
     k = 0
     while not stop.is_set():
@@ -69,6 +69,7 @@ def client(port, stop, index, counts, lock, max_tokens):
             r = conn.getresponse()
             if r.status != 200:
                 outcome = f"http {r.status}"
+                errors.append(r.read()[:400].decode(errors="replace"))
             elif kind == "plain":
                 json.loads(r.read())["usage"]["completion_tokens"]
             elif kind == "cancel":
@@ -80,8 +81,9 @@ def client(port, stop, index, counts, lock, max_tokens):
                     line = raw.decode().strip()
                     if line == "data: [DONE]":
                         done = True
-                    elif line.startswith("data: ") and '"error"' in line:
+                    elif line.startswith("data: ") and "error" in json.loads(line[6:]):
                         outcome = "stream error"
+                        errors.append(line[:400])
                 if not done and outcome == "ok":
                     outcome = "stream cut"
             conn.close()
@@ -117,13 +119,20 @@ def main():
             break
     if port is None:
         sys.exit("serve did not start:\n" + "".join(log))
-    threading.Thread(target=lambda: [None for _ in serve.stderr], daemon=True).start()  # keep its pipe drained
+    warnings = []
+
+    def drain():  # keep its pipe drained, and its warnings
+        for line in serve.stderr:
+            if "warning" in line or "recovery" in line:
+                warnings.append(line.rstrip())
+
+    threading.Thread(target=drain, daemon=True).start()
 
     time.sleep(2)
     rss0, fds0 = proc_figures(serve.pid)
     stop = threading.Event()
-    counts, lock = {}, threading.Lock()
-    threads = [threading.Thread(target=client, args=(port, stop, i, counts, lock, a.max_tokens))
+    counts, lock, errors = {}, threading.Lock(), []
+    threads = [threading.Thread(target=client, args=(port, stop, i, counts, lock, a.max_tokens, errors))
                for i in range(a.clients)]
     for t in threads:
         t.start()
@@ -161,6 +170,9 @@ def main():
     print(f"requests {total}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + f"; lost {lost}")
     print(f"serve RSS {rss0 / 2**20:.1f} MiB -> {rss1 / 2**20:.1f} MiB ({(rss1 - rss0) / rss0 * 100:+.1f}%), "
           f"open files {fds0} -> {fds1}")
+    for e in errors[:5]:
+        print("error:", e)
+    print(f"serve log: {len(warnings)} warning/recovery lines" + "".join("\n  " + w for w in warnings[-12:]))
     sys.exit(1 if lost else 0)
 
 

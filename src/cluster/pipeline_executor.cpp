@@ -239,7 +239,7 @@ void PipelineExecutor::pump() {
   } else {
     complete(ticket);
   }
-  if (waiting_ > 0 && jobs_.empty() && !replaying_) recover();
+  if (waiting_ > 0 && jobs_.empty() && !replaying_) recover(options_.recovery_timeout);
 }
 
 void PipelineExecutor::complete(uint64_t ticket) {

@@ -67,6 +67,9 @@ class PipelineExecutor : public Executor {
   void clear_sequence(int64_t seq) override;
   void truncate_sequence(int64_t seq, int64_t n) override;
   int64_t sequence_length(int64_t seq) const override { return lengths_.at(static_cast<size_t>(seq)); }
+  // With no step in flight and a stage failed: recovers now (bounded by 5 s or --recovery-timeout), so a replica
+  // is up again before a request finds it down; after a failed try, the next waits longer (up to a minute).
+  void heal() override;
 
   size_t n_stages() const { return stages_.size(); }
   // Bytes every link to a worker has carried so far, both ways (weights included).
@@ -144,7 +147,8 @@ class PipelineExecutor : public Executor {
   // The next completion; nullopt when a watched stage overran its deadline and was abandoned instead.
   std::optional<StageDone> next_completion();
   void watch_done(const StageDone& d);
-  void recover();  // replaces failed stages, replays, and runs the waiting steps again (or fails them)
+  // Replaces failed stages and replays within `budget`, then runs the waiting steps again (or fails them).
+  bool recover(std::chrono::milliseconds budget);
   void replace_failed(std::chrono::steady_clock::time_point deadline);
   void replay();
   void complete(uint64_t ticket);      // every part of the step is back: outputs gathered, or the step rolled back
@@ -167,6 +171,8 @@ class PipelineExecutor : public Executor {
   mutable std::mutex stages_mutex_;  // stages_ is replaced under it; other threads read it under it
   bool replaying_ = false;
   DeadlineMiss last_miss_;
+  std::chrono::steady_clock::time_point next_heal_{};
+  std::chrono::milliseconds heal_backoff_{1000};
   size_t waiting_ = 0;  // steps waiting for a recovery
   std::atomic<uint64_t> failovers_{0};
   std::atomic<uint64_t> replayed_tokens_{0};

@@ -129,10 +129,10 @@ void PipelineExecutor::replay() {
   }
 }
 
-void PipelineExecutor::recover() {
+bool PipelineExecutor::recover(std::chrono::milliseconds budget) {
   recovering_ = true;
   const auto t0 = Clock::now();
-  const auto deadline = t0 + options_.recovery_timeout;
+  const auto deadline = t0 + budget;
   std::string why;
   bool ok = false;
   for (;;) {
@@ -182,6 +182,20 @@ void PipelineExecutor::recover() {
     }
   }
   recovering_ = false;
+  return ok;
+}
+
+void PipelineExecutor::heal() {
+  if (!factory_ || !steps_.empty() || Clock::now() < next_heal_) return;
+  if (std::none_of(stages_.begin(), stages_.end(), [](const auto& s) { return s->failed(); })) return;
+  using std::chrono::milliseconds;
+  if (recover(std::min(options_.recovery_timeout, milliseconds(5000)))) {
+    heal_backoff_ = milliseconds(1000);
+    next_heal_ = {};
+  } else {
+    next_heal_ = Clock::now() + heal_backoff_;
+    heal_backoff_ = std::min(heal_backoff_ * 2, milliseconds(60000));
+  }
 }
 
 }  // namespace tessera::cluster
