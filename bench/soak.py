@@ -101,6 +101,8 @@ def main():
     ap.add_argument("--kill-every", type=float, default=120, help="seconds between worker kills")
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--warmup", type=float, default=60,
+                    help="seconds of load before the first memory figure (allocator arenas and caches fill first)")
     a = ap.parse_args()
 
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(3)]
@@ -129,7 +131,7 @@ def main():
     threading.Thread(target=drain, daemon=True).start()
 
     time.sleep(2)
-    rss0, fds0 = proc_figures(serve.pid)
+    rss_idle, fds_idle = proc_figures(serve.pid)
     stop = threading.Event()
     counts, lock, errors = {}, threading.Lock(), []
     threads = [threading.Thread(target=client, args=(port, stop, i, counts, lock, a.max_tokens, errors))
@@ -140,8 +142,13 @@ def main():
     end = start + a.minutes * 60
     kills = 0
     next_kill = start + a.kill_every
+    samples = []  # (seconds, rss, open files) every 10 s
+    next_sample = start + a.warmup
     while time.monotonic() < end:
-        time.sleep(max(0.0, min(next_kill, end) - time.monotonic()))
+        time.sleep(max(0.0, min(next_kill, next_sample, end) - time.monotonic()))
+        if time.monotonic() >= next_sample:
+            samples.append((time.monotonic() - start, *proc_figures(serve.pid)))
+            next_sample += 10
         if time.monotonic() >= next_kill:
             victim = addresses[kills % 2]
             workers[victim].send_signal(signal.SIGKILL)
@@ -154,7 +161,7 @@ def main():
     for t in threads:
         t.join()
     time.sleep(2)
-    rss1, fds1 = proc_figures(serve.pid)
+    rss_after, fds_after = proc_figures(serve.pid)
     failovers = metric_sum(port, "tessera_failovers_total")
     replayed = metric_sum(port, "tessera_replayed_tokens_total")
     serve.send_signal(signal.SIGTERM)
@@ -168,8 +175,15 @@ def main():
     print(f"minutes {a.minutes:g}, clients {a.clients}, kills {kills}, failovers {failovers:g}, "
           f"replayed tokens {replayed:g}")
     print(f"requests {total}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + f"; lost {lost}")
-    print(f"serve RSS {rss0 / 2**20:.1f} MiB -> {rss1 / 2**20:.1f} MiB ({(rss1 - rss0) / rss0 * 100:+.1f}%), "
-          f"open files {fds0} -> {fds1}")
+    print(f"serve idle before the load: RSS {rss_idle / 2**20:.1f} MiB, {fds_idle} open files; "
+          f"after it: RSS {rss_after / 2**20:.1f} MiB, {fds_after} open files")
+    if samples:
+        t0, rss0, fds0 = samples[0]
+        t1, rss1, fds1 = samples[-1]
+        rss = [r for _, r, _ in samples]
+        print(f"under load, {t0:.0f} s -> {t1:.0f} s: RSS {rss0 / 2**20:.1f} -> {rss1 / 2**20:.1f} MiB "
+              f"({(rss1 - rss0) / rss0 * 100:+.1f}%; min {min(rss) / 2**20:.1f}, max {max(rss) / 2**20:.1f}), "
+              f"open files {fds0} -> {fds1} (max {max(f for _, _, f in samples)})")
     for e in errors[:5]:
         print("error:", e)
     print(f"serve log: {len(warnings)} warning/recovery lines" + "".join("\n  " + w for w in warnings[-12:]))
