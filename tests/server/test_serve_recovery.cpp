@@ -95,5 +95,36 @@ TEST(ServeRecovery, TwentyKilledWorkersLoseNoRequestAndChangeNoToken) {
   EXPECT_NE(h["status"], "unavailable") << h.dump();
 }
 
+// A worker stopped with SIGSTOP (its heartbeats stop too, but the link's 3 s timeout is not what catches it): its
+// step deadline runs out, the spare takes its stage, and the request in flight finishes with the undisturbed text.
+TEST(ServeRecovery, AStoppedWorkerIsCaughtByItsDeadlineAndItsRequestFinishesOnTheSpare) {
+  setenv("TESSERA_ISA", "scalar", 1);
+  WorkerProcess a, b, spare;
+  struct Resume {  // a stopped worker cannot act on the SIGTERM that stops it at the end
+    const WorkerProcess& w;
+    ~Resume() {
+      if (w.pid() > 0) kill(w.pid(), SIGCONT);
+    }
+  } resume{b};
+  ServeProcess s({"-m", stories(), "-t", "1", "--workers", "a=" + a.address() + ",b=" + b.address(), "--spare",
+                  spare.address(), "--deadline-slack", "0.3"},
+                 {{"TESSERA_ISA", "scalar"}});
+  const json ask = {{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"temperature", 0}};
+  const std::string want = complete(s, ask, false);
+  ASSERT_FALSE(want.empty());
+  auto streamed = std::async(std::launch::async, [&] { return complete(s, ask, true); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (get_json(s, "/health")["replicas"][0]["active"] != 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // a few steps, so the deadline is the median's
+  kill(b.pid(), SIGSTOP);
+  EXPECT_EQ(streamed.get(), want);
+  EXPECT_NE(s.log().find("missed its step deadline"), std::string::npos) << s.log();
+  const json h = get_json(s, "/health");
+  EXPECT_EQ(h["replicas"][0]["nodes"][1]["running_on"], spare.address()) << h.dump();
+  EXPECT_GE(h["replicas"][0]["failovers"].get<int>(), 1);
+}
+
 }  // namespace
 }  // namespace tessera::test
