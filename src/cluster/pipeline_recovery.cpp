@@ -109,9 +109,16 @@ void PipelineExecutor::replay() {
     bool& flag;
     ~Reset() { flag = false; }
   } reset{replaying_};
+  // The sequences of the waiting steps: a surviving stage may hold positions of theirs that the head never
+  // committed (the step ran there before it failed elsewhere), even for a sequence without history yet.
+  std::vector<char> waiting(history_.size(), 0);
+  for (const auto& [ticket, step] : steps_) {
+    if (!step.waiting) continue;
+    for (const auto& [seq, len] : step.next) waiting[static_cast<size_t>(seq)] = 1;
+  }
   for (size_t seq = 0; seq < history_.size(); ++seq) {
     const std::vector<int32_t> tokens = history_[seq];
-    if (tokens.empty()) continue;
+    if (tokens.empty() && !waiting[seq]) continue;
     // The surviving stages drop what the replay rebuilds, so every stage holds the same positions again.
     for (auto& s : stages_) s->clear_sequence(static_cast<int64_t>(seq));
     lengths_[seq] = 0;

@@ -101,7 +101,8 @@ struct Pipeline {
 // Two sequences decoded together, one greedy and one sampled with a seed; `after_submit(step)` runs while each
 // decode step is in flight. Returns each sequence's tokens.
 std::vector<std::vector<int32_t>> generate(cluster::PipelineExecutor& p, int steps,
-                                           const std::function<void(int)>& after_submit) {
+                                           const std::function<void(int)>& after_submit,
+                                           const std::function<void()>& before_prompt = {}) {
   SamplerParams greedy;
   greedy.temperature = 0;
   SamplerParams seeded;
@@ -116,6 +117,7 @@ std::vector<std::vector<int32_t>> generate(cluster::PipelineExecutor& p, int ste
   }
   std::vector<SampleRequest> requests = {{&s0, -1}, {&s1, -1}};
   std::vector<SampledToken> picked;
+  if (before_prompt) before_prompt();
   p.decode_sampled(prefill, requests, picked);
   std::vector<std::vector<int32_t>> out(2);
   for (int step = 0; step < steps; ++step) {
@@ -207,6 +209,22 @@ TEST(WorkerRecovery, TheHeadRunsTheStageWhenTheSpareIsLocal) {
   EXPECT_EQ(pipe.p->failovers(), 1u);
   EXPECT_EQ(pipe.p->stage(1).node(), "local");
   EXPECT_EQ(pipe.p->stage(1).where(), "");
+}
+
+// The prompts' step runs on stage 0 and fails on stage 1, whose worker is gone: stage 0 holds positions of
+// sequences the head has no history for yet. The replay drops them there too, and the prompts run again.
+TEST(WorkerRecovery, AFailedFirstStepLeavesNoPositionsOnTheSurvivingStage) {
+  Workers w(3);
+  std::vector<std::vector<int32_t>> undisturbed;
+  {
+    Pipeline ref(w, {});
+    undisturbed = generate(*ref.p, 6, [](int) {});
+  }
+  Pipeline pipe(w, {});
+  const auto got = generate(
+      *pipe.p, 6, [](int) {}, [&] { w.at(w[1]).stop(SIGKILL); });
+  EXPECT_EQ(got, undisturbed);
+  EXPECT_EQ(pipe.p->failovers(), 1u);
 }
 
 }  // namespace
