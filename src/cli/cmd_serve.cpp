@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/serve_replicas.h"
+#include "cluster/stage_recovery.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_split.h"
 #include "plan/plan_cli.h"
@@ -207,6 +208,7 @@ int run_serve(ServeArgs a) {
   const auto n_local = std::count(groups.begin(), groups.end(), std::string());
   if (n_local > 0) per_replica.threads = std::max(1, per_replica.threads / static_cast<int>(n_local));
   per_replica.n_ctx = srv.model().n_ctx;
+  a.cluster.pool = std::make_shared<cluster::WorkerPool>();  // the replicas draw from the same spares
   for (size_t r = 0; r < groups.size(); ++r) {
     try {
       if (parallel_replica) {

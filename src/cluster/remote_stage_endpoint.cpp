@@ -75,6 +75,7 @@ RemoteStageEndpoint::RemoteStageEndpoint(std::string node, const std::string& ad
                                          bool has_embedding, bool has_head, const RemoteStageOptions& options,
                                          CompletionQueue& done)
     : node_(std::move(node)),
+      target_(address),
       index_(stage_index),
       layers_(layers),
       first_(has_embedding),
@@ -342,14 +343,25 @@ std::string RemoteStageEndpoint::broken() const {
   return broken_;
 }
 
+// A link that breaks while sending marks the stage failed, as the receiver would, so the pipeline recovers.
 void RemoteStageEndpoint::clear_sequence(int64_t seq) {
   if (const std::string why = broken(); !why.empty()) fail("{}", why);
-  conn_->send(net::ClearSequence{static_cast<int32_t>(seq)});
+  try {
+    conn_->send(net::ClearSequence{static_cast<int32_t>(seq)});
+  } catch (const Error& e) {
+    fail_pending(fmt::format("worker {} lost: {}", node_, e.what()));
+    throw;
+  }
 }
 
 void RemoteStageEndpoint::truncate_sequence(int64_t seq, int64_t n) {
   if (const std::string why = broken(); !why.empty()) fail("{}", why);
-  conn_->send(net::TruncateSequence{static_cast<int32_t>(seq), static_cast<int32_t>(n)});
+  try {
+    conn_->send(net::TruncateSequence{static_cast<int32_t>(seq), static_cast<int32_t>(n)});
+  } catch (const Error& e) {
+    fail_pending(fmt::format("worker {} lost: {}", node_, e.what()));
+    throw;
+  }
 }
 
 }  // namespace tessera::cluster

@@ -81,6 +81,10 @@ class RemoteStageEndpoint : public StageEndpoint {
   const net::LinkMeasurement& link() const { return link_; }
   // False once the link broke (the worker died, went silent or closed): its jobs fail and the replica is degraded.
   bool up() const;
+  bool failed() const override { return !up(); }
+  void abandon(const std::string& why) override { fail_pending(why); }
+  bool watched() const override { return true; }
+  std::string where() const override { return target_; }  // the address as given, the key of a WorkerPool
   net::Connection& connection() { return *conn_; }
 
  private:
@@ -89,6 +93,7 @@ class RemoteStageEndpoint : public StageEndpoint {
   void fail_pending(const std::string& why);
 
   std::string node_;
+  std::string target_;
   int index_;
   LayerRange layers_;
   bool first_;

@@ -77,10 +77,13 @@ void Server::Impl::health(httplib::Response& res) {
   const ServeState s = state.load();
   json reps = json::array();
   size_t n_healthy = 0;
+  bool recovering = false;  // a replica replaces a failed worker: its requests wait, then go on
   for (const auto& r : replicas) {
     const auto st = r->scheduler().stats();
     const bool healthy = r->healthy();
     n_healthy += healthy;
+    const RecoveryStats rec = r->recovery();
+    recovering = recovering || rec.recovering;
     const auto live = r->live();
     json nodes = json::array();
     for (size_t i = 0; i < r->nodes().size(); ++i) {
@@ -93,6 +96,7 @@ void Server::Impl::health(httplib::Response& res) {
       nodes.push_back({{"name", n.name},
                        {"address", n.address},
                        {"status", live[i].up ? "up" : "down"},
+                       {"running_on", live[i].on},
                        {"layers", {{"first", n.layers.begin}, {"last", n.layers.end - 1}}},
                        {"embedding", n.embedding},
                        {"head", n.head},
@@ -108,7 +112,11 @@ void Server::Impl::health(httplib::Response& res) {
                        {"bytes_received", live[i].bytes_received}});
     }
     reps.push_back({{"id", r->id()},
-                    {"status", healthy ? "ready" : "degraded"},
+                    {"status", rec.recovering ? "recovering"
+                               : healthy      ? "ready"
+                                              : "degraded"},
+                    {"failovers", rec.failovers},
+                    {"replayed_tokens", rec.replayed_tokens},
                     {"parallel", st.n_parallel},
                     {"active", st.active},
                     {"queued", st.queued},
@@ -121,7 +129,9 @@ void Server::Impl::health(httplib::Response& res) {
                     {"last_error", st.last_error},
                     {"nodes", nodes}});
   }
-  json body = {{"status", state_name(s, n_healthy, replicas.size())},
+  const std::string_view status =
+      s == ServeState::Ready && recovering ? "recovering" : state_name(s, n_healthy, replicas.size());
+  json body = {{"status", status},
                {"model", model.id},
                {"uptime_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
                {"model_info",
@@ -138,7 +148,7 @@ void Server::Impl::health(httplib::Response& res) {
   }
   // Degraded still serves (the router falls back to unhealthy replicas last): 200. Loading, failed and no healthy
   // replica at all are 503, so that a load balancer takes this server out until one recovers.
-  const bool serving = s == ServeState::Ready && (n_healthy > 0 || replicas.empty());
+  const bool serving = s == ServeState::Ready && (n_healthy > 0 || recovering || replicas.empty());
   send_json(res, serving ? 200 : 503, body);
   if (!serving) res.set_header("Retry-After", std::to_string(options.retry_after_seconds));
 }
