@@ -11,6 +11,7 @@
 #include "cluster/progress.h"
 #include "cluster/remote_stage_endpoint.h"
 #include "cluster/stage_memory.h"
+#include "cluster/stage_recovery.h"
 #include "model/model_profile.h"
 #include "plan/split_spec.h"
 #include "util/error.h"
@@ -27,6 +28,20 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
       ->capture_default_str();
   app.add_option("--micro-batch", o.micro_batch, "Prompt tokens per pipeline micro-batch (0: automatic)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option("--spare", o.spares,
+                 "A spare worker HOST:PORT that takes a failed stage (repeatable); 'local': this process, if it fits");
+  app.add_option("--deadline-factor", o.deadline_factor,
+                 "A worker's step that takes more than this x its usual time (+ --deadline-slack) is a fault")
+      ->check(CLI::Range(1.0, 1000.0))
+      ->capture_default_str();
+  app.add_option("--deadline-slack", o.deadline_slack, "Seconds added to every step deadline")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str();
+  app.add_option("--recovery-timeout", o.recovery_timeout,
+                 "Seconds to replace a failed worker and replay its sequences before their requests fail (0: no "
+                 "recovery)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
 }
 
 std::vector<WorkerAddress> parse_workers(const std::string& text) {
@@ -61,16 +76,23 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     }
   }
 
+  const auto pool = co.pool ? co.pool : std::make_shared<cluster::WorkerPool>();
+  for (const auto& spare : co.spares) pool->add_spare(spare);
   std::optional<net::ClusterKey> key;
   if (!co.key_file.empty()) key = net::load_cluster_key(co.key_file);
   const auto wire = net::wire_type_from_name(co.wire_type);
   const StageOptions so = stage_options(mo, c, n_slots);
-  auto pipeline =
-      std::make_unique<cluster::PipelineExecutor>(c, so.n_ctx, so.n_slots, cluster::PipelineOptions{co.micro_batch});
-  const int threads = mo.threads > 0 ? mo.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-
   // The largest micro-batch a stage sees: a prompt chunk of n_batch tokens, or one token of every slot.
   const int64_t max_batch = std::max<int64_t>(mo.n_batch, so.n_slots);
+  cluster::PipelineOptions po;
+  po.micro_batch = co.micro_batch;
+  po.deadline.factor = co.deadline_factor;
+  po.deadline.slack_seconds = co.deadline_slack;
+  po.replay_chunk = mo.n_batch;
+  po.recovery_timeout = std::chrono::milliseconds(static_cast<int64_t>(co.recovery_timeout * 1000));
+  auto pipeline = std::make_unique<cluster::PipelineExecutor>(c, so.n_ctx, so.n_slots, po);
+  const int threads = mo.threads > 0 ? mo.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+
   TextTable table({"node", "layers", "weights", "KV cache", "buffers", "sent", "prompt t/s by batch (measured)",
                    "link (measured at connect)"});
   for (size_t i = 0; i < ranges.size(); ++i) {
@@ -110,6 +132,7 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     auto ep = std::make_unique<cluster::RemoteStageEndpoint>(r.node, addr->address, key ? &*key : nullptr,
                                                              static_cast<int>(i), *model.weights, layers, first, last,
                                                              ro, pipeline->completions());
+    pool->add_busy(addr->address);
     const auto& rep = ep->load_report();
     table.add_row({r.node, fmt::format("{}-{}", r.first, r.last), human_bytes(rep.weights_bytes),
                    human_bytes(rep.kv_bytes), human_bytes(rep.buffer_bytes), human_bytes(rep.weight_bytes_sent),
@@ -117,6 +140,20 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     pipeline->add_stage(std::move(ep));
   }
   pipeline->check_complete();
+  if (co.recovery_timeout > 0) {
+    cluster::ReplacementOptions ro;
+    ro.remote.stage = so;
+    ro.remote.wire = *wire;
+    ro.remote.max_batch = max_batch;
+    ro.key = key;
+    ro.local_stage = so;
+    ro.local_threads = threads;
+    auto replacer = std::make_shared<cluster::StageReplacer>(model.weights, pool, std::move(ro));
+    pipeline->set_recovery([replacer](int index, const cluster::StageEndpoint& failed, bool first, bool last,
+                                      cluster::CompletionQueue& done, std::chrono::steady_clock::time_point deadline) {
+      return replacer->replace(index, failed, first, last, done, deadline);
+    });
+  }
   log_info("pipeline: {}\n{}{}-token prompt chunks: {}{}", plan::format_ranges(ranges), table.render("  "), mo.n_batch,
            cluster::describe_chunks(pipeline->prompt_cut(mo.n_batch)),
            co.micro_batch > 0 ? " (--micro-batch)" : " (the fastest the stages' measured batch times predict)");

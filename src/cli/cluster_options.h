@@ -12,6 +12,9 @@
 #include "plan/live_cluster.h"
 
 namespace tessera {
+namespace cluster {
+class WorkerPool;
+}
 
 struct ClusterOptions {
   std::string workers;  // "a=host:port,b=host:port" or "host:port,..."
@@ -19,6 +22,13 @@ struct ClusterOptions {
   std::string key_file;
   std::string wire_type = "f16";
   int64_t micro_batch = 0;
+  // Faults: where a failed stage goes, when a step is a fault, how long a recovery may take (0: none).
+  std::vector<std::string> spares;  // HOST:PORT of spare workers, or "local"
+  double deadline_factor = 4.0;
+  double deadline_slack = 2.0;     // seconds
+  double recovery_timeout = 30.0;  // seconds
+  // The workers and spares every pipeline of this process draws from (replicas share it); made when absent.
+  std::shared_ptr<cluster::WorkerPool> pool;
   bool enabled() const { return !workers.empty(); }
 };
 

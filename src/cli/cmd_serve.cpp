@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/model_options.h"
 #include "cli/serve_replicas.h"
+#include "cluster/stage_recovery.h"
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_split.h"
 #include "plan/plan_cli.h"
@@ -34,6 +36,7 @@ struct ServeArgs {
   int64_t queue = 64;
   int64_t prefill_chunk = 128;
   int http_threads = 0;
+  double request_timeout_s = 10;
   bool no_plan = false;
 };
 
@@ -149,8 +152,9 @@ int run_serve(ServeArgs a) {
     log_warn("listening on {} without --api-key: anyone who can reach this address can use the model", a.server.host);
   }
   a.server.sampler = a.sampler;
-  // A connection per running or queued stream, plus room for health checks, metrics and the page. httplib starts
-  // them all at once, so the default is capped; more connections than threads wait for one (not refused).
+  a.server.http_limits.request_time = std::chrono::milliseconds(static_cast<int64_t>(a.request_timeout_s * 1000));
+  // A thread per running or queued stream, plus room for metrics and the page. They all start at once, so the
+  // default is capped; more complete requests than threads queue (64), then get 503.
   a.server.http_threads = a.http_threads > 0
                               ? a.http_threads
                               : static_cast<int>(std::min<int64_t>(a.replicas * (a.parallel + a.queue) + 16, 1024));
@@ -204,6 +208,7 @@ int run_serve(ServeArgs a) {
   const auto n_local = std::count(groups.begin(), groups.end(), std::string());
   if (n_local > 0) per_replica.threads = std::max(1, per_replica.threads / static_cast<int>(n_local));
   per_replica.n_ctx = srv.model().n_ctx;
+  a.cluster.pool = std::make_shared<cluster::WorkerPool>();  // the replicas draw from the same spares
   for (size_t r = 0; r < groups.size(); ++r) {
     try {
       if (parallel_replica) {
@@ -274,6 +279,10 @@ Command add_serve_command(CLI::App& root) {
   app->add_option("--http-threads", a->http_threads,
                   "Connections served at once (default: one per slot and queue place, plus 16, at most 1024)")
       ->check(CLI::Range(0, 16384));
+  app->add_option("--request-timeout", a->request_timeout_s,
+                  "Seconds a request's head and body may take to arrive (408 after)")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
   return {app, [a] { return run_serve(*a); }};
 }
 

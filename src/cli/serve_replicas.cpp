@@ -104,18 +104,23 @@ server::ReplicaSpec pipeline_replica(const ModelOptions& o, const ClusterOptions
     }
     spec.nodes.push_back(std::move(n));
   }
+  // Read from HTTP threads while the scheduler's thread may replace a failed stage: through visit_stages.
   spec.live = [pipeline] {
     std::vector<server::NodeLive> out(pipeline->n_stages());
-    for (size_t i = 0; i < pipeline->n_stages(); ++i) {
-      if (const auto* remote = dynamic_cast<const cluster::RemoteStageEndpoint*>(&pipeline->stage(i))) {
+    pipeline->visit_stages([&](size_t i, const cluster::StageEndpoint& stage) {
+      out[i].on = stage.where().empty() ? stage.node() : stage.where();
+      if (const auto* remote = dynamic_cast<const cluster::RemoteStageEndpoint*>(&stage)) {
         const net::LinkStats s = remote->link_stats();
         out[i].bytes_sent = s.bytes_sent;
         out[i].bytes_received = s.bytes_received;
         out[i].link_rtt_seconds = remote->link().rtt_s;
         out[i].up = remote->up();
       }
-    }
+    });
     return out;
+  };
+  spec.recovery = [pipeline] {
+    return server::RecoveryStats{pipeline->failovers(), pipeline->replayed_tokens(), pipeline->recovering()};
   };
   spec.executor = std::move(executor);
   return spec;

@@ -27,6 +27,14 @@ StageDone CompletionQueue::pop() {
   return d;
 }
 
+std::optional<StageDone> CompletionQueue::pop_until(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  if (!cv_.wait_until(lock, deadline, [&] { return !items_.empty(); })) return std::nullopt;
+  StageDone d = std::move(items_.front());
+  items_.pop_front();
+  return d;
+}
+
 LocalStageEndpoint::LocalStageEndpoint(std::string node, int stage_index, std::shared_ptr<const ModelWeights> weights,
                                        const StageOptions& options, int threads, CompletionQueue& done, bool pin)
     : node_(std::move(node)),

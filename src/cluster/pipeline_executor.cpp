@@ -18,9 +18,19 @@ PipelineExecutor::PipelineExecutor(ModelConfig config, int64_t n_ctx, int64_t n_
       n_slots_(n_slots),
       options_(options),
       lengths_(static_cast<size_t>(n_slots), 0),
-      in_flight_(static_cast<size_t>(n_slots), 0) {}
+      in_flight_(static_cast<size_t>(n_slots), 0),
+      history_(static_cast<size_t>(n_slots)) {}
 
-void PipelineExecutor::add_stage(std::unique_ptr<StageEndpoint> stage) { stages_.push_back(std::move(stage)); }
+void PipelineExecutor::add_stage(std::unique_ptr<StageEndpoint> stage) {
+  std::lock_guard lock(stages_mutex_);
+  stages_.push_back(std::move(stage));
+  watch_.push_back(Watch{{}, StepDeadline(options_.deadline)});
+}
+
+void PipelineExecutor::visit_stages(const std::function<void(size_t, const StageEndpoint&)>& f) const {
+  std::lock_guard lock(stages_mutex_);
+  for (size_t i = 0; i < stages_.size(); ++i) f(i, *stages_[i]);
+}
 
 void PipelineExecutor::check_complete() const {
   int64_t next = 0;
@@ -141,7 +151,8 @@ std::vector<std::pair<int32_t, int64_t>> PipelineExecutor::check_batch(const Bat
     const int32_t s = batch.seq[static_cast<size_t>(t)];
     const int32_t p = batch.pos[static_cast<size_t>(t)];
     if (s < 0 || s >= n_slots_) fail("token {} names sequence {}, but only {} are allowed", t, s, n_slots_);
-    if (in_flight_[static_cast<size_t>(s)]) fail("sequence {} is already in a step in flight", s);
+    // A replay rebuilds sequences whose steps wait for it.
+    if (in_flight_[static_cast<size_t>(s)] && !replaying_) fail("sequence {} is already in a step in flight", s);
     if (p >= n_ctx_) fail("sequence {} reached the context limit of {} tokens (raise -c)", s, n_ctx_);
     auto [it, fresh] = next.try_emplace(s, lengths_[static_cast<size_t>(s)]);
     if (p != it->second) fail("sequence {}: token at position {}, expected position {}", s, p, it->second);
@@ -189,33 +200,46 @@ uint64_t PipelineExecutor::start(const Batch& batch, std::span<const SampleReque
     const uint64_t id = ++last_job_;
     jobs_[id] = {ticket, j};
     StageJob job{id, s.parts[j], {}, {}};
-    if (one_stage) job.sampling = std::move(s.sampling[j]);
-    stages_[0]->submit(std::move(job));
+    if (one_stage) job.sampling = s.sampling[j];  // a copy: the step may run again after a recovery
+    send(0, std::move(job));
   }
   return ticket;
 }
 
 void PipelineExecutor::pump() {
-  StageDone d = done_.pop();
+  std::optional<StageDone> got = next_completion();
+  if (!got) return;  // a stage was abandoned: its jobs' failures are on the queue
+  StageDone& d = *got;
+  watch_done(d);
   const auto where = jobs_.find(d.id);
-  if (where == jobs_.end()) return;  // cannot happen: every job id is registered before it is submitted
+  if (where == jobs_.end()) return;  // a late answer of a stage that was abandoned or replaced
   const auto [ticket, part] = where->second;
   jobs_.erase(where);
   Step& step = steps_.at(ticket);
-  const auto next_stage = static_cast<size_t>(d.stage) + 1;
+  const auto stage = static_cast<size_t>(d.stage);
+  const auto next_stage = stage + 1;
   if (!d.error.empty()) {
     if (step.error.empty()) step.error = d.error;
+    if (stage < stages_.size() && stages_[stage]->failed()) step.fault = true;
   } else if (next_stage < stages_.size() && step.error.empty()) {
     const uint64_t id = ++last_job_;
     jobs_[id] = {ticket, part};
     StageJob job{id, step.parts[part], std::move(d.hidden), {}};
-    if (next_stage + 1 == stages_.size()) job.sampling = std::move(step.sampling[part]);
-    stages_[next_stage]->submit(std::move(job));
+    if (next_stage + 1 == stages_.size()) job.sampling = step.sampling[part];  // a copy, as in start()
+    send(next_stage, std::move(job));
     return;
   } else {
     step.results[part] = std::move(d);
   }
-  if (--step.outstanding == 0) complete(ticket);
+  if (--step.outstanding > 0) return;
+  if (step.fault && factory_ && !replaying_) {
+    // Wait for the other steps in flight to drain (their parts fail on the broken stage or finish), then recover.
+    step.waiting = true;
+    ++waiting_;
+  } else {
+    complete(ticket);
+  }
+  if (waiting_ > 0 && jobs_.empty() && !replaying_) recover(options_.recovery_timeout);
 }
 
 void PipelineExecutor::complete(uint64_t ticket) {
@@ -258,6 +282,14 @@ void PipelineExecutor::complete(uint64_t ticket) {
   }
   if (f.error.empty()) {
     for (const auto& [seq, len] : step.next) lengths_[static_cast<size_t>(seq)] = len;
+    // The tokens of the step, for a replay (a replayed step writes the same tokens again).
+    for (int64_t t = 0; t < step.batch.size(); ++t) {
+      const auto tt = static_cast<size_t>(t);
+      auto& h = history_[static_cast<size_t>(step.batch.seq[tt])];
+      const auto pos = static_cast<size_t>(step.batch.pos[tt]);
+      if (h.size() <= pos) h.resize(pos + 1, 0);
+      h[pos] = step.batch.tokens.empty() ? 0 : step.batch.tokens[tt];
+    }
     // The picks were drawn from copies of the samplers' states: move the originals on as if they had drawn them.
     for (Sampler* s : step.samplers) s->skip_sample();
   } else {
@@ -333,10 +365,18 @@ StepResult PipelineExecutor::collect_step() {
   return StepResult{f.ticket, std::move(f.sampled), std::move(f.error)};
 }
 
+// A stage that failed is skipped: its replacement rebuilds from the history, which the edit changes too.
 void PipelineExecutor::clear_sequence(int64_t seq) {
   if (in_flight_.at(static_cast<size_t>(seq))) fail("sequence {} cannot be cleared while a step uses it", seq);
-  for (auto& s : stages_) s->clear_sequence(seq);
+  for (auto& s : stages_) {
+    try {
+      s->clear_sequence(seq);
+    } catch (const Error&) {
+      if (!factory_ || !s->failed()) throw;
+    }
+  }
   lengths_.at(static_cast<size_t>(seq)) = 0;
+  history_[static_cast<size_t>(seq)].clear();
 }
 
 void PipelineExecutor::truncate_sequence(int64_t seq, int64_t n) {
@@ -344,8 +384,15 @@ void PipelineExecutor::truncate_sequence(int64_t seq, int64_t n) {
   if (n > lengths_.at(static_cast<size_t>(seq))) {
     fail("cannot truncate sequence {} to {} tokens: it holds {}", seq, n, lengths_.at(static_cast<size_t>(seq)));
   }
-  for (auto& s : stages_) s->truncate_sequence(seq, n);
+  for (auto& s : stages_) {
+    try {
+      s->truncate_sequence(seq, n);
+    } catch (const Error&) {
+      if (!factory_ || !s->failed()) throw;
+    }
+  }
   lengths_[static_cast<size_t>(seq)] = n;
+  history_[static_cast<size_t>(seq)].resize(static_cast<size_t>(n));
 }
 
 }  // namespace tessera::cluster

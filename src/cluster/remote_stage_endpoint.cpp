@@ -76,6 +76,7 @@ RemoteStageEndpoint::RemoteStageEndpoint(std::string node, const std::string& ad
                                          bool has_embedding, bool has_head, const RemoteStageOptions& options,
                                          CompletionQueue& done)
     : node_(std::move(node)),
+      target_(address),
       index_(stage_index),
       layers_(layers),
       first_(has_embedding),
@@ -115,18 +116,18 @@ RemoteStageEndpoint::~RemoteStageEndpoint() {
   }
 }
 
-void RemoteStageEndpoint::load(const ModelWeights& model, bool has_embedding, bool has_head,
-                               const RemoteStageOptions& options) {
+StageRequest stage_request(const ModelWeights& model, LayerRange layers, bool has_embedding, bool has_head,
+                           const RemoteStageOptions& options) {
   const auto& file = model.source();
   const auto& c = model.config();
-  net::LoadStage req;
+  StageRequest out;
+  net::LoadStage& req = out.load;
   req.file_name = std::filesystem::path(file.name()).filename().string();
   req.file_size = model.file().file_size();
   req.model_name = c.name;
   req.model_metadata = stage_metadata(model, has_head);
-  std::unordered_map<std::string, std::span<const uint8_t>> data_of;
   for (const auto& spec : expected_tensors(c)) {
-    if (!stage_needs(spec, layers_, has_embedding, has_head, c.tied_output)) continue;
+    if (!stage_needs(spec, layers, has_embedding, has_head, c.tied_output)) continue;
     const gguf::TensorInfo* t = file.find_tensor(spec.name);
     if (t == nullptr) continue;  // optional tensors the file does not have
     net::TensorInfo info;
@@ -136,11 +137,11 @@ void RemoteStageEndpoint::load(const ModelWeights& model, bool has_embedding, bo
     for (auto d : t->ne) info.shape.push_back(static_cast<uint64_t>(d));
     const auto data = file.tensor_data(*t);
     info.hash = net::content_hash(data);
-    data_of[net::hash_hex(info.hash)] = data;
+    out.data_of[net::hash_hex(info.hash)] = data;
     req.tensors.push_back(std::move(info));
   }
-  req.layer_begin = static_cast<uint32_t>(layers_.begin);
-  req.layer_end = static_cast<uint32_t>(layers_.end);
+  req.layer_begin = static_cast<uint32_t>(layers.begin);
+  req.layer_end = static_cast<uint32_t>(layers.end);
   req.has_embedding = has_embedding;
   req.has_head = has_head;
   req.n_slots = static_cast<uint32_t>(options.stage.n_slots);
@@ -149,7 +150,30 @@ void RemoteStageEndpoint::load(const ModelWeights& model, bool has_embedding, bo
   req.wire_type = options.wire;
   req.threads = static_cast<uint16_t>(options.threads);
   req.max_batch = static_cast<uint32_t>(std::clamp<int64_t>(options.max_batch, 1, net::kMaxBatchTokens));
-  conn_->send(req);
+  return out;
+}
+
+void StageRequest::for_each_chunk(const net::Hash128& hash,
+                                  const std::function<void(const net::WeightChunk&)>& send) const {
+  const auto it = data_of.find(net::hash_hex(hash));
+  if (it == data_of.end()) fail("the worker asked for tensor {} that the stage does not use", net::hash_hex(hash));
+  const auto data = it->second;
+  for (size_t off = 0; off < data.size(); off += kChunkBytes) {
+    net::WeightChunk chunk;
+    chunk.hash = hash;
+    chunk.offset = off;
+    const size_t n = std::min(kChunkBytes, data.size() - off);
+    chunk.data.assign(data.begin() + static_cast<std::ptrdiff_t>(off),
+                      data.begin() + static_cast<std::ptrdiff_t>(off + n));
+    send(chunk);
+  }
+}
+
+void RemoteStageEndpoint::load(const ModelWeights& model, bool has_embedding, bool has_head,
+                               const RemoteStageOptions& options) {
+  const StageRequest request = stage_request(model, layers_, has_embedding, has_head, options);
+  const auto& data_of = request.data_of;
+  conn_->send(request.load);
 
   const net::LoadReply reply = expect<net::LoadReply>(*conn_, 120s, node_, "answer to the stage request");
   uint64_t total = 0;
@@ -160,18 +184,11 @@ void RemoteStageEndpoint::load(const ModelWeights& model, bool has_embedding, bo
   }
   uint64_t sent = 0;
   for (const auto& h : reply.need) {
-    const auto data = data_of.at(net::hash_hex(h));
-    for (size_t off = 0; off < data.size(); off += kChunkBytes) {
-      net::WeightChunk chunk;
-      chunk.hash = h;
-      chunk.offset = off;
-      const size_t n = std::min(kChunkBytes, data.size() - off);
-      chunk.data.assign(data.begin() + static_cast<std::ptrdiff_t>(off),
-                        data.begin() + static_cast<std::ptrdiff_t>(off + n));
+    request.for_each_chunk(h, [&](const net::WeightChunk& chunk) {
       conn_->send(chunk);
-      sent += n;
+      sent += chunk.data.size();
       if (options.progress) options.progress(sent, total);
-    }
+    });
   }
   const net::LoadDone done = expect<net::LoadDone>(*conn_, 600s, node_, "confirmation that the stage is loaded");
   report_ = {sent, done.weights_bytes, done.kv_bytes, done.buffer_bytes};
@@ -327,14 +344,25 @@ std::string RemoteStageEndpoint::broken() const {
   return broken_;
 }
 
+// A link that breaks while sending marks the stage failed, as the receiver would, so the pipeline recovers.
 void RemoteStageEndpoint::clear_sequence(int64_t seq) {
   if (const std::string why = broken(); !why.empty()) fail("{}", why);
-  conn_->send(net::ClearSequence{static_cast<int32_t>(seq)});
+  try {
+    conn_->send(net::ClearSequence{static_cast<int32_t>(seq)});
+  } catch (const Error& e) {
+    fail_pending(fmt::format("worker {} lost: {}", node_, e.what()));
+    throw;
+  }
 }
 
 void RemoteStageEndpoint::truncate_sequence(int64_t seq, int64_t n) {
   if (const std::string why = broken(); !why.empty()) fail("{}", why);
-  conn_->send(net::TruncateSequence{static_cast<int32_t>(seq), static_cast<int32_t>(n)});
+  try {
+    conn_->send(net::TruncateSequence{static_cast<int32_t>(seq), static_cast<int32_t>(n)});
+  } catch (const Error& e) {
+    fail_pending(fmt::format("worker {} lost: {}", node_, e.what()));
+    throw;
+  }
 }
 
 }  // namespace tessera::cluster

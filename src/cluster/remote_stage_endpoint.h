@@ -8,7 +8,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <string>
 #include <thread>
+#include <unordered_map>
+#include <vector>
 
 #include "cluster/stage_endpoint.h"
 #include "model/stage.h"
@@ -31,6 +35,18 @@ struct RemoteStageOptions {
   // Called while weights stream: (bytes sent, bytes to send).
   std::function<void(uint64_t, uint64_t)> progress;
 };
+
+// The LoadStage a head sends for a stage of `model`, and the tensors' bytes by content hash for the chunks the
+// worker asks for (views into the model's file).
+struct StageRequest {
+  net::LoadStage load;
+  std::unordered_map<std::string, std::span<const uint8_t>> data_of;
+  // Hands the weight chunks of one tensor the worker needs to `send`, one at a time. Throws Error for a hash the
+  // stage does not use.
+  void for_each_chunk(const net::Hash128& hash, const std::function<void(const net::WeightChunk&)>& send) const;
+};
+StageRequest stage_request(const ModelWeights& model, LayerRange layers, bool has_embedding, bool has_head,
+                           const RemoteStageOptions& options);
 
 struct LoadReport {
   uint64_t weight_bytes_sent = 0;  // tensor bytes streamed to the worker (0 with a warm cache or local file)
@@ -65,6 +81,10 @@ class RemoteStageEndpoint : public StageEndpoint {
   const net::LinkMeasurement& link() const { return link_; }
   // False once the link broke (the worker died, went silent or closed): its jobs fail and the replica is degraded.
   bool up() const;
+  bool failed() const override { return !up(); }
+  void abandon(const std::string& why) override { fail_pending(why); }
+  bool watched() const override { return true; }
+  std::string where() const override { return target_; }  // the address as given, the key of a WorkerPool
   net::Connection& connection() { return *conn_; }
 
  private:
@@ -73,6 +93,7 @@ class RemoteStageEndpoint : public StageEndpoint {
   void fail_pending(const std::string& why);
 
   std::string node_;
+  std::string target_;
   int index_;
   LayerRange layers_;
   bool first_;

@@ -2,6 +2,7 @@
 // reports each one's result, in submission order, on a completion queue shared by all stages of the pipeline.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -44,6 +45,8 @@ class CompletionQueue {
  public:
   void push(StageDone done);
   StageDone pop();
+  // The next completion, or nullopt once `deadline` passed without one.
+  std::optional<StageDone> pop_until(std::chrono::steady_clock::time_point deadline);
 
  private:
   std::mutex mutex_;
@@ -64,6 +67,16 @@ class StageEndpoint {
   virtual uint64_t wire_bytes() const { return 0; }
   // What prompt batches of a few sizes cost this stage, measured when it was loaded (increasing tokens).
   virtual const std::vector<BatchTime>& batch_times() const = 0;
+
+  // Faults. A stage on another node can break (its worker died, or missed a deadline and was abandoned); the head
+  // then replaces it (PipelineExecutor::set_recovery). A stage on the head cannot break this way.
+  virtual bool failed() const { return false; }
+  // Stops waiting for this stage: every job in flight, and every later one, fails with `why`.
+  virtual void abandon(const std::string& why) { (void)why; }
+  // Whether the head holds this stage's steps to deadlines (only where a fault can be recovered from).
+  virtual bool watched() const { return false; }
+  // Where it runs: the worker's address, empty on the head.
+  virtual std::string where() const { return {}; }
 };
 
 }  // namespace tessera::cluster

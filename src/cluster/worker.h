@@ -49,7 +49,6 @@ class Worker {
 
  private:
   void session(std::unique_ptr<net::Connection> connection, std::string head_name);
-  void admit_weights(const net::LoadStage& request) const;
 
   WorkerOptions options_;
   net::Listener listener_;

@@ -94,6 +94,9 @@ class Executor {
   virtual void clear_sequence(int64_t seq) = 0;
   virtual void truncate_sequence(int64_t seq, int64_t n) = 0;
   virtual int64_t sequence_length(int64_t seq) const = 0;
+  // Called now and then by an idle caller (no step in flight): an executor whose node failed while nothing ran
+  // repairs itself here instead of on the next request (PipelineExecutor: recovery by replay).
+  virtual void heal() {}
 
   // The memory in this process that a decode step streams its weights from, so that a roofline can be measured on
   // those very pages (a virtual machine's pages differ in read bandwidth); empty when the weights live elsewhere

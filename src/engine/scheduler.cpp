@@ -184,7 +184,17 @@ void Scheduler::loop() {
     const bool busy = any_busy();
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || busy || !queue_.empty() || !active_.empty(); });
+      // Idle for a second: the executor may repair a failed node before a request needs it.
+      if (!wake_.wait_for(lock, std::chrono::seconds(1),
+                          [&] { return stopping_ || busy || !queue_.empty() || !active_.empty(); })) {
+        lock.unlock();
+        try {
+          executor_.heal();
+        } catch (const std::exception& e) {
+          log_warn("scheduler: repairing the executor failed: {}", e.what());
+        }
+        continue;
+      }
       if (stopping_) break;
       for (auto it = queue_.begin(); it != queue_.end();) {
         if ((*it)->handle->cancelled()) {

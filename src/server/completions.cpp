@@ -204,7 +204,10 @@ void respond_whole(Job& job, httplib::Response& res) {
   job.finished = true;
   record(job, *result);
   if (result->reason == FinishReason::Error) {
-    send_error(res, ApiError(500, fmt::format("Generation failed: {}", result->error), "server_error"));
+    // The request's id in the message and the log, so that a client's report finds the server's line.
+    log_warn("serve: request {} failed: {}", job.meta.id, result->error);
+    send_error(res, ApiError(500, fmt::format("Generation failed (request {}): {}", job.meta.id, result->error),
+                             "server_error"));
     return;
   }
   if (result->reason == FinishReason::Cancelled) {
@@ -252,7 +255,8 @@ bool stream_step(Job& job, httplib::DataSink& sink) {
     if (result->reason == FinishReason::Error || result->reason == FinishReason::Cancelled) {
       // The status line is long gone: the error travels as an event, as OpenAI's streams do.
       const bool error = result->reason == FinishReason::Error;
-      event(error_json(error ? fmt::format("Generation failed: {}", result->error)
+      if (error) log_warn("serve: request {} failed: {}", job.meta.id, result->error);
+      event(error_json(error ? fmt::format("Generation failed (request {}): {}", job.meta.id, result->error)
                              : std::string("The request was cancelled: the server is shutting down."),
                        "server_error"));
     } else {

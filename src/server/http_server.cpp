@@ -77,10 +77,13 @@ void Server::Impl::health(httplib::Response& res) {
   const ServeState s = state.load();
   json reps = json::array();
   size_t n_healthy = 0;
+  bool recovering = false;  // a replica replaces a failed worker: its requests wait, then go on
   for (const auto& r : replicas) {
     const auto st = r->scheduler().stats();
     const bool healthy = r->healthy();
     n_healthy += healthy;
+    const RecoveryStats rec = r->recovery();
+    recovering = recovering || rec.recovering;
     const auto live = r->live();
     json nodes = json::array();
     for (size_t i = 0; i < r->nodes().size(); ++i) {
@@ -93,6 +96,7 @@ void Server::Impl::health(httplib::Response& res) {
       nodes.push_back({{"name", n.name},
                        {"address", n.address},
                        {"status", live[i].up ? "up" : "down"},
+                       {"running_on", live[i].on},
                        {"layers", {{"first", n.layers.begin}, {"last", n.layers.end - 1}}},
                        {"embedding", n.embedding},
                        {"head", n.head},
@@ -108,7 +112,11 @@ void Server::Impl::health(httplib::Response& res) {
                        {"bytes_received", live[i].bytes_received}});
     }
     reps.push_back({{"id", r->id()},
-                    {"status", healthy ? "ready" : "degraded"},
+                    {"status", rec.recovering ? "recovering"
+                               : healthy      ? "ready"
+                                              : "degraded"},
+                    {"failovers", rec.failovers},
+                    {"replayed_tokens", rec.replayed_tokens},
                     {"parallel", st.n_parallel},
                     {"active", st.active},
                     {"queued", st.queued},
@@ -121,7 +129,9 @@ void Server::Impl::health(httplib::Response& res) {
                     {"last_error", st.last_error},
                     {"nodes", nodes}});
   }
-  json body = {{"status", state_name(s, n_healthy, replicas.size())},
+  const std::string_view status =
+      s == ServeState::Ready && recovering ? "recovering" : state_name(s, n_healthy, replicas.size());
+  json body = {{"status", status},
                {"model", model.id},
                {"uptime_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()},
                {"model_info",
@@ -138,23 +148,13 @@ void Server::Impl::health(httplib::Response& res) {
   }
   // Degraded still serves (the router falls back to unhealthy replicas last): 200. Loading, failed and no healthy
   // replica at all are 503, so that a load balancer takes this server out until one recovers.
-  const bool serving = s == ServeState::Ready && (n_healthy > 0 || replicas.empty());
+  const bool serving = s == ServeState::Ready && (n_healthy > 0 || recovering || replicas.empty());
   send_json(res, serving ? 200 : 503, body);
   if (!serving) res.set_header("Retry-After", std::to_string(options.retry_after_seconds));
 }
 
 void Server::Impl::routes() {
   http.set_payload_max_length(options.max_body_bytes);
-  const auto n_threads = static_cast<size_t>(std::max(options.http_threads, 4));
-  http.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
-  // Token deltas are small writes that must leave at once.
-  http.set_tcp_nodelay(true);
-  // httplib's default also sets SO_REUSEPORT, which would let a second server bind the same port and silently
-  // take half the connections. Only SO_REUSEADDR (restart while old connections sit in TIME_WAIT).
-  http.set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
 
   http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     const OriginVerdict origin = check_origin(options.host, req.get_header_value("Host"),
@@ -295,14 +295,21 @@ Server::~Server() { stop(); }
 
 int Server::start() {
   Impl& s = *impl_;
-  int port = s.options.port;
-  if (port == 0) {
-    port = s.http.bind_to_any_port(s.options.host);
-    if (port <= 0) fail("cannot listen on {} (any port)", s.options.host);
-  } else if (!s.http.bind_to_port(s.options.host, port)) {
-    fail("cannot listen on {}:{} (in use, or not an address of this machine?)", s.options.host, port);
-  }
-  s.listener = std::thread([&s] { s.http.listen_after_bind(); });
+  HttpFront::Options front;
+  front.limits = s.options.http_limits;
+  front.limits.body_bytes = s.options.max_body_bytes;
+  front.threads = std::max(s.options.http_threads, 4);
+  front.retry_after_seconds = s.options.retry_after_seconds;
+  s.front = std::make_unique<HttpFront>(
+      front,
+      [&s](httplib::Stream& stream, bool close_connection, bool& connection_closed) {
+        s.http.process_request(stream, close_connection, connection_closed, [](httplib::Request&) {});
+      },
+      [](int status, std::string_view message) {
+        return dump(error_json(std::string(message), status >= 500 ? "server_error" : "invalid_request_error"));
+      });
+  const int port = s.front->bind(s.options.host, s.options.port);
+  s.front->start();
   return port;
 }
 
@@ -324,12 +331,8 @@ void Server::set_failed(const std::string& why) {
 void Server::stop() {
   Impl& s = *impl_;
   s.stopping = true;  // waiting handlers cancel their requests and return
-  if (s.listener.joinable()) {
-    // httplib may not have started listening yet; stop() only works once it has.
-    for (int i = 0; i < 200 && !s.http.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    s.http.stop();
-    s.listener.join();
-  }
+  s.http.set_serving(false);
+  if (s.front) s.front->stop();
 }
 
 const ServerOptions& Server::options() const { return impl_->options; }

@@ -9,6 +9,7 @@
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
 #include "model/model_config.h"
+#include "server/http_limits.h"
 #include "server/openai_api.h"
 #include "server/replica.h"
 #include "tokenizer/chat_template.h"
@@ -24,6 +25,7 @@ struct ServerOptions {
   size_t max_body_bytes = 1 << 20;           // larger request bodies get 413
   int http_threads = 64;                     // connections served at once (streams hold one each)
   int retry_after_seconds = 1;               // the Retry-After of 503 answers
+  HttpLimits http_limits;                    // deadlines and caps of the HTTP front (body_bytes: max_body_bytes)
   RequestLimits limits;
   SamplerParams sampler;    // defaults for the sampling fields a request leaves out
   int32_t max_tokens = -1;  // default max_tokens (-1: until end of generation or a full context)

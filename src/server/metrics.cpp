@@ -120,6 +120,21 @@ std::string Metrics::render(const std::vector<std::shared_ptr<Replica>>& replica
               [](const SchedulerStats& s) { return s.n_parallel; });
   per_replica("tessera_forward_failures_total", "counter", "Forward passes that failed.",
               [](const SchedulerStats& s) { return s.failed_steps; });
+  // Recovery by replay (a failed worker replaced, its sequences rebuilt): what it cost so far.
+  std::vector<RecoveryStats> rec;
+  for (const auto& r : replicas) rec.push_back(r->recovery());
+  auto per_recovery = [&](std::string_view name, std::string_view type, std::string_view help, auto value) {
+    family(out, name, type, help);
+    for (size_t i = 0; i < replicas.size(); ++i) {
+      out += fmt::format("{}{{replica=\"{}\"}} {}\n", name, replicas[i]->id(), value(rec[i]));
+    }
+  };
+  per_recovery("tessera_failovers_total", "counter", "Failed workers replaced (a spare, the worker again, or local).",
+               [](const RecoveryStats& r) { return r.failovers; });
+  per_recovery("tessera_replayed_tokens_total", "counter", "Tokens replayed to rebuild KV caches after a failover.",
+               [](const RecoveryStats& r) { return r.replayed_tokens; });
+  per_recovery("tessera_recovering", "gauge", "1 while a recovery runs.",
+               [](const RecoveryStats& r) { return r.recovering ? 1 : 0; });
 
   // Under --tp/--ep: the collectives of this rank (rank 0, which serves), the cost of splitting every layer.
   std::vector<std::pair<int, collective::CollectiveStats>> coll;

@@ -37,9 +37,17 @@ struct NodeInfo {
 // What a node is doing now. A remote executor reports its links; a local node has none.
 struct NodeLive {
   bool up = true;
+  std::string on;  // where the stage runs now (a replacement's address after a failover); empty: unknown
   double link_rtt_seconds = 0;
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
+};
+
+// Faults a pipeline recovered from (cluster::PipelineExecutor::set_recovery).
+struct RecoveryStats {
+  uint64_t failovers = 0;        // failed stages replaced
+  uint64_t replayed_tokens = 0;  // tokens run again to rebuild KV caches
+  bool recovering = false;       // a recovery runs now
 };
 
 struct ReplicaSpec {
@@ -47,6 +55,7 @@ struct ReplicaSpec {
   std::vector<NodeInfo> nodes;  // in pipeline order
   // Live figures per node (same order); absent: every node up with no links (a local executor).
   std::function<std::vector<NodeLive>()> live;
+  std::function<RecoveryStats()> recovery;  // absent: nothing to recover from (a local executor)
 };
 
 // The node description of a local executor holding every layer of `weights`.
@@ -63,6 +72,7 @@ class Replica {
   const Scheduler& scheduler() const { return *scheduler_; }
   const std::vector<NodeInfo>& nodes() const { return spec_.nodes; }
   std::vector<NodeLive> live() const;
+  RecoveryStats recovery() const { return spec_.recovery ? spec_.recovery() : RecoveryStats{}; }
   // Under --tp/--ep: what this rank has spent in collectives so far (absent for any other replica).
   std::optional<collective::CollectiveStats> collectives() const;
   // False once forward passes keep failing or a node is down: the router then prefers the others.

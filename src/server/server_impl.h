@@ -6,15 +6,26 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
-#include <thread>
 
+#include "server/http_front.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
 
 namespace tessera::server {
 
 enum class ServeState { Loading, Ready, Failed };
+
+// httplib's router and handlers, driven by the HttpFront one complete request at a time.
+class RoutedServer : public httplib::Server {
+ public:
+  RoutedServer() { set_serving(true); }
+  using httplib::Server::process_request;
+  // httplib's streamed answers stop once its listening socket is gone (svr_sock_ invalid); it has none here (the
+  // front listens), so serving is marked with a placeholder value and cleared at shutdown.
+  void set_serving(bool on) { svr_sock_ = on ? 0 : INVALID_SOCKET; }
+};
 
 struct Server::Impl {
   Impl(ServerOptions o, ServedModel m) : options(std::move(o)), model(std::move(m)) {}
@@ -31,8 +42,8 @@ struct Server::Impl {
   std::atomic<bool> stopping{false};
   std::atomic<uint64_t> next_id{1};
   const std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
-  httplib::Server http;
-  std::thread listener;
+  RoutedServer http;
+  std::unique_ptr<HttpFront> front;  // reads requests with bounds, then hands them to `http`
 
   void routes();
   void health(httplib::Response& res);

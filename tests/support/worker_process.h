@@ -16,7 +16,8 @@ namespace tessera::test {
 
 class WorkerProcess {
  public:
-  explicit WorkerProcess(std::vector<std::string> extra_args = {}) {
+  // `listen`: a fixed address, so a restarted worker is found where the killed one was.
+  explicit WorkerProcess(std::vector<std::string> extra_args = {}, std::string listen = "127.0.0.1:0") {
     int out[2];
     if (pipe(out) != 0) throw std::runtime_error("pipe failed");
     pid_ = fork();
@@ -25,7 +26,7 @@ class WorkerProcess {
       dup2(out[1], 1);
       close(out[0]);
       close(out[1]);
-      std::vector<std::string> args = {tessera_bin().string(), "worker", "--listen", "127.0.0.1:0", "-t", "1"};
+      std::vector<std::string> args = {tessera_bin().string(), "worker", "--listen", listen, "-t", "1"};
       args.insert(args.end(), extra_args.begin(), extra_args.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
@@ -50,6 +51,7 @@ class WorkerProcess {
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   const std::string& address() const { return address_; }
+  pid_t pid() const { return pid_; }
   bool running() const { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
 
   // SIGKILL plays a crash; SIGTERM a clean stop. Returns the exit status (or 128 + signal).

@@ -175,6 +175,10 @@
     const head = el('div', 'node-head');
     head.append(el('span', 'dot'), el('strong', 'name', node.name));
     if (node.address) head.appendChild(el('span', 'addr', node.address));
+    // After a failover another worker (a spare, or this process) runs the stage.
+    if (node.running_on && node.running_on !== node.address && node.running_on !== node.name) {
+      head.appendChild(el('span', 'addr', 'now on ' + node.running_on));
+    }
     card.appendChild(head);
     card.appendChild(el('div', 'layer-text', 'layers ' + node.layers.first + '–' + node.layers.last + ' of ' +
         info.n_layer + (node.embedding ? ' · embedding' : '') + (node.head ? ' · head' : '')));
@@ -216,7 +220,8 @@
       const card = el('div', 'replica');
       card.dataset.status = r.status;
       card.appendChild(el('div', 'replica-head', 'replica ' + r.id + ' · ' + r.status + ' · ' + r.active + '/' +
-          r.parallel + ' decoding, ' + r.queued + ' queued · ' + r.decode_tokens_per_second.toFixed(1) + ' tok/s'));
+          r.parallel + ' decoding, ' + r.queued + ' queued · ' + r.decode_tokens_per_second.toFixed(1) + ' tok/s' +
+          (r.failovers ? ' · ' + r.failovers + ' failover(s), ' + r.replayed_tokens + ' tokens replayed' : '')));
       const nodes = el('div', 'nodes');
       for (const n of r.nodes) nodes.appendChild(nodeCard(n, h.model_info));
       card.appendChild(nodes);

@@ -32,7 +32,7 @@ struct KernelTables {
       };
       const kernels::IsaKernels* paths[3] = {};
       int n_paths = 0;
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(TESSERA_NO_SIMD_KERNELS)
       if (isa == Isa::Avx512) paths[n_paths++] = &kernels::avx512_kernels();
       if (isa != Isa::Scalar) paths[n_paths++] = &kernels::avx2_kernels();
 #endif
@@ -50,7 +50,7 @@ struct KernelTables {
     }
     const kernels::IsaKernels* paths[3] = {};
     int n_paths = 0;
-#if defined(__x86_64__) || defined(__i386__)
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(TESSERA_NO_SIMD_KERNELS)
     if (isa == Isa::Avx512) paths[n_paths++] = &kernels::avx512_kernels();
     if (isa != Isa::Scalar) paths[n_paths++] = &kernels::avx2_kernels();
 #endif

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""Soak test of recovery by replay (issue #44): `tessera serve` over a pipeline of worker processes on loopback,
+with a spare, serving mixed requests (streamed, not streamed, and streams the client hangs up on) for N minutes
+while one worker is killed and started again at the same address every --kill-every seconds. Standard library only.
+
+Reports requests by outcome (a lost request is any that did not complete: an HTTP error, a stream that ended
+without [DONE] or carried an error event, a connection error), the failovers and replayed tokens from /metrics,
+and the serving process's resident memory and open files at the start and the end.
+
+    python3 bench/soak.py --tessera build/src/cli/tessera --model models/stories260K.gguf --minutes 10
+"""
+import argparse
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_worker(tessera, address):
+    p = subprocess.Popen([tessera, "worker", "--listen", address, "-t", "1"], stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+    line = p.stdout.readline()
+    if not line.startswith("listening on"):
+        raise RuntimeError(f"worker at {address} did not start: {line!r}")
+    return p
+
+
+def proc_figures(pid):
+    rss = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                rss = int(line.split()[1]) * 1024
+    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def metric_sum(port, name):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request("GET", "/metrics")
+    body = conn.getresponse().read().decode()
+    return sum(float(m) for m in re.findall(rf"^{name}{{[^}}]*}} (\S+)$", body, re.M))
+
+
+def client(port, stop, index, counts, lock, max_tokens, errors):
+    rng = random.Random(index)
+    k = 0
+    while not stop.is_set():
+        kind = rng.choice(["stream", "plain", "cancel"])
+        body = {"prompt": f"Story {index} part {k}:", "max_tokens": max_tokens, "temperature": 0.8,
+                "seed": index * 100000 + k, "stream": kind != "plain"}
+        k += 1
+        outcome = "ok"
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=180)
+            conn.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            if r.status != 200:
+                outcome = f"http {r.status}"
+                errors.append(r.read()[:400].decode(errors="replace"))
+            elif kind == "plain":
+                json.loads(r.read())["usage"]["completion_tokens"]
+            elif kind == "cancel":
+                r.readline()  # the first event, then hang up
+                outcome = "cancelled"
+            else:
+                done = False
+                for raw in r:
+                    line = raw.decode().strip()
+                    if line == "data: [DONE]":
+                        done = True
+                    elif line.startswith("data: ") and "error" in json.loads(line[6:]):
+                        outcome = "stream error"
+                        errors.append(line[:400])
+                if not done and outcome == "ok":
+                    outcome = "stream cut"
+            conn.close()
+        except (OSError, http.client.HTTPException, ValueError, KeyError) as e:
+            outcome = f"exception {type(e).__name__}"
+        with lock:
+            counts[outcome] = counts.get(outcome, 0) + 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tessera", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--minutes", type=float, default=10)
+    ap.add_argument("--kill-every", type=float, default=120, help="seconds between worker kills")
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--warmup", type=float, default=60,
+                    help="seconds of load before the first memory figure (allocator arenas and caches fill first)")
+    a = ap.parse_args()
+
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+    workers = {addr: start_worker(a.tessera, addr) for addr in addresses}
+    serve = subprocess.Popen([a.tessera, "serve", "-m", a.model, "--port", "0", "-t", "1", "--parallel", "4",
+                              "--workers", f"a={addresses[0]},b={addresses[1]}", "--spare", addresses[2]],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    port = None
+    log = []
+    for line in serve.stderr:
+        log.append(line)
+        m = re.search(r"listening on http://[^:]+:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+        if "tessera serve: ready" in line:
+            break
+    if port is None:
+        sys.exit("serve did not start:\n" + "".join(log))
+    warnings = []
+
+    def drain():  # keep its pipe drained, and its warnings
+        for line in serve.stderr:
+            if "warning" in line or "recovery" in line:
+                warnings.append(line.rstrip())
+
+    threading.Thread(target=drain, daemon=True).start()
+
+    time.sleep(2)
+    rss_idle, fds_idle = proc_figures(serve.pid)
+    stop = threading.Event()
+    counts, lock, errors = {}, threading.Lock(), []
+    threads = [threading.Thread(target=client, args=(port, stop, i, counts, lock, a.max_tokens, errors))
+               for i in range(a.clients)]
+    for t in threads:
+        t.start()
+    start = time.monotonic()
+    end = start + a.minutes * 60
+    kills = 0
+    next_kill = start + a.kill_every
+    samples = []  # (seconds, rss, open files) every 10 s
+    next_sample = start + a.warmup
+    while time.monotonic() < end:
+        time.sleep(max(0.0, min(next_kill, next_sample, end) - time.monotonic()))
+        if time.monotonic() >= next_sample:
+            samples.append((time.monotonic() - start, *proc_figures(serve.pid)))
+            next_sample += 10
+        if time.monotonic() >= next_kill:
+            victim = addresses[kills % 2]
+            workers[victim].send_signal(signal.SIGKILL)
+            workers[victim].wait()
+            workers[victim] = start_worker(a.tessera, victim)
+            kills += 1
+            next_kill += a.kill_every
+            print(f"{time.monotonic() - start:7.1f} s: killed and restarted the worker at {victim}", flush=True)
+    stop.set()
+    for t in threads:
+        t.join()
+    time.sleep(2)
+    rss_after, fds_after = proc_figures(serve.pid)
+    failovers = metric_sum(port, "tessera_failovers_total")
+    replayed = metric_sum(port, "tessera_replayed_tokens_total")
+    serve.send_signal(signal.SIGTERM)
+    serve.wait(timeout=30)
+    for p in workers.values():
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+
+    total = sum(counts.values())
+    lost = total - counts.get("ok", 0) - counts.get("cancelled", 0)
+    print(f"minutes {a.minutes:g}, clients {a.clients}, kills {kills}, failovers {failovers:g}, "
+          f"replayed tokens {replayed:g}")
+    print(f"requests {total}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())) + f"; lost {lost}")
+    print(f"serve idle before the load: RSS {rss_idle / 2**20:.1f} MiB, {fds_idle} open files; "
+          f"after it: RSS {rss_after / 2**20:.1f} MiB, {fds_after} open files")
+    if samples:
+        t0, rss0, fds0 = samples[0]
+        t1, rss1, fds1 = samples[-1]
+        rss = [r for _, r, _ in samples]
+        print(f"under load, {t0:.0f} s -> {t1:.0f} s: RSS {rss0 / 2**20:.1f} -> {rss1 / 2**20:.1f} MiB "
+              f"({(rss1 - rss0) / rss0 * 100:+.1f}%; min {min(rss) / 2**20:.1f}, max {max(rss) / 2**20:.1f}), "
+              f"open files {fds0} -> {fds1} (max {max(f for _, _, f in samples)})")
+    for e in errors[:5]:
+        print("error:", e)
+    print(f"serve log: {len(warnings)} warning/recovery lines" + "".join("\n  " + w for w in warnings[-12:]))
+    sys.exit(1 if lost else 0)
+
+
+if __name__ == "__main__":
+    main()
