@@ -49,6 +49,10 @@ JinjaError JinjaError::located(int line, int column) const {
 }
 
 void type_error(const std::string& message) { throw JinjaError(ErrorKind::Type, message); }
-void undefined_error(const std::string& message) { throw JinjaError(ErrorKind::Undefined, message); }
+void undefined_error(const std::string& message) {
+  // The sandbox's refusals are undefined values too (as in Jinja2): using one is a security error.
+  if (message.starts_with(kUnsafeMarker)) throw JinjaError(ErrorKind::Security, message.substr(kUnsafeMarker.size()));
+  throw JinjaError(ErrorKind::Undefined, message);
+}
 
 }  // namespace tessera::jinja

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "util/error.h"
 
@@ -32,6 +33,9 @@ class JinjaError : public Error {
   int line_;
   int column_;
 };
+
+// Starts the hint of an Undefined that stands for an attribute the sandbox refuses.
+inline constexpr std::string_view kUnsafeMarker = "\x03unsafe:";
 
 [[noreturn]] void type_error(const std::string& message);
 [[noreturn]] void undefined_error(const std::string& message);

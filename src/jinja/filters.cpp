@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "jinja/error.h"
 #include "jinja/renderer.h"
@@ -285,7 +286,24 @@ Value Renderer::apply_filter(const std::string& name, const Value& v, CallArgs& 
   if (name == "round") {
     const Value* precision = opt(args, "precision", 0);
     const double scale = std::pow(10.0, precision ? static_cast<double>(precision->as_int()) : 0.0);
-    return Value::number(std::round(v.as_double() * scale) / scale);
+    // Python's round() takes halves to even; nearbyint does too in the default rounding mode.
+    return Value::number(std::nearbyint(v.as_double() * scale) / scale);
+  }
+  if (name == "batch") {
+    const Value* count = opt(args, "linecount", 0);
+    const Value* fill = opt(args, "fill_with", 1);
+    const int64_t n = count ? count->as_int() : 0;
+    if (n <= 0) throw JinjaError(ErrorKind::Type, "batch size must be positive");
+    ValueList out, current;
+    for (const auto& item : iterate(v)) {
+      current.push_back(item);
+      if (static_cast<int64_t>(current.size()) == n) out.push_back(Value::list(std::exchange(current, {})));
+    }
+    if (!current.empty()) {
+      while (fill && static_cast<int64_t>(current.size()) < n) current.push_back(*fill);
+      out.push_back(Value::list(std::move(current)));
+    }
+    return Value::list(std::move(out), Kind::Generator);
   }
   if (name == "first" || name == "last") {
     const ValueList items = iterate(v);

@@ -295,6 +295,12 @@ bool mutating(const std::string& name) {
   return std::any_of(std::begin(kNames), std::end(kNames), [&](const char* n) { return name == n; });
 }
 
+// Jinja2's sandbox answers an unsafe attribute with an Undefined that fails when used.
+Value unsafe(const Value& obj, const std::string& name) {
+  return Value::undefined(
+      fmt::format("{}access to attribute '{}' of '{}' object is unsafe.", kUnsafeMarker, name, obj.type_name()));
+}
+
 }  // namespace
 
 std::string strip_chars(const std::string& s, const Value* chars, bool left, bool right) {
@@ -321,8 +327,7 @@ Value get_attr(const Value& obj, const std::string& name) {
     case Kind::Dict: {
       Value m = dict_method(obj, name);
       if (!m.is_undefined()) return m;
-      if (mutating(name))
-        throw JinjaError(ErrorKind::Security, "access to attribute '" + name + "' of 'dict' object is unsafe.");
+      if (mutating(name)) return unsafe(obj, name);
       const Value* v = obj.dict().find(name);
       return v ? *v : Value::undefined("'dict object' has no attribute '" + name + "'");
     }
@@ -332,9 +337,7 @@ Value get_attr(const Value& obj, const std::string& name) {
     }
     case Kind::List:
     case Kind::Tuple:
-      if (mutating(name))
-        throw JinjaError(ErrorKind::Security,
-                         "access to attribute '" + name + "' of '" + obj.type_name() + "' object is unsafe.");
+      if (mutating(name)) return unsafe(obj, name);
       if (name == "index" || name == "count")
         return Value::function(obj.type_name() + "." + name, [obj, name](CallArgs& a) {
           const Value& x = arg(a, 0, "value", name);

@@ -238,7 +238,7 @@ std::string Value::to_str() const {
 std::string Value::repr() const {
   switch (kind_) {
     case Kind::Undefined:
-      return "";
+      return "Undefined";
     case Kind::None:
       return "None";
     case Kind::Bool:
