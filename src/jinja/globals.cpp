@@ -115,7 +115,7 @@ Value make_globals_value(const std::string& name, Renderer& r) {
       return Value::list(std::move(out));
     });
   if (name == "namespace" || name == "dict")
-    return Value::function(name, [name](CallArgs& a) {
+    return Value::function(name, [name, &r](CallArgs& a) {
       Dict d;
       for (const auto& p : a.positional) {
         if (p.is_mapping()) {
@@ -129,7 +129,10 @@ Value make_globals_value(const std::string& name, Renderer& r) {
         }
       }
       for (const auto& [k, v] : a.keyword) d.set(k, v);
-      return name == "namespace" ? Value::ns(std::move(d)) : Value::object(std::move(d));
+      if (name != "namespace") return Value::object(std::move(d));
+      Value ns = Value::ns(std::move(d));
+      r.track_namespace(ns);
+      return ns;
     });
   if (name == "raise_exception")
     return Value::function("raise_exception", [](CallArgs& a) -> Value {

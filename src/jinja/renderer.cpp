@@ -31,6 +31,10 @@ std::string Renderer::render(const Body& body, const nlohmann::ordered_json& con
   return out;
 }
 
+Renderer::~Renderer() {
+  for (auto& ns : namespaces_) ns.mutable_namespace().items.clear();
+}
+
 void Renderer::write(std::string_view text) {
   if (out_->size() + text.size() > options_.limits.max_output_bytes)
     throw JinjaError(ErrorKind::Limit,

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "jinja/ast.h"
 #include "jinja/template.h"
@@ -25,6 +26,12 @@ enum class Flow { Normal, Break, Continue };
 class Renderer {
  public:
   explicit Renderer(const RenderOptions& options);
+  ~Renderer();
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
+  // Namespaces are mutable and may come to hold themselves (ns.self = ns): the renderer empties them all at the
+  // end so that such reference cycles are freed.
+  void track_namespace(const Value& ns) { namespaces_.push_back(ns); }
   std::string render(const Body& body, const nlohmann::ordered_json& context);
 
   Value eval(const Expr& e, const FramePtr& scope);
@@ -55,6 +62,7 @@ class Renderer {
   std::string* out_ = nullptr;
   int64_t iterations_ = 0;
   int call_depth_ = 0;
+  std::vector<Value> namespaces_;
 };
 
 // Python semantics shared by the renderer, filters and methods (eval.cpp / methods.cpp).
