@@ -15,7 +15,7 @@
 #include "engine/generator.h"
 #include "engine/grammar_vocab.h"
 #include "plan/plan_cli.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_format.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -165,12 +165,11 @@ int run_chat(const RunArgs& a) {
   Executor& executor = distributed ? *distributed : static_cast<Executor&>(*m.executor);
   const auto& md = m.weights->file().metadata();
   const auto jinja = md.opt_string("tokenizer.chat_template");
-  const ChatTemplateKind kind =
-      resolve_chat_template(a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template),
-                            jinja ? std::optional<std::string_view>(*jinja) : std::nullopt);
   const auto& tok = *m.tokenizer;
-  const std::string bos_text = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
-  const std::string eos_text = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
+  const ChatFormat format = ChatFormat::resolve(
+      a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template),
+      jinja ? std::optional<std::string_view>(*jinja) : std::nullopt, tok.bos() >= 0 ? tok.token_text(tok.bos()) : "",
+      tok.eos() >= 0 ? tok.token_text(tok.eos()) : "");
   Sampler sampler(a.sampler, tok.n_vocab());
   Generator gen(executor, tok);
   GenerationParams gp;
@@ -187,7 +186,7 @@ int run_chat(const RunArgs& a) {
   if (!a.system_prompt.empty()) messages.push_back({"system", a.system_prompt});
   std::vector<TokenId> cached;  // the tokens whose keys and values are in the cache, in order
   std::optional<std::string> pending = a.prompt;
-  log_info("chat: template {}; type a message and press enter, end with Ctrl-D", chat_template_name(kind));
+  log_info("chat: template {}; type a message and press enter, end with Ctrl-D", format.description());
   for (;;) {
     std::string line;
     if (pending) {
@@ -199,7 +198,7 @@ int run_chat(const RunArgs& a) {
     }
     if (line.empty()) continue;
     messages.push_back({"user", line});
-    const std::string rendered = apply_chat_template(kind, messages, true, bos_text, eos_text);
+    const std::string rendered = format.prompt(messages, true);
     const auto tokens = tok.encode(rendered, true, true);
     size_t common = 0;
     while (common < cached.size() && common < tokens.size() && cached[common] == tokens[common]) ++common;
@@ -246,7 +245,8 @@ Command add_run_command(CLI::App& root) {
   app->add_flag("--ignore-eos", a->ignore_eos, "Keep generating after end-of-generation tokens");
   app->add_option("--stop,-r,--reverse-prompt", a->stop, "Stop when this text is generated (repeatable)");
   app->add_flag("--chat,--conversation", a->chat, "Interactive conversation using the model's chat template");
-  app->add_option("--chat-template", a->chat_template, "Chat template name (overrides the model's)");
+  app->add_option("--chat-template", a->chat_template,
+                  "A Jinja chat template file, or the name of a built-in format (default: the model's template)");
   app->add_option("--system-prompt", a->system_prompt, "System message for --chat");
   app->add_option("--logits-out", a->logits_out,
                   "Write the logits of every evaluated position: f32 little-endian, n_vocab per row, rows in "

@@ -106,19 +106,12 @@ server::ServedModel describe_model(const ServeArgs& a) {
   m.id = a.alias.empty() ? model_id(a.model.model, file) : a.alias;
   m.n_ctx = a.model.n_ctx > 0 ? a.model.n_ctx : std::min<int64_t>(m.config.n_ctx_train, 4096);
   const auto jinja = file.metadata().opt_string("tokenizer.chat_template");
-  if (!a.chat_template.empty()) {
-    m.chat_template = resolve_chat_template(a.chat_template, std::nullopt);
-  } else if (auto kind = jinja ? detect_chat_template(*jinja) : std::nullopt) {
-    m.chat_template = *kind;
-  } else {
-    // Chat requests still need some format; llama.cpp's server falls back to ChatML as well.
-    log_warn("{} chat template; chat requests use chatml (choose one with --chat-template)",
-             jinja ? "the model's chat template is not one Tessera knows:" : "the model has no");
-    m.chat_template = ChatTemplateKind::ChatML;
-  }
   const Tokenizer& tok = *m.tokenizer;
-  m.bos_text = tok.bos() >= 0 ? tok.token_text(tok.bos()) : "";
-  m.eos_text = tok.eos() >= 0 ? tok.token_text(tok.eos()) : "";
+  // Chat requests still need some format without a template; llama.cpp's server falls back to ChatML as well.
+  m.chat_format = ChatFormat::resolve(
+      a.chat_template.empty() ? std::nullopt : std::optional<std::string_view>(a.chat_template),
+      jinja ? std::optional<std::string_view>(*jinja) : std::nullopt, tok.bos() >= 0 ? tok.token_text(tok.bos()) : "",
+      tok.eos() >= 0 ? tok.token_text(tok.eos()) : "", true);
   struct stat st {};
   if (stat(a.model.model.c_str(), &st) == 0) m.created = static_cast<int64_t>(st.st_mtime);
   return m;
@@ -228,7 +221,7 @@ int run_serve(ServeArgs a) {
   }
   srv.set_ready();
   log_info("tessera serve: ready ({} threads per replica, context {} per sequence, chat template {})",
-           per_replica.threads, srv.model().n_ctx, chat_template_name(srv.model().chat_template));
+           per_replica.threads, srv.model().n_ctx, srv.model().chat_format.description());
   const int sig = signals.wait();
   log_info("tessera serve: {} received, stopping", sig == SIGINT ? "SIGINT" : "SIGTERM");
   srv.stop();
@@ -272,7 +265,8 @@ Command add_serve_command(CLI::App& root) {
                   "Default max_tokens (-1: until end of text or a full context)")
       ->capture_default_str();
   app->add_option("--alias,-a", a->alias, "Model id in the API (default: the file name without .gguf)");
-  app->add_option("--chat-template", a->chat_template, "Chat template name (overrides the model's)");
+  app->add_option("--chat-template", a->chat_template,
+                  "A Jinja chat template file, or the name of a built-in format (default: the model's template)");
   app->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes (413 above)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();

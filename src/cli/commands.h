@@ -22,5 +22,6 @@ Command add_bench_command(CLI::App& root);
 Command add_serve_command(CLI::App& root);
 Command add_keygen_command(CLI::App& root);
 Command add_plan_command(CLI::App& root);
+Command add_chat_template_command(CLI::App& root);
 
 }  // namespace tessera

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
       tessera::add_inspect_command(app),  tessera::add_gen_model_command(app),  tessera::add_run_command(app),
       tessera::add_tokenize_command(app), tessera::add_perplexity_command(app), tessera::add_probe_command(app),
       tessera::add_serve_command(app),    tessera::add_bench_command(app),      tessera::add_keygen_command(app),
-      tessera::add_plan_command(app),     tessera::add_worker_command(app),
+      tessera::add_plan_command(app),     tessera::add_worker_command(app),     tessera::add_chat_template_command(app),
   };
   try {
     app.parse(argc, argv);

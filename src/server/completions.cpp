@@ -98,7 +98,7 @@ std::vector<TokenId> tokenize(Job& job, bool& strip_leading_space) {
   if (r.endpoint == Endpoint::Chat) {
     std::string rendered;
     try {
-      rendered = apply_chat_template(m.chat_template, r.messages, true, m.bos_text, m.eos_text);
+      rendered = m.chat_format.prompt(r.messages, true);
     } catch (const Error& e) {
       throw ApiError(400, e.what(), "invalid_request_error", "messages");
     }

@@ -140,7 +140,7 @@ void Server::Impl::health(httplib::Response& res) {
                  {"n_expert", model.config.n_expert},
                  {"n_expert_used", model.config.n_expert_used},
                  {"n_ctx", model.n_ctx},
-                 {"chat_template", chat_template_name(model.chat_template)}}},
+                 {"chat_template", model.chat_format.description()}}},
                {"replicas", reps}};
   if (s == ServeState::Failed) {
     std::lock_guard lock(failure_mutex);

@@ -12,7 +12,7 @@
 #include "server/http_limits.h"
 #include "server/openai_api.h"
 #include "server/replica.h"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_format.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tessera::server {
@@ -35,8 +35,7 @@ struct ServerOptions {
 struct ServedModel {
   std::string id;  // the name /v1/models lists and requests may give as "model"
   std::shared_ptr<const Tokenizer> tokenizer;
-  ChatTemplateKind chat_template = ChatTemplateKind::ChatML;
-  std::string bos_text, eos_text;  // what the chat template writes for BOS/EOS
+  ChatFormat chat_format;  // the model's Jinja template, a --chat-template file or a named format (chatml default)
   ModelConfig config;
   int64_t n_ctx = 0;    // positions per sequence
   int64_t created = 0;  // unix seconds (the file's modification time)

@@ -16,19 +16,21 @@ IncludeRules tessera_include_rules() {
   r.may_include["tensor"] = {"util"};
   r.may_include["hw"] = {"tensor", "util"};
   r.may_include["gguf"] = {"tensor", "util"};
-  r.may_include["tokenizer"] = {"gguf", "tensor", "util"};
+  r.may_include["jinja"] = {"util"};
+  r.may_include["tokenizer"] = {"jinja", "gguf", "tensor", "util"};
   r.may_include["collective"] = {"util"};
   r.may_include["grammar"] = {"util"};
   r.may_include["model"] = {"collective", "gguf", "tensor", "util"};
-  r.may_include["engine"] = {"grammar", "hw", "model", "collective", "tokenizer", "gguf", "tensor", "util"};
+  r.may_include["engine"] = {"grammar", "hw", "model", "collective", "tokenizer", "jinja", "gguf", "tensor", "util"};
   r.may_include["net"] = {"tensor", "util"};
-  r.may_include["cluster"] = {"grammar",    "net",       "engine", "hw",     "model",
-                              "collective", "tokenizer", "gguf",   "tensor", "util"};
-  r.may_include["plan"] = {"grammar",    "cluster",   "net",  "engine", "hw",  "model",
-                           "collective", "tokenizer", "gguf", "tensor", "util"};
-  r.may_include["server"] = {"grammar", "engine", "hw", "model", "collective", "tokenizer", "gguf", "tensor", "util"};
-  r.may_include["cli"] = {"grammar", "server",     "plan",      "cluster", "net",    "engine", "hw",
-                          "model",   "collective", "tokenizer", "gguf",    "tensor", "util"};
+  r.may_include["cluster"] = {"grammar",   "net",   "engine", "hw",     "model", "collective",
+                              "tokenizer", "jinja", "gguf",   "tensor", "util"};
+  r.may_include["plan"] = {"grammar",    "cluster",   "net",   "engine", "hw",     "model",
+                           "collective", "tokenizer", "jinja", "gguf",   "tensor", "util"};
+  r.may_include["server"] = {"grammar",   "engine", "hw",   "model",  "collective",
+                             "tokenizer", "jinja",  "gguf", "tensor", "util"};
+  r.may_include["cli"] = {"grammar", "server",     "plan",      "cluster", "net",  "engine", "hw",
+                          "model",   "collective", "tokenizer", "jinja",   "gguf", "tensor", "util"};
   // The kernels are reached through tensor/kernels.h only.
   r.private_headers["tensor/kernels/"] = "tensor/";
   // ISA intrinsics and CPU identification stay in the x86 folders, so another architecture builds the rest.
