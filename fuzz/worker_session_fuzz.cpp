@@ -116,14 +116,24 @@ class Player {
 
   net::LoadStage changed(net::LoadStage load) {
     switch (in_.ConsumeIntegralInRange<int>(0, 5)) {
-      case 0: load.layer_end = in_.ConsumeIntegral<uint32_t>(); break;
-      case 1: load.n_ctx = in_.ConsumeIntegral<uint32_t>(); break;
-      case 2: load.n_slots = in_.ConsumeIntegral<uint32_t>(); break;
-      case 3: load.max_batch = in_.ConsumeIntegral<uint32_t>(); break;
+      case 0:
+        load.layer_end = in_.ConsumeIntegral<uint32_t>();
+        break;
+      case 1:
+        load.n_ctx = in_.ConsumeIntegral<uint32_t>();
+        break;
+      case 2:
+        load.n_slots = in_.ConsumeIntegral<uint32_t>();
+        break;
+      case 3:
+        load.max_batch = in_.ConsumeIntegral<uint32_t>();
+        break;
       case 4:
         if (!load.tensors.empty()) load.tensors[0].n_bytes = in_.ConsumeIntegral<uint64_t>();
         break;
-      default: load.has_head = !load.has_head; break;
+      default:
+        load.has_head = !load.has_head;
+        break;
     }
     return load;
   }
@@ -147,9 +157,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool embedding = true;
   bool head = true;
   switch (in.ConsumeIntegralInRange<int>(0, 2)) {
-    case 1: layers = {0, cut}, head = false; break;
-    case 2: layers = {cut, n_layers}, embedding = false; break;
-    default: break;
+    case 1:
+      layers = {0, cut}, head = false;
+      break;
+    case 2:
+      layers = {cut, n_layers}, embedding = false;
+      break;
+    default:
+      break;
   }
   cluster::RemoteStageOptions options;
   options.stage.n_slots = in.ConsumeIntegralInRange<int>(1, 4);
@@ -163,14 +178,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   while (in.remaining_bytes() > 0 && !player.session().finished()) {
     switch (in.ConsumeIntegralInRange<int>(0, 6)) {
       case 0:
-      case 1: player.play(player.forward()); break;
-      case 2: player.play(net::ClearSequence{in.ConsumeIntegral<int32_t>()}); break;
+      case 1:
+        player.play(player.forward());
+        break;
+      case 2:
+        player.play(net::ClearSequence{in.ConsumeIntegral<int32_t>()});
+        break;
       case 3: {
         const int32_t seq = in.ConsumeIntegral<int32_t>();
         player.play(net::TruncateSequence{seq, in.ConsumeIntegral<int32_t>()});
         break;
       }
-      case 4: player.load(player.changed(request.load), request); break;
+      case 4:
+        player.load(player.changed(request.load), request);
+        break;
       case 5: {
         net::WeightChunk chunk;
         if (!request.load.tensors.empty()) chunk.hash = request.load.tensors[0].hash;
