@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "grammar/parser.h"
 #include "util/error.h"
 
 namespace tessera::grammar {
@@ -39,22 +40,6 @@ const std::set<std::string> kKnown = {"type",      "properties", "required", "ad
                                       "items",     "enum",       "const",    "anyOf",
                                       "oneOf",     "minItems",   "maxItems", "minLength",
                                       "maxLength", "$ref",       "$defs",    "definitions"};
-
-std::string quote_literal(std::string_view bytes) {
-  std::string out = "\"";
-  for (char c : bytes) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u >= 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 class Compiler {
  public:

@@ -2,6 +2,8 @@
 // when an error is reported.
 #include "grammar/parser.h"
 
+#include <fmt/format.h>
+
 #include <cstdlib>
 
 #include "util/error.h"
@@ -328,5 +330,21 @@ class Parser {
 }  // namespace
 
 Grammar parse_grammar(std::string_view text) { return Parser(text).parse(); }
+
+std::string quote_literal(std::string_view bytes) {
+  std::string out = "\"";
+  for (char c : bytes) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20 || u >= 0x7f) {
+      out += fmt::format("\\x{:02x}", u);
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
 
 }  // namespace tessera::grammar

@@ -7,29 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "grammar/json_schema.h"
+#include "grammar/parser.h"
 #include "util/error.h"
 
 namespace tessera::grammar {
-
-namespace {
-
-std::string literal_of(const std::string& bytes) {
-  std::string out = "\"";
-  for (char c : bytes) {
-    const auto u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20 || u >= 0x7f) {
-      out += fmt::format("\\x{:02x}", u);
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-}  // namespace
 
 std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallFormat format, bool several) {
   if (tools.empty()) fail("a tool-call grammar needs at least one tool");
@@ -47,7 +28,7 @@ std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallForm
     rules += args.rules;
     rules +=
         fmt::format("call-{} ::= \"{{\" ws \"\\\"name\\\"\" ws \":\" ws {} ws \",\" ws {} ws \":\" ws {} ws \"}}\"\n",
-                    i, literal_of(name), literal_of(nlohmann::json(args_key).dump()), args.expression);
+                    i, quote_literal(name), quote_literal(nlohmann::json(args_key).dump()), args.expression);
     any_call += (i ? " | call-" : "call-") + std::to_string(i);
   }
   rules += "call ::= " + any_call + "\n";
