@@ -65,31 +65,7 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
     }
   }
   if (op == "%" && a.is_string()) {
-    // printf-style formatting with %s / %d / %%: enough for templates that build strings this way.
-    const ValueList args = b.is(Kind::Tuple) ? b.items() : ValueList{b};
-    std::string out;
-    size_t next = 0;
-    const std::string& f = a.str();
-    for (size_t i = 0; i < f.size(); ++i) {
-      if (f[i] != '%' || i + 1 >= f.size()) {
-        out += f[i];
-        continue;
-      }
-      const char c = f[++i];
-      if (c == '%') {
-        out += '%';
-        continue;
-      }
-      if (next >= args.size()) type_error("not enough arguments for format string");
-      const Value& v = args[next++];
-      if (c == 'd' || c == 'i')
-        out += std::to_string(v.as_int());
-      else if (c == 'r')
-        out += v.repr();
-      else
-        out += v.to_str();
-    }
-    return Value::string(std::move(out));
+    return percent_format(a.str(), b.is(Kind::Tuple) ? b.items() : ValueList{b});
   }
   if (!nums)
     type_error("unsupported operand type(s) for " + op + ": '" + a.type_name() + "' and '" + b.type_name() + "'");
@@ -119,6 +95,32 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b) {
 }
 
 }  // namespace
+
+// Python's "text % args" with %s, %d / %i, %r and %%: enough for templates that build strings this way.
+Value percent_format(const std::string& f, const ValueList& args) {
+  std::string out;
+  size_t next = 0;
+  for (size_t i = 0; i < f.size(); ++i) {
+    if (f[i] != '%' || i + 1 >= f.size()) {
+      out += f[i];
+      continue;
+    }
+    const char c = f[++i];
+    if (c == '%') {
+      out += '%';
+      continue;
+    }
+    if (next >= args.size()) type_error("not enough arguments for format string");
+    const Value& v = args[next++];
+    if (c == 'd' || c == 'i')
+      out += std::to_string(v.as_int());
+    else if (c == 'r')
+      out += v.repr();
+    else
+      out += v.to_str();
+  }
+  return Value::string(std::move(out));
+}
 
 Value Renderer::eval(const Expr& e, const FramePtr& scope) {
   try {

@@ -336,25 +336,7 @@ Value Renderer::apply_filter(const std::string& name, const Value& v, CallArgs& 
     const Value* attr = opt(args, "name", 0);
     return attr ? get_attr(v, attr->to_str()) : Value::undefined();
   }
-  if (name == "format") {
-    std::string out;
-    const std::string f = v.to_str();
-    size_t next = 0;
-    for (size_t i = 0; i < f.size(); ++i) {
-      if (f[i] != '%' || i + 1 >= f.size()) {
-        out += f[i];
-        continue;
-      }
-      const char c = f[++i];
-      if (c == '%') {
-        out += '%';
-      } else if (next < args.positional.size()) {
-        const Value& x = args.positional[next++];
-        out += c == 'd' ? std::to_string(x.as_int()) : c == 'r' ? x.repr() : x.to_str();
-      }
-    }
-    return Value::string(std::move(out));
-  }
+  if (name == "format") return percent_format(v.to_str(), args.positional);
   if (name == "wordcount") {
     CallArgs none;
     return Value::integer(

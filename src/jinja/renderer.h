@@ -69,6 +69,8 @@ class Renderer {
 Value get_attr(const Value& obj, const std::string& name);
 Value get_item(const Value& obj, const Value& key);
 Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step);
+// Python's "text % args" (%s, %d / %i, %r, %%): the % operator and the format filter.
+Value percent_format(const std::string& format, const ValueList& args);
 ValueList iterate(const Value& v);
 bool contains(const Value& container, const Value& needle);
 size_t length(const Value& v);

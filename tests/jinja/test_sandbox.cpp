@@ -133,6 +133,9 @@ TEST(JinjaSemantics, MatchPythonJinja2) {
   EXPECT_EQ(r("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ 1 / 2 }} {{ 2 ** 10 }} {{ 'ab' * 2 }}"),
             "3 -4 1 0.5 1024 abab");
   EXPECT_EQ(render_error("{{ 'a' + 1 }}").kind(), ErrorKind::Type);
+  // Python's % formatting, as an operator and as the format filter (one implementation).
+  EXPECT_EQ(r("{{ '%s=%d %r %%' % ('a', 2.9, 'b') }}|{{ '%s-%s' | format('x', 1) }}"), "a=2 'b' %|x-1");
+  EXPECT_EQ(render_error("{{ '%s %s' | format(1) }}").kind(), ErrorKind::Type);
   EXPECT_EQ(r("{{ strftime_now('%d %b %Y') | length }}"), "11");
 }
 
