@@ -119,6 +119,7 @@ server::ServedModel describe_model(const ServeArgs& a) {
 
 int run_serve(ServeArgs a) {
   a.sampler.validate();
+  use_workers_as_ranks(a.model, a.cluster);  // --workers with --tp/--ep: one group, not pipelines
   // Checked before anything binds or loads, so a mistyped worker list fails at once.
   const std::vector<std::string> groups = group_workers(a.cluster.workers, a.replicas);
   if (!a.cluster.split.empty() && a.replicas > 1) {
