@@ -146,21 +146,6 @@ std::vector<Message> samples() {
   return out;
 }
 
-TEST(WireCodec, GroupJoinRules) {
-  GroupJoin j = sample_group_join();
-  j.rank = 3;  // a group of 3 has ranks 1 and 2 for its workers
-  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "rank"});
-  j = sample_group_join();
-  j.tp = j.ep = false;
-  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "tensor parallel, expert parallel or both"});
-  j = sample_group_join();
-  j.members[1].address.clear();  // only the head may have no address
-  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "members[1].address"});
-  j = sample_group_join();
-  j.members.resize(1);
-  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "n_members"});
-}
-
 // Runs `fn`, expecting an Error whose message contains every one of `parts`.
 template <typename Fn>
 void expect_error(Fn&& fn, std::initializer_list<std::string> parts) {
@@ -489,6 +474,21 @@ TEST(WireCodec, ContentHashAndText) {
   EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));      // surrogate
   EXPECT_FALSE(valid_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
   EXPECT_FALSE(valid_utf8("\xe2\x9c"));          // cut short
+}
+
+TEST(WireCodec, GroupJoinRules) {
+  GroupJoin j = sample_group_join();
+  j.rank = 3;  // a group of 3 has ranks 1 and 2 for its workers
+  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "rank"});
+  j = sample_group_join();
+  j.tp = j.ep = false;
+  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "tensor parallel, expert parallel or both"});
+  j = sample_group_join();
+  j.members[1].address.clear();  // only the head may have no address
+  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "members[1].address"});
+  j = sample_group_join();
+  j.members.resize(1);
+  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "n_members"});
 }
 
 }  // namespace
