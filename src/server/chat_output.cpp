@@ -50,7 +50,8 @@ OutputGrammar forced_tool_grammar(const ChatTools& tools, const chat::OutputForm
   std::vector<grammar::ToolSchema> schemas;
   for (const auto& fn : tools.functions) {
     if (tools.choice == ToolChoice::Named && fn.name != tools.named) continue;
-    schemas.push_back({fn.name, fn.parameters.dump()});
+    // No schema means any arguments, but they are still an object.
+    schemas.push_back({fn.name, fn.parameters.empty() ? std::string(R"({"type":"object"})") : fn.parameters.dump()});
   }
   // A prompt that opened the reasoning block gets it closed first: the call is the answer.
   const std::string_view prefix = f.starts_in_reasoning ? "</think>\n\n" : "";

@@ -202,6 +202,9 @@ Json template_message(const Json& m, const std::string& p, ChatMessage& plain) {
   Json out = {{"role", role}};
   const Json& content = field(m, "content");
   const Json& calls = field(m, "tool_calls");
+  if (!calls.is_null() && !calls.is_array()) {
+    invalid_param(p + ".tool_calls", "Invalid type for '{}.tool_calls': expected an array.", p);
+  }
   const bool has_calls = assistant && !calls.is_null() && !calls.empty();
   if (content.is_null()) {
     if (!assistant) invalid_param(p + ".content", "Missing required parameter: '{}.content'.", p);

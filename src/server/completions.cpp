@@ -238,7 +238,7 @@ void respond_whole(Job& job, httplib::Response& res) {
   if (job.output) {
     const json message = job.output->message(job.text);
     if (job.output->made_calls() && finish == "stop") finish = "tool_calls";
-    send_json(res, 200, chat_response_json(job.meta, message, finish, usage, lp));
+    send_json(res, 200, chat_message_response_json(job.meta, message, finish, usage, lp));
     return;
   }
   send_json(res, 200,

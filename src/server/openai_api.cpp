@@ -366,16 +366,13 @@ json completion_logprobs_json(const std::vector<TokenLogprobs>& tokens, size_t o
 
 json chat_response_json(const ResponseMeta& m, std::string_view text, std::string_view finish_reason,
                         const Usage& usage, const json& logprobs) {
-  return chat_response_json(m, json{{"role", "assistant"}, {"content", text}, {"refusal", nullptr}}, finish_reason,
-                            usage, logprobs);
+  return chat_message_response_json(m, json{{"role", "assistant"}, {"content", text}, {"refusal", nullptr}},
+                                    finish_reason, usage, logprobs);
 }
 
-json chat_response_json(const ResponseMeta& m, const json& message, std::string_view finish_reason,
-                        const Usage& usage, const json& logprobs) {
-  json choice = {{"index", 0},
-                 {"message", message},
-                 {"logprobs", logprobs},
-                 {"finish_reason", finish_reason}};
+json chat_message_response_json(const ResponseMeta& m, const json& message, std::string_view finish_reason,
+                                const Usage& usage, const json& logprobs) {
+  json choice = {{"index", 0}, {"message", message}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
   return {{"id", m.id},
           {"object", "chat.completion"},
           {"created", m.created},
