@@ -2,6 +2,8 @@
 // (tests/server/node/hermes_tools.jinja): tool_choice "required" and a named function force calls whose
 // arguments validate against the schema, whole and streamed; the tool result sent back in history is accepted;
 // a template that opens <think> gives reasoning_content, whole and streamed alike; bad tool fields are 400s.
+#include <set>
+
 #include "server/serve_test_util.h"
 #include "support/json_validate.h"
 #include "support/tiny_model.h"
@@ -82,7 +84,9 @@ TEST(ServeTools, ForcedCallsValidateWholeAndStreamedAndHistoryIsAccepted) {
   for (const json& chunk : parse_stream(r->body)) {
     const json& ch = chunk["choices"][0];
     if (ch["finish_reason"].is_string()) finish = ch["finish_reason"];
-    if (ch["delta"].contains("content")) EXPECT_EQ(ch["delta"]["content"], "") << chunk.dump();
+    if (ch["delta"].contains("content")) {
+      EXPECT_EQ(ch["delta"]["content"], "") << chunk.dump();
+    }
     if (!ch["delta"].contains("tool_calls")) continue;
     const json& call = ch["delta"]["tool_calls"][0];
     EXPECT_EQ(call["index"], 0);
