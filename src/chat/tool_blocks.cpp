@@ -105,7 +105,7 @@ CallBlock read_hermes(std::string_view text, size_t i, bool final) {
   CallBlock b;
   i = skip_ws(text, i);
   if (i >= text.size()) return b.status = Scan::Incomplete, b;
-  if (text[i] != '{') return b;
+  if (text[i] != '{') return read_xml_call(text, i, final);
   const auto obj = read_call_object(text, i);
   if (obj.status == Scan::Incomplete) return incomplete(b, obj);
   if (obj.status == Scan::Invalid) return b;

@@ -24,6 +24,10 @@ std::vector<std::string_view> tool_markers(ToolFamily family);
 // only its closing marker is accepted.
 CallBlock read_call_block(ToolFamily family, std::string_view text, size_t pos, std::string_view marker, bool final);
 
+// The XML bodies of <tool_call> (Qwen3-Coder / Qwen3.5, GLM 4.5+), read from text[i] just after the marker and
+// any whitespace; complete calls only.
+CallBlock read_xml_call(std::string_view text, size_t i, bool final);
+
 // Gemma 4's argument syntax ({key:<|"|>text<|"|>,n:1,list:[..]}) as JSON text; nullopt when it is not that.
 std::optional<std::string> gemma_arguments_to_json(std::string_view text);
 

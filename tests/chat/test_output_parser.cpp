@@ -101,5 +101,55 @@ TEST(ChatOutput, FamiliesDetectedFromRealTemplates) {
   EXPECT_EQ(chat::detect_output_format("<|start|>assistant<|channel|>final<|message|>").tools, ToolFamily::Harmony);
 }
 
+// The assistant turn each real template writes for case 06_tool_call (expected.json: Jinja2's rendering), cut out
+// of the prompt between the template's own delimiters, read back with the family the template's text selects:
+// one call of get_weather with the case's arguments.
+TEST(ChatOutput, AssistantTurnsOfRealTemplatesParseBack) {
+  std::ifstream in(shared_dir() / "fixtures/templates/expected.json", std::ios::binary);
+  ASSERT_TRUE(in) << "missing expected.json";
+  const auto expected = nlohmann::json::parse(in);
+  struct Turn {
+    std::string tmpl, start, end;
+  };
+  const std::vector<Turn> turns = {
+      {"Qwen-Qwen3-0.6B.jinja", "<|im_start|>assistant\n", "<|im_end|>"},
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", "<|im_start|>assistant\n", "<|im_end|>"},
+      {"Qwen3.5-4B.jinja", "<|im_start|>assistant\n", "<|im_end|>"},
+      {"NousResearch-Hermes-3-Llama-3.1-8B-tool_use.jinja", "<|im_start|>assistant\n", "<|im_end|>"},
+      {"ibm-granite-granite-4.1.jinja", "assistant<|end_of_role|>", "<|end_of_text|>"},
+      {"GLM-4.6.jinja", "<|assistant|>", "<|observation|>"},
+      {"meta-llama-Llama-3.1-8B-Instruct.jinja", "assistant<|end_header_id|>\n\n", "<|eot_id|>"},
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", "[/INST]", "</s>"},
+      {"Mistral-Small-3.2-24B-Instruct-2506.jinja", "[/INST]", "</s>"},
+      {"unsloth-mistral-Devstral-Small-2507.jinja", "[/INST]", "</s>"},
+      {"deepseek-ai-DeepSeek-V3.1.jinja", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"},
+      {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "<｜Assistant｜>", "<｜end▁of▁sentence｜>"},
+      {"google-gemma-4-31B-it-interleaved.jinja", "<|turn>model\n", "<turn|>"},
+  };
+  const auto want = nlohmann::json::parse(R"({"city": "Paris", "unit": "celsius"})");
+  for (const auto& t : turns) {
+    SCOPED_TRACE(t.tmpl);
+    std::string output;
+    for (const auto& e : expected) {
+      if (e["template"] == t.tmpl && e["case"] == "06_tool_call") output = e.value("output", "");
+    }
+    ASSERT_FALSE(output.empty());
+    const size_t question = output.find("What's the weather like in Paris today?");
+    const size_t start = output.find(t.start, question);
+    ASSERT_NE(start, std::string::npos);
+    const size_t end = output.find(t.end, start + t.start.size());
+    ASSERT_NE(end, std::string::npos);
+    const std::string turn = output.substr(start + t.start.size(), end - start - t.start.size());
+    OutputFormat f = chat::detect_output_format(read_template(t.tmpl));
+    f.parse_tools = true;
+    const auto p = parse_output(turn, f, true);
+    ASSERT_EQ(p.calls.size(), 1u) << turn;
+    EXPECT_EQ(p.calls[0].name, "get_weather");
+    EXPECT_EQ(nlohmann::json::parse(p.calls[0].arguments), want) << p.calls[0].arguments;
+    EXPECT_EQ(p.content, "") << turn;
+    EXPECT_EQ(p.reasoning, "") << turn;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::test
