@@ -39,7 +39,9 @@ std::optional<std::string> gemma_arguments_to_json(std::string_view text) {
       }
       const size_t colon = text.find(':', i);
       if (colon == std::string_view::npos || colon == i) return std::nullopt;
-      out += nlohmann::json(std::string(text.substr(i, colon - i))).dump() + ":";
+      out += nlohmann::json(std::string(text.substr(i, colon - i)))
+                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+             ":";
       i = colon + 1;
       want_key = false;
     } else if (c == '{' || c == '[') {
@@ -65,7 +67,7 @@ std::optional<std::string> gemma_arguments_to_json(std::string_view text) {
   }
   const auto parsed = nlohmann::json::parse(out, nullptr, false);
   if (!parsed.is_object()) return std::nullopt;
-  return parsed.dump();
+  return parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace tessera::chat
