@@ -9,8 +9,10 @@ namespace tessera::server {
 
 using nlohmann::json;
 
-chat::OutputFormat output_format(std::string_view template_source, const ChatTools& tools, std::string_view prompt) {
+chat::OutputFormat output_format(std::string_view template_source, const ChatTools& tools, std::string_view prompt,
+                                 std::string_view family) {
   chat::OutputFormat f = chat::detect_output_format(template_source);
+  if (const auto named = chat::tool_family_from_name(family)) f.tools = *named;
   f.parse_tools = tools.offered();
   f.starts_in_reasoning = chat::prompt_opens_reasoning(prompt, f.reasoning);
   return f;

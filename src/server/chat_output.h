@@ -17,8 +17,9 @@
 namespace tessera::server {
 
 // How a request's output is read: the template's family and reasoning markers, whether tools were offered, and
-// whether the rendered prompt opened the reasoning block.
-chat::OutputFormat output_format(std::string_view template_source, const ChatTools& tools, std::string_view prompt);
+// whether the rendered prompt opened the reasoning block. `family` (--tool-format) overrides the template's markers.
+chat::OutputFormat output_format(std::string_view template_source, const ChatTools& tools, std::string_view prompt,
+                                 std::string_view family = {});
 
 // Whether the output needs parsing at all (otherwise content is the text as generated).
 bool parses_output(const chat::OutputFormat& f);

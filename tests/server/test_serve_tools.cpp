@@ -1,7 +1,8 @@
 // Tool calling and reasoning through `tessera serve` on a random-weight model with a Hermes-style template
 // (tests/server/node/hermes_tools.jinja): tool_choice "required" and a named function force calls whose
 // arguments validate against the schema, whole and streamed; the tool result sent back in history is accepted;
-// a template that opens <think> gives reasoning_content, whole and streamed alike; bad tool fields are 400s.
+// a template that opens <think> gives reasoning_content, whole and streamed alike; bad tool fields are 400s;
+// --tool-format overrides the family the template's markers select.
 #include <set>
 
 #include "server/serve_test_util.h"
@@ -133,6 +134,19 @@ TEST(ServeTools, ForcedCallsValidateWholeAndStreamedAndHistoryIsAccepted) {
   bad["tools"][0]["function"]["parameters"]["properties"]["city"]["pattern"] = "[A-Z].*";
   expect_error(c.Post("/v1/chat/completions", bad.dump(), "application/json"), 400, "invalid_request_error", "tools",
                nullptr);
+}
+
+TEST(ServeTools, ToolFormatFlagOverridesTheTemplate) {
+  // The Hermes-style template, read as Llama 3: the forced call is Llama 3's JSON and parses back.
+  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", template_file("hermes_tools.jinja"),
+                  "--tool-format", "llama3"});
+  auto c = client(s);
+  const json r = post(c, "/v1/chat/completions", ask(2));
+  ASSERT_EQ(r["choices"][0]["finish_reason"], "tool_calls") << r.dump();
+  const json args =
+      json::parse(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
+  EXPECT_EQ(json_invalid(args, kSchema, kSchema), "") << args.dump();
+  EXPECT_NE(run_command({tessera_bin().string(), "serve", "-m", random_model(), "--tool-format", "xml"}).exit_code, 0);
 }
 
 TEST(ServeTools, ReasoningFromATemplateThatOpensThink) {
