@@ -11,6 +11,7 @@
 #   --head-links        also require the head's own link figures ("rtt X ms, up R, down R" per worker) from the run
 #   --plan-links        the same from `tessera plan --workers` (its live probe measures each link), first model
 #   --tbf-rate TEXT     every veth in the head's namespace must carry a tbf qdisc of this rate ("10Gbit")
+#   --head-arg ARG      an extra argument for the run over the workers (repeatable), e.g. --tp 3
 set -euo pipefail
 
 tessera=""
@@ -26,6 +27,7 @@ gbit_max=""
 head_links=0
 plan_links=0
 tbf_rate=""
+head_args=()
 prompt="Once upon a time"
 
 fail() {
@@ -45,6 +47,7 @@ while [ $# -gt 0 ]; do
     --head-links) head_links=1; shift ;;
     --plan-links) plan_links=1; shift ;;
     --tbf-rate) tbf_rate="$2"; shift 2 ;;
+    --head-arg) head_args+=("$2"); shift 2 ;;
     *) fail "check_run.sh: unknown option '$1'" ;;
   esac
 done
@@ -130,7 +133,8 @@ for m in "${!models[@]}"; do
     fail "$name: single-node run failed: $(tail -n 5 "$work/one.err")"
   start=$(date +%s.%N)
   "$tessera" run -m "$model" -p "$prompt" -n "$n_predict" --temp 0 -t 1 --workers "$TESSERA_NET_WORKERS" \
-    --key-file "$TESSERA_NET_KEY" ${wire_args[@]+"${wire_args[@]}"} >"$work/dist.out" 2>"$work/dist.err" ||
+    --key-file "$TESSERA_NET_KEY" ${wire_args[@]+"${wire_args[@]}"} ${head_args[@]+"${head_args[@]}"} \
+    >"$work/dist.out" 2>"$work/dist.err" ||
     fail "$name: run over $TESSERA_NET_WORKERS failed: $(tail -n 10 "$work/dist.err")"
   end=$(date +%s.%N)
   [ -s "$work/one.out" ] || fail "$name: the single-node run printed nothing"
