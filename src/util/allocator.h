@@ -9,4 +9,9 @@ namespace tessera {
 // server's resident memory then swings by tens of MiB with the order of frees (docs/perf-log/recovery.md).
 void tune_allocator();
 
+// Hands the pages of every free block back to the system (glibc: malloc_trim), in the heap's middle too. For after
+// a burst of short-lived allocations between long-lived ones (a failed stage replaced: weights sent in chunks while
+// the new link's buffers and threads are made), which otherwise leaves resident holes that add up over failovers.
+void release_free_memory();
+
 }  // namespace tessera
