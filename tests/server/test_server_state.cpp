@@ -1,7 +1,6 @@
 // The server in-process: /health moves from loading to ready, a replica whose forward passes fail makes it
-// degraded (the router sends work to the healthy one, and moves there what failed), a failed load is reported, and
-// the router picks the
-// least loaded replica.
+// degraded (the router sends work to the healthy one and moves there what failed), a failed load is reported, and
+// the router picks the least loaded replica.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
