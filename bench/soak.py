@@ -69,15 +69,16 @@ def client_sockets(port):
 
 
 def open_files(pid, port):
-    """Open files, leaving out the clients' connections to the HTTP port open at that moment."""
+    """What the open files point at, leaving out the clients' connections to the HTTP port open at that moment."""
     clients = client_sockets(port)
-    kept = 0
+    kept = []
     for fd in os.listdir(f"/proc/{pid}/fd"):
         try:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
-        kept += not (target.startswith("socket:[") and target[8:-1] in clients)
+        if not (target.startswith("socket:[") and target[8:-1] in clients):
+            kept.append(target)
     return kept
 
 
@@ -93,7 +94,9 @@ def proc_figures(pid, port=None):
         if i:
             time.sleep(0.1)
         files.append(open_files(pid, port))
-    return proc_status(pid)["VmRSS"], min(files)
+    fewest = min(files, key=len)
+    proc_figures.last_files = fewest
+    return proc_status(pid)["VmRSS"], len(fewest)
 
 
 def flat_check(samples, first_kill, tolerance=0.10):
@@ -240,7 +243,7 @@ def main():
     next_sample = start + a.warmup
     trace = open(a.trace, "w") if a.trace else None
     if trace:
-        trace.write("seconds,kills,rss,rss_anon,rss_file,heap,arenas,arena_count,anon_other,threads,fds\n")
+        trace.write("seconds,kills,rss,rss_anon,rss_file,heap,arenas,arena_count,anon_other,threads,fds,files\n")
     while time.monotonic() < end:
         time.sleep(max(0.0, min(next_kill, next_sample, end) - time.monotonic()))
         if time.monotonic() >= next_sample:
@@ -249,7 +252,7 @@ def main():
                 st, hb = proc_status(serve.pid), heap_breakdown(serve.pid)
                 trace.write(f"{samples[-1][0]:.0f},{kills},{st['VmRSS']},{st['RssAnon']},{st['RssFile']},"
                             f"{hb['heap']},{hb['arenas']},{hb['arena_count']},{hb['anon_other']},"
-                            f"{st['Threads']},{samples[-1][2]}\n")
+                            f"{st['Threads']},{samples[-1][2]},{' '.join(sorted(proc_figures.last_files))}\n")
                 trace.flush()
             next_sample += 10
         if time.monotonic() >= next_kill:
