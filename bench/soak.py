@@ -84,15 +84,15 @@ def open_files(pid, port):
 
 def proc_figures(pid, port=None):
     """RSS and open files. With the HTTP port the files leave out the clients' connections (load, not a leak: each
-    client holds at most one, and which moment a sample hits is chance), and are the least of three reads 0.1 s
-    apart: a connection a client just dropped, not yet reaped, or a link being made during a recovery is there for
-    milliseconds, a leaked file in every read."""
+    client holds at most one, and which moment a sample hits is chance), and are the least of three reads 1 s apart:
+    a connection a client reset (a cancelled stream), gone from the TCP tables but not yet reaped by the server, or a
+    link being made during a recovery lives for a moment; a leaked file is in every read."""
     if port is None:
         return proc_status(pid)["VmRSS"], len(os.listdir(f"/proc/{pid}/fd"))
     files = []
     for i in range(3):
         if i:
-            time.sleep(0.1)
+            time.sleep(1.0)
         files.append(open_files(pid, port))
     fewest = min(files, key=len)
     proc_figures.last_files = fewest
