@@ -89,7 +89,7 @@ TEST(ServeMove, RequestsOfAReplicaThatCannotRecoverFinishOnTheOtherWithTheSameTe
   const std::vector<std::string> addresses = {workers[0]->address(), workers[1]->address()};
   // No spare, and a worker that stays dead longer than the recovery timeout: the replica cannot recover.
   ServeProcess s({"-m", stories(), "-t", "1", "--replicas", "2", "--parallel", "2", "--workers",
-                  "a=" + addresses[0] + ";b=" + addresses[1], "--recovery-timeout", "1"},
+                  "a=" + addresses[0] + ";b=" + addresses[1], "--recovery-timeout", "1", "--no-plan"},
                  {{"TESSERA_ISA", "scalar"}});
   const json ask = {{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"temperature", 0}};
   const Outcome reference = complete(s, ask, false);
@@ -137,7 +137,7 @@ TEST(ServeMove, WithEveryReplicaDownARequestFailsWithAClearErrorAndHealthIs503) 
   setenv("TESSERA_ISA", "scalar", 1);
   WorkerProcess a, b;
   ServeProcess s({"-m", stories(), "-t", "1", "--replicas", "2", "--parallel", "1", "--workers",
-                  "a=" + a.address() + ";b=" + b.address(), "--recovery-timeout", "1"},
+                  "a=" + a.address() + ";b=" + b.address(), "--recovery-timeout", "1", "--no-plan"},
                  {{"TESSERA_ISA", "scalar"}});
   const json ask = {{"prompt", "Once upon a time"}, {"max_tokens", 400}, {"temperature", 0}};
   // Both replicas busy when both workers go: what was running fails, after trying the other replica.
