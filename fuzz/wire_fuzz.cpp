@@ -157,6 +157,15 @@ std::vector<Message> seeds() {
   out.push_back(ProbeRequest{1.0f, 300});
   out.push_back(ProbeReply{1, 2, 10.0f, 9.0f, 600.0f, 150.0f, 1u << 30, 1u << 29, 5.0f, "cpu", "avx2", true,
                            "0f1e2d3c-boot", "0-1"});
+  GroupJoin join;
+  join.members = {{"head", ""}, {"b", "127.0.0.1:50052"}};
+  join.file_name = "m.gguf";
+  join.tp = true;
+  join.n_ctx = 256;
+  out.push_back(join);
+  out.push_back(GroupReady{7});
+  out.push_back(GroupLink{7, 1});
+  out.push_back(CollectiveData{1, 3, {0, 0, 128, 63}});
   return out;
 }
 

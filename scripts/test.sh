@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 
 jobs=$(nproc)
-fuzz_seconds=${TESSERA_FUZZ_SECONDS:-40}
+fuzz_seconds=${TESSERA_FUZZ_SECONDS:-30}
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"

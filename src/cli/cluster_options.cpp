@@ -49,6 +49,16 @@ std::vector<WorkerAddress> parse_workers(const std::string& text) {
   return plan::parse_worker_list(text);
 }
 
+void use_workers_as_ranks(ModelOptions& mo, ClusterOptions& co) {
+  if (!co.enabled() || (mo.tp <= 1 && mo.ep <= 1)) return;
+  if (!co.split.empty()) fail("--split is for pipelines: under --tp/--ep every worker holds a share of every layer");
+  if (!co.spares.empty()) fail("--spare is for pipelines: a group over --workers has no spare ranks");
+  mo.rank_workers = co.workers;
+  mo.rank_key_file = co.key_file;
+  mo.rank_wire = co.wire_type;
+  co.workers.clear();
+}
+
 std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOptions& mo, const ClusterOptions& co,
                                          int64_t n_slots) {
   const auto workers = parse_workers(co.workers);

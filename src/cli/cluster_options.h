@@ -39,6 +39,11 @@ using WorkerAddress = plan::WorkerEndpoint;
 // Throws Error for an empty list or entry, a missing port, a duplicate name, or the reserved name "local".
 std::vector<WorkerAddress> parse_workers(const std::string& text);
 
+// --workers with --tp/--ep: the workers are ranks 1..N-1 of one tensor/expert-parallel group (docs/parallel.md, "Over
+// worker links"), not pipeline stages: moves the list, the key file and the wire type into the model options and
+// empties co.workers. Throws Error for the pipeline's flags that do not apply (--split, --spare).
+void use_workers_as_ranks(ModelOptions& mo, ClusterOptions& co);
+
 // Connects to the workers, loads each stage (sending only weights a worker lacks) and prints the memory table.
 std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOptions& mo, const ClusterOptions& co,
                                          int64_t n_slots);

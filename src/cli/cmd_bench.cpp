@@ -473,7 +473,10 @@ Command add_bench_command(CLI::App& root) {
   app->add_option("--probe-buffer-mib", a->probe_buffer_mib,
                   "Bandwidth test buffer in MiB (default: 1024 or 4x the last-level cache, whichever is larger)")
       ->check(CLI::Range(uint64_t{2}, uint64_t{1} << 20));
-  return {app, [a] { return run_bench(*a); }};
+  return {app, [a] {
+            use_workers_as_ranks(a->model, a->cluster);  // --workers with --tp/--ep: a group, not a pipeline
+            return run_bench(*a);
+          }};
 }
 
 }  // namespace tessera

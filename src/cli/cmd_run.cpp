@@ -256,6 +256,7 @@ Command add_run_command(CLI::App& root) {
             if (a->chat && !a->grammar.grammar_text().empty())
               fail("--json-schema and --grammar apply to one-shot runs, not --chat");
             a->model.profile_ranks = !a->no_plan;  // under --tp/--ep: each rank's profile for the plan
+            use_workers_as_ranks(a->model, a->cluster);
             return a->chat ? run_chat(*a) : run_once(*a);
           }};
 }

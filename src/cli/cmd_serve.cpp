@@ -119,6 +119,7 @@ server::ServedModel describe_model(const ServeArgs& a) {
 
 int run_serve(ServeArgs a) {
   a.sampler.validate();
+  use_workers_as_ranks(a.model, a.cluster);  // --workers with --tp/--ep: one group, not pipelines
   // Checked before anything binds or loads, so a mistyped worker list fails at once.
   const std::vector<std::string> groups = group_workers(a.cluster.workers, a.replicas);
   if (!a.cluster.split.empty() && a.replicas > 1) {
@@ -267,6 +268,10 @@ Command add_serve_command(CLI::App& root) {
   app->add_option("--alias,-a", a->alias, "Model id in the API (default: the file name without .gguf)");
   app->add_option("--chat-template", a->chat_template,
                   "A Jinja chat template file, or the name of a built-in format (default: the model's template)");
+  app->add_option("--tool-format", a->server.tool_format,
+                  "How the model writes tool calls: hermes, llama3, mistral, deepseek, harmony, gemma4 (default: "
+                  "from the chat template's markers)")
+      ->check(CLI::IsMember({"hermes", "llama3", "mistral", "deepseek", "harmony", "gemma4"}));
   app->add_option("--max-body", a->server.max_body_bytes, "Largest request body in bytes (413 above)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();

@@ -32,11 +32,34 @@ std::atomic<bool>& stop_flag() {
 
 extern "C" void on_stop_signal(int) { stop_flag().store(true); }
 
+// A member of a head's group: the same load and follower loop as an MPI rank, over the group's links, with the
+// head's options for what decides the arithmetic and this worker's for its own machine (threads unless the head
+// gave -t, --repack, --mmap, --pin).
+void follow_group(const cluster::GroupTask& t) {
+  const int n = static_cast<int>(t.join.members.size());
+  ModelOptions o;
+  o.model = t.model.string();
+  o.threads = t.join.threads > 0 ? t.join.threads : t.worker.threads;
+  o.n_ctx = t.join.n_ctx;
+  o.kv_type = t.join.kv_type == GgmlType::F32 ? "f32" : "f16";
+  o.repack = t.worker.repack;
+  o.mmap = !t.worker.copy_weights;
+  o.pin = t.worker.pin;
+  o.exact_gelu = t.join.exact_gelu;
+  o.tp = t.join.tp ? n : 1;
+  o.ep = t.join.ep ? n : 1;
+  o.tp_shares = t.join.shares;
+  o.collective_timeout = t.join.timeout_s;
+  o.profile_ranks = t.join.profile;
+  load_model(o, t.join.n_slots, true, t.comm);
+}
+
 }  // namespace
 
 Command add_worker_command(CLI::App& root) {
   auto a = std::make_shared<WorkerArgs>();
-  CLI::App* app = root.add_subcommand("worker", "Serve pipeline stages to a head (one head at a time)");
+  CLI::App* app = root.add_subcommand(
+      "worker", "Serve pipeline stages, or a share of every layer (--tp/--ep), to a head (one head at a time)");
   app->add_option("--listen", a->listen, "host:port to listen on (loopback unless a key is given)")
       ->capture_default_str();
   app->add_option("--name", a->name, "This node's name in messages (default: the listen address)");
@@ -68,6 +91,7 @@ Command add_worker_command(CLI::App& root) {
             o.repack = a->repack;
             o.copy_weights = !a->mmap;
             o.pin = a->pin;
+            o.follow_group = follow_group;
             cluster::Worker worker(o);
             std::signal(SIGINT, on_stop_signal);
             std::signal(SIGTERM, on_stop_signal);

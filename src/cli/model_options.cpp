@@ -7,6 +7,8 @@
 
 #include "cli/parallel_start.h"
 #include "cli/table.h"
+#include "cluster/link_group.h"
+#include "cluster/model_identity.h"
 #include "cluster/stage_memory.h"
 #ifdef TESSERA_HAVE_MPI
 #include "collective/mpi_communicator.h"
@@ -14,6 +16,7 @@
 #include "hw/probe.h"
 #include "model/kv_cache.h"
 #include "model/model_profile.h"
+#include "plan/live_cluster.h"
 #include "plan/split_spec.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -147,6 +150,80 @@ std::vector<LayerRange> pipeline_ranges(const ModelOptions& o, const ModelWeight
   return ranges;
 }
 
+// This rank's share of every layer (m.comm is its group), and the collectives measured at start (and the ranks
+// profiled, for the plan).
+void share_out(const ModelOptions& o, LoadedModel& m, StageOptions& so, int threads, const char* backend) {
+  const int n = std::max(o.tp, o.ep);
+  so.shard.rank = m.comm->rank();
+  so.shard.n_ranks = n;
+  so.shard.tp = o.tp > 1;
+  so.shard.ep = o.ep > 1;
+  if (!o.tp_shares.empty()) so.shard.shares = parse_shares(o.tp_shares, n);
+  if (n == 1) return;  // a pipeline of single ranks: nothing to measure between the ranks of a stage
+  ParallelStartOptions po;
+  po.mode = o.tp > 1 && o.ep > 1 ? plan::ParallelMode::TensorExpert
+            : o.tp > 1           ? plan::ParallelMode::Tensor
+                                 : plan::ParallelMode::Expert;
+  po.shares = so.shard.shares;
+  po.threads = threads;
+  po.backend = backend;
+  // The planner predicts one group of ranks; the pipeline of groups is not predicted under mpirun.
+  po.profile = o.profile_ranks && o.pp == 1;
+  auto parallel = start_parallel(*m.comm, po);
+  if (o.pp == 1) m.parallel = std::move(parallel);
+}
+
+// The head of a group over worker daemons (--workers with --tp/--ep): rank 0 of the workers it names.
+std::shared_ptr<collective::Communicator> start_worker_group(const ModelOptions& o, const LoadedModel& m,
+                                                             const StageOptions& so, int64_t n_slots) {
+  const int n = std::max(o.tp, o.ep);
+  const auto workers = plan::parse_worker_list(o.rank_workers);
+  const char* flag = o.tp > 1 ? "--tp" : "--ep";
+  if (static_cast<int>(workers.size()) + 1 != n) {
+    fail(
+        "{} {} over --workers: the head is rank 0 and each worker one more rank, so it needs {} worker(s); {} given "
+        "({})",
+        flag, n, n - 1, workers.size(), o.rank_workers);
+  }
+  if (o.pp > 1) fail("--pp with --workers: a pipeline of groups over worker links is not supported yet (MPI only)");
+  if (o.tp > 1 && o.ep > 1 && o.tp != o.ep) {
+    fail("--tp {} and --ep {}: with both, the same ranks split the layers and hold the experts (give equal N)", o.tp,
+         o.ep);
+  }
+  if (o.ep > 1 && m.weights->config().n_expert == 0) fail("--ep {}: {} has no experts", o.ep, o.model);
+  if (o.rank_key_file.empty()) {
+    fail(
+        "{} over --workers needs --key-file: the workers link to each other, and only the cluster key authenticates "
+        "them",
+        flag);
+  }
+  const auto wire = net::wire_type_from_name(o.rank_wire);
+  if (!wire) fail("--wire-type {}: f32, f16 or bf16", o.rank_wire);
+  const net::ClusterKey key = net::load_cluster_key(o.rank_key_file);
+  cluster::GroupStart start;
+  for (const auto& w : workers) start.workers.push_back({w.name, w.address});
+  start.key = &key;
+  const gguf::GgufFile& file = m.weights->file();
+  net::GroupJoin& j = start.join;
+  j.file_name = std::filesystem::path(o.model).filename().string();
+  j.file_size = file.file_size();
+  j.model_hash = cluster::model_identity(file);
+  j.tp = o.tp > 1;
+  j.ep = o.ep > 1;
+  j.shares = o.tp_shares;
+  j.n_slots = static_cast<uint32_t>(n_slots);
+  j.n_ctx = static_cast<uint32_t>(so.n_ctx);
+  j.kv_type = so.kv_type;
+  j.wire_type = *wire;
+  j.threads = static_cast<uint16_t>(std::max(0, o.threads));
+  j.exact_gelu = so.exact_gelu;
+  j.profile = o.profile_ranks;
+  j.timeout_s = static_cast<float>(o.collective_timeout);
+  start.link.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.collective_timeout * 1000));
+  start.link.wire = *wire;
+  return cluster::start_group(start);
+}
+
 // MPI and this rank's share of the layers, for --tp/--ep/--pp; the collectives measured (and the ranks profiled).
 // World rank r is rank r % N of stage P - 1 - r / N (N ranks a stage, P stages): rank 0 holds a share of the last
 // stage, where the tokens are sampled.
@@ -184,22 +261,7 @@ void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so, int th
     if (stage < o.pp - 1) m.pipe.next = world->rank() - n;
     m.stage = stage;
   }
-  so.shard.rank = m.comm->rank();
-  so.shard.n_ranks = n;
-  so.shard.tp = o.tp > 1;
-  so.shard.ep = o.ep > 1;
-  if (!o.tp_shares.empty()) so.shard.shares = parse_shares(o.tp_shares, n);
-  if (n == 1) return;  // a pipeline of single ranks: nothing to measure between the ranks of a stage
-  ParallelStartOptions po;
-  po.mode = o.tp > 1 && o.ep > 1 ? plan::ParallelMode::TensorExpert
-            : o.tp > 1           ? plan::ParallelMode::Tensor
-                                 : plan::ParallelMode::Expert;
-  po.shares = so.shard.shares;
-  po.threads = threads;
-  // The planner predicts one group of ranks; the pipeline of groups is not predicted under mpirun.
-  po.profile = o.profile_ranks && o.pp == 1;
-  auto parallel = start_parallel(*m.comm, po);
-  if (o.pp == 1) m.parallel = std::move(parallel);
+  share_out(o, m, so, threads, "MPI");
 #else
   (void)m;
   (void)so;
@@ -277,7 +339,8 @@ void fit_to_memory(const ModelOptions& o, const ModelWeights& w, StageOptions& s
       o.model, human_bytes(copy), human_bytes(mem.available_bytes), limit);
 }
 
-LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executor) {
+LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executor,
+                       std::shared_ptr<collective::Communicator> group) {
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel m;
   m.weights = ModelWeights::load(o.model);
@@ -296,8 +359,16 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executo
   if (with_executor && !o.parallel_ranks()) fit_to_memory(o, *m.weights, so);
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (o.parallel_ranks()) {
-    if (!with_executor) fail("--tp/--ep/--pp run on the ranks mpirun starts, not over --workers");
-    start_ranks(o, m, so, threads);
+    if (!with_executor) fail("--tp/--ep/--pp: a pipeline over --workers cannot also split its layers");
+    if (group) {
+      m.comm = std::move(group);
+      share_out(o, m, so, threads, "worker links");
+    } else if (!o.rank_workers.empty()) {
+      m.comm = start_worker_group(o, m, so, n_slots);
+      share_out(o, m, so, threads, "worker links");
+    } else {
+      start_ranks(o, m, so, threads);
+    }
   }
   if (with_executor) {
     m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads, o.pin, m.comm, m.pipe);

@@ -32,7 +32,12 @@ struct ModelOptions {
   // --pp P: P groups of those ranks (or of single ranks), each holding a range of layers, as a pipeline.
   int pp = 1;
   bool parallel_ranks() const { return tp > 1 || ep > 1 || pp > 1; }
-  std::string tp_shares;           // "2,1,1": uneven shares
+  std::string tp_shares;  // "2,1,1": uneven shares
+  // --tp/--ep over worker daemons instead of MPI ranks (--workers with --tp/--ep; use_workers_as_ranks sets them):
+  // the workers as ranks 1..N-1, the cluster key's file, the partial sums' wire type.
+  std::string rank_workers;
+  std::string rank_key_file;
+  std::string rank_wire = "f32";
   double collective_timeout = 30;  // seconds a collective may wait for the slowest rank
   // Under --tp/--ep: also probe every rank at start for the plan (run, bench and serve set it unless --no-plan).
   bool profile_ranks = false;
@@ -72,7 +77,10 @@ struct LoadedModel {
 
 // Loads weights, tokenizer and a local executor with n_slots sequences.
 // with_executor false: weights and tokenizer only (the caller builds a distributed executor).
-LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1, bool with_executor = true);
+// group: a worker made a member of a group by its head (o.tp/o.ep as the head's): this rank's communicator, in place
+// of MPI; the call returns once it has followed rank 0 to the end.
+LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1, bool with_executor = true,
+                       std::shared_ptr<collective::Communicator> group = nullptr);
 StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots);
 // The ranks' shares as a table on rank 0 (a collective: every rank calls it).
 void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage = 0);

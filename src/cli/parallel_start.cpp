@@ -37,7 +37,8 @@ std::shared_ptr<const plan::ParallelRun> start_parallel(collective::Communicator
   for (const auto& p : collective::sweep_all_reduce(comm, floats)) {
     samples.push_back({static_cast<double>(p.bytes), p.seconds});
   }
-  run->collectives = plan::fit_collectives(comm.size(), std::move(samples), "measured over MPI at start");
+  run->collectives =
+      plan::fit_collectives(comm.size(), std::move(samples), fmt::format("measured over {} at start", o.backend));
   if (comm.rank() == 0) log_info("collectives: {}", plan::collectives_text(run->collectives));
   if (!o.profile) return run;
 

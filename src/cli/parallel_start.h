@@ -17,6 +17,7 @@ struct ParallelStartOptions {
   int threads = 1;             // each rank's compute threads
   bool profile = false;        // also probe every rank (about probe_seconds, all ranks at once)
   double probe_seconds = 0.5;
+  const char* backend = "MPI";  // what the collectives run over, for the figures' source
 };
 
 // A collective: every rank calls it. Rank 0 gets the ranks' profiles (when asked) and the fitted collectives; the

@@ -49,6 +49,10 @@ void Worker::serve(const std::atomic<bool>& stop) {
         conn->close("refused");
         continue;
       }
+      if (peer.role == net::Role::Peer) {
+        accept_peer(std::move(conn), self);
+        continue;
+      }
       // A head that just said Bye may still be closing: give its session a moment before calling this one busy.
       for (int i = 0; i < 20; ++i) {
         {
@@ -80,7 +84,20 @@ void Worker::serve(const std::atomic<bool>& stop) {
   if (session_thread_.joinable()) session_thread_.join();
 }
 
-void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_name) {
+void Worker::accept_peer(std::unique_ptr<net::Connection> conn, const net::Hello& self) {
+  conn->send(net::accept_hello(self));
+  auto first = conn->recv(2s);
+  const auto* link = first ? std::get_if<net::GroupLink>(&*first) : nullptr;
+  if (link == nullptr) {
+    conn->close("expected GroupLink");
+    log_warn("worker {}: {} did not say which group it links", options_.name, conn->peer());
+    return;
+  }
+  inbox_.put(link->group_id, link->rank, std::move(conn));
+}
+
+void Worker::session(std::unique_ptr<net::Connection> owned, std::string head_name) {
+  std::shared_ptr<net::Connection> conn(std::move(owned));
   try {
     WorkerSession session(options_, probe_cache_, head_name);
     auto last_message = std::chrono::steady_clock::now();
@@ -96,6 +113,21 @@ void Worker::session(std::unique_ptr<net::Connection> conn, std::string head_nam
         continue;
       }
       last_message = std::chrono::steady_clock::now();
+      if (const auto* join = std::get_if<net::GroupJoin>(&*msg)) {
+        // A group ends the session: the head's link carried the group's collectives and closes with it.
+        try {
+          join_group(*join, conn, options_, inbox_);
+          log_info("worker {}: {} ended the group", options_.name, head_name);
+        } catch (const std::exception& e) {
+          log_warn("worker {}: group of {}: {}", options_.name, head_name, e.what());
+          try {
+            conn->send(net::error_message(net::ErrorCode::LoadFailed, e.what()));
+          } catch (const std::exception&) {
+            // The head is gone or closed the link: it knows.
+          }
+        }
+        break;
+      }
       for (const auto& reply : session.handle(std::move(*msg))) conn->send(reply);
     }
   } catch (const std::exception& e) {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cluster/stage_assembler.h"
+#include "cluster/worker_group.h"
 #include "hw/probe.h"
 #include "net/keys.h"
 #include "net/transport.h"
@@ -32,6 +33,9 @@ struct WorkerOptions {
   // (0: never; a serving head may be idle between requests for hours).
   std::chrono::milliseconds idle_timeout{0};
   net::TransportOptions transport;
+  // Runs this worker's share when a head makes it a member of a tensor/expert-parallel group (the command sets it;
+  // without it GroupJoin is refused).
+  GroupFollower follow_group;
 };
 
 class Worker {
@@ -49,6 +53,8 @@ class Worker {
 
  private:
   void session(std::unique_ptr<net::Connection> connection, std::string head_name);
+  // A group peer's link: its GroupLink read, then into the inbox for the member that expects it.
+  void accept_peer(std::unique_ptr<net::Connection> connection, const net::Hello& self);
 
   WorkerOptions options_;
   net::Listener listener_;
@@ -56,7 +62,9 @@ class Worker {
   std::string active_head_;  // empty when idle
   std::thread session_thread_;
   std::atomic<bool> stopping_{false};
-  ProbeCache probe_cache_;  // this machine's profile for heads' ProbeRequests, kept a few minutes between heads
+  ProbeCache probe_cache_;
+  PeerInbox inbox_;  // links from the peers of a group this worker is joining  // this machine's profile for heads'
+                     // ProbeRequests, kept a few minutes between heads
 };
 
 }  // namespace tessera::cluster

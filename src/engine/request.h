@@ -26,6 +26,9 @@ struct SequenceRequest {
   int32_t logprobs = -1;  // -1: none; n >= 0: the chosen token's logprob and the n most likely alternatives
   // Drop one leading space of the first piece (SPM output that starts the text), as `tessera run` does.
   bool strip_leading_space = false;
+  // Write control tokens' text into the output (tool-call and reasoning markers such as [TOOL_CALLS] or
+  // <|channel|>, which the server's output parser reads).
+  bool render_special = false;
   // Grammar-constrained output (docs/structured-output.md): the grammar's text form, "" for none, and its compiled
   // form (compiled at submit when left empty).
   std::string grammar;

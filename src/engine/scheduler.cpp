@@ -38,7 +38,7 @@ struct Scheduler::Sequence {
       : request(std::move(r)),
         callbacks(std::move(cb)),
         sampler(request.sampler, n_vocab),
-        decoder(tok),
+        decoder(tok, request.render_special),
         filter(request.stop),
         strip(request.strip_leading_space) {}
 

@@ -18,12 +18,14 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// \u escapes stop short of the UTF-16 surrogates (D800-DFFF): a lone one is invalid JSON to strict parsers, and
+// characters beyond the BMP can be written as UTF-8.
 // Digits a number may have: enough for any double, and a bound a random sampler cannot run past.
 constexpr const char* kBase = R"grammar(ws ::= | " " | "\n" [ \t]{0,20}
 json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null
 json-object ::= "{" ws ( json-string ws ":" ws json-value ( ws "," ws json-string ws ":" ws json-value )* )? ws "}"
 json-array ::= "[" ws ( json-value ( ws "," ws json-value )* )? ws "]"
-json-char ::= [\x20-\x21\x23-\x5b\x5d-\x7f] | [\xc2-\xdf] [\x80-\xbf] | "\xe0" [\xa0-\xbf] [\x80-\xbf] | [\xe1-\xec\xee\xef] [\x80-\xbf] [\x80-\xbf] | "\xed" [\x80-\x9f] [\x80-\xbf] | "\xf0" [\x90-\xbf] [\x80-\xbf] [\x80-\xbf] | [\xf1-\xf3] [\x80-\xbf] [\x80-\xbf] [\x80-\xbf] | "\xf4" [\x80-\x8f] [\x80-\xbf] [\x80-\xbf] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+json-char ::= [\x20-\x21\x23-\x5b\x5d-\x7f] | [\xc2-\xdf] [\x80-\xbf] | "\xe0" [\xa0-\xbf] [\x80-\xbf] | [\xe1-\xec\xee\xef] [\x80-\xbf] [\x80-\xbf] | "\xed" [\x80-\x9f] [\x80-\xbf] | "\xf0" [\x90-\xbf] [\x80-\xbf] [\x80-\xbf] | [\xf1-\xf3] [\x80-\xbf] [\x80-\xbf] [\x80-\xbf] | "\xf4" [\x80-\x8f] [\x80-\xbf] [\x80-\xbf] | "\\" ( ["\\/bfnrt] | "u" ( [0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3} | [dD] [0-7] [0-9a-fA-F]{2} ) )
 json-string ::= "\"" json-char* "\""
 json-integer ::= "-"? ( "0" | [1-9] [0-9]{0,15} )
 json-number ::= json-integer ( "." [0-9]{1,16} )? ( [eE] [+-]? [0-9]{1,3} )?

@@ -12,9 +12,41 @@
 
 namespace tessera::grammar {
 
-std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallFormat format, bool several) {
+namespace {
+
+std::string lit(std::string_view s) { return quote_literal(std::string(s)); }
+
+// One function's call in `format` (without the family's outer wrapper), as a grammar expression.
+std::string call_expression(ToolCallFormat format, const std::string& name, const std::string& args) {
+  const std::string json_name = nlohmann::json(name).dump();
+  switch (format) {
+    case ToolCallFormat::Hermes:
+    case ToolCallFormat::Mistral:
+    case ToolCallFormat::Llama3: {
+      const std::string key = format == ToolCallFormat::Llama3 ? "\"parameters\"" : "\"arguments\"";
+      return fmt::format("\"{{\" ws \"\\\"name\\\"\" ws \":\" ws {} ws \",\" ws {} ws \":\" ws {} ws \"}}\"",
+                         lit(json_name), lit(key), args);
+    }
+    case ToolCallFormat::MistralArgs:
+      return fmt::format("\"[TOOL_CALLS]\" {} \"[ARGS]\" {}", lit(name), args);
+    case ToolCallFormat::DeepSeek:
+      return fmt::format("\"<｜tool▁call▁begin｜>\" {} \"<｜tool▁sep｜>\" {} \"<｜tool▁call▁end｜>\"", lit(name), args);
+    case ToolCallFormat::DeepSeekR1:
+      return fmt::format(
+          "\"<｜tool▁call▁begin｜>function<｜tool▁sep｜>\" {} \"\\n```json\\n\" {} \"\\n```<｜tool▁call▁end｜>\"",
+          lit(name), args);
+    case ToolCallFormat::Harmony:
+      return fmt::format("\"<|channel|>commentary to=functions.\" {} \" <|constrain|>json<|message|>\" {}", lit(name),
+                         args);
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallFormat format, bool several,
+                              std::string_view prefix) {
   if (tools.empty()) fail("a tool-call grammar needs at least one tool");
-  const std::string args_key = format == ToolCallFormat::Llama3 ? "parameters" : "arguments";
   std::string rules;
   std::string any_call;
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -24,11 +56,8 @@ std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallForm
     } catch (const Error& e) {
       fail("tool '{}': {}", tools[i].name, e.what());
     }
-    const std::string name = nlohmann::json(tools[i].name).dump();
     rules += args.rules;
-    rules +=
-        fmt::format("call-{} ::= \"{{\" ws \"\\\"name\\\"\" ws \":\" ws {} ws \",\" ws {} ws \":\" ws {} ws \"}}\"\n",
-                    i, quote_literal(name), quote_literal(nlohmann::json(args_key).dump()), args.expression);
+    rules += fmt::format("call-{} ::= {}\n", i, call_expression(format, tools[i].name, args.expression));
     any_call += (i ? " | call-" : "call-") + std::to_string(i);
   }
   rules += "call ::= " + any_call + "\n";
@@ -45,7 +74,18 @@ std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallForm
       root = several ? "\"[TOOL_CALLS]\" \"[\" ws call ( ws \",\" ws call )* ws \"]\""
                      : "\"[TOOL_CALLS]\" \"[\" ws call ws \"]\"";
       break;
+    case ToolCallFormat::MistralArgs:
+      root = several ? "call+" : "call";
+      break;
+    case ToolCallFormat::DeepSeek:
+    case ToolCallFormat::DeepSeekR1:
+      root = fmt::format("\"<｜tool▁calls▁begin｜>\" {} \"<｜tool▁calls▁end｜>\"", several ? "call+" : "call");
+      break;
+    case ToolCallFormat::Harmony:
+      root = "call";  // one message per call: the model stops at <|call|> and is given the result
+      break;
   }
+  if (!prefix.empty()) root = lit(prefix) + " " + root;
   return "root ::= " + root + "\n" + rules + json_base_rules();
 }
 

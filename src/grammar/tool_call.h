@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tessera::grammar {
@@ -13,13 +14,19 @@ struct ToolSchema {
 };
 
 enum class ToolCallFormat {
-  Hermes,   // <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call> (Qwen, Hermes)
-  Llama3,   // {"name": "f", "parameters": {...}} (Llama 3.x JSON tool calling); several separated by "; "
-  Mistral,  // [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]
+  Hermes,       // <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call> (Qwen, Hermes)
+  Llama3,       // {"name": "f", "parameters": {...}} (Llama 3.x JSON tool calling); several separated by "; "
+  Mistral,      // [TOOL_CALLS][{"name": "f", "arguments": {...}}, ...]
+  MistralArgs,  // [TOOL_CALLS]f[ARGS]{...} (Mistral Small 3.2, Devstral, Magistral), repeated for several
+  DeepSeek,  // <｜tool▁calls▁begin｜><｜tool▁call▁begin｜>f<｜tool▁sep｜>{...}<｜tool▁call▁end｜>...<｜tool▁calls▁end｜>
+  DeepSeekR1,  // the same with "function<｜tool▁sep｜>f\n```json\n{...}\n```" inside (R1, V3)
+  Harmony,     // gpt-oss: <|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}
 };
 
-// Grammar text for one call (or, with several, one or more) of any of `tools`. Throws Error naming the tool
-// whose schema is bad, or when `tools` is empty.
-std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallFormat format, bool several);
+// Grammar text for one call (or, with several, one or more) of any of `tools`, after the literal `prefix` (e.g.
+// "</think>\n\n" to close a reasoning block the prompt opened). Throws Error naming the tool whose schema is bad,
+// or when `tools` is empty.
+std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallFormat format, bool several,
+                              std::string_view prefix = {});
 
 }  // namespace tessera::grammar

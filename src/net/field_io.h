@@ -29,7 +29,7 @@ inline constexpr float kFloatMax = std::numeric_limits<float>::max();
 template <typename M>
 inline constexpr MsgType kTypeOf = M::kType;
 
-inline bool valid_enum(Role v) { return v == Role::Head || v == Role::Worker; }
+inline bool valid_enum(Role v) { return v == Role::Head || v == Role::Worker || v == Role::Peer; }
 inline bool valid_enum(HelloStatus v) { return static_cast<uint8_t>(v) <= static_cast<uint8_t>(HelloStatus::Refused); }
 inline bool valid_enum(ErrorCode v) {
   const auto raw = static_cast<uint16_t>(v);

@@ -64,7 +64,8 @@ HelloAck client_handshake(Connection& connection, const Hello& self, std::chrono
   }
   const auto* ack = std::get_if<HelloAck>(&*reply);
   if (ack == nullptr) fail("{}: expected HelloAck, got {}", address, msg_type_name(type_of(*reply)));
-  connection.set_peer_identity(self.role == Role::Head ? Role::Worker : Role::Head, ack->node_name);
+  // A head or a group peer dials a worker; a worker dials no one else.
+  connection.set_peer_identity(self.role == Role::Worker ? Role::Head : Role::Worker, ack->node_name);
   if (!ack->accepted()) {
     fail("{} refused the connection ({}): {}", connection.peer(), hello_status_name(ack->status), ack->reason);
   }

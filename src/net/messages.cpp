@@ -336,6 +336,56 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeR
   io.string("cpus", m.cpus, 0, kMaxCpuListText, Charset::Printable);
 }
 
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, GroupJoin> {
+  io.u64("group_id", m.group_id);
+  const size_t n = io.count("n_members", m.members.size(), 2, kMaxGroup, 8);
+  io.sized("members", m.members, n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto at = static_cast<int64_t>(i);
+    io.string(Field("members", at, "name"), m.members[i].name, 1, kMaxNodeName, Charset::NodeName);
+    io.string(Field("members", at, "address"), m.members[i].address, i == 0 ? 0 : 1, kMaxAddress, Charset::Printable);
+  }
+  io.u32("rank", m.rank, 1, static_cast<uint32_t>(n - 1));
+  io.string("file_name", m.file_name, 1, kMaxFileName, Charset::FileName);
+  io.u64("file_size", m.file_size, kMaxByteCount);
+  io.hash("model_hash", m.model_hash);
+  io.boolean("tp", m.tp);
+  io.boolean("ep", m.ep);
+  if (!m.tp && !m.ep) io.bad("tp", "a group is tensor parallel, expert parallel or both");
+  io.string("shares", m.shares, 0, kMaxSharesText, Charset::Printable);
+  io.u32("n_slots", m.n_slots, 1, kMaxSlots);
+  io.u32("n_ctx", m.n_ctx, 1, kMaxCtx);
+  io.enumeration("kv_type", m.kv_type);
+  if (m.kv_type != GgmlType::F16 && m.kv_type != GgmlType::F32) {
+    io.bad("kv_type", fmt::format("{} is not a KV cache type (f16 or f32)", type_name(m.kv_type)));
+  }
+  io.enumeration("wire_type", m.wire_type);
+  io.u16("threads", m.threads);
+  if (m.threads > kMaxThreads) io.bad("threads", fmt::format("{} exceeds the limit {}", m.threads, kMaxThreads));
+  io.boolean("exact_gelu", m.exact_gelu);
+  io.boolean("profile", m.profile);
+  io.f32("timeout_s", m.timeout_s, 0.1f, 86400.0f);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, GroupReady> {
+  io.u64("group_id", m.group_id);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, GroupLink> {
+  io.u64("group_id", m.group_id);
+  io.u32("rank", m.rank, 1, kMaxGroup - 1);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, CollectiveData> {
+  io.u16("op", m.op, 1);
+  io.u64("seq", m.seq);
+  io.bytes("payload", m.payload, 0, kMaxChunkBytes);
+}
+
 template <typename M>
 Message decode_as(std::span<const uint8_t> body) {
   constexpr MsgType type = kTypeOf<M>;
@@ -391,6 +441,14 @@ std::string_view msg_type_name(MsgType type) {
       return "ProbeRequest";
     case MsgType::ProbeReply:
       return "ProbeReply";
+    case MsgType::GroupJoin:
+      return "GroupJoin";
+    case MsgType::GroupReady:
+      return "GroupReady";
+    case MsgType::GroupLink:
+      return "GroupLink";
+    case MsgType::CollectiveData:
+      return "CollectiveData";
   }
   return "?";
 }
@@ -413,6 +471,7 @@ size_t max_body_bytes(MsgType type) {
     case MsgType::LoadReply:
       return 2 * 16 * kMaxTensors + kSlack;
     case MsgType::WeightChunk:
+    case MsgType::CollectiveData:
       return kMaxChunkBytes + kSlack;
     case MsgType::Forward:
     case MsgType::ForwardResult:
@@ -428,6 +487,8 @@ std::string_view role_name(Role role) {
       return "head";
     case Role::Worker:
       return "worker";
+    case Role::Peer:
+      return "group peer";
   }
   return "?";
 }
@@ -572,6 +633,14 @@ Message decode_body(MsgType type, std::span<const uint8_t> body) {
       return decode_as<ProbeRequest>(body);
     case MsgType::ProbeReply:
       return decode_as<ProbeReply>(body);
+    case MsgType::GroupJoin:
+      return decode_as<GroupJoin>(body);
+    case MsgType::GroupReady:
+      return decode_as<GroupReady>(body);
+    case MsgType::GroupLink:
+      return decode_as<GroupLink>(body);
+    case MsgType::CollectiveData:
+      return decode_as<CollectiveData>(body);
   }
   fail("bad frame: unknown message type {}", static_cast<int>(type));
 }

@@ -17,7 +17,7 @@ namespace tessera::net {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 6;
+inline constexpr uint16_t kProtocolVersion = 7;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -39,6 +39,10 @@ enum class MsgType : uint16_t {
   TruncateSequence = 35,
   ProbeRequest = 48,
   ProbeReply = 49,
+  GroupJoin = 64,
+  GroupReady = 65,
+  GroupLink = 66,
+  CollectiveData = 67,
 };
 
 std::string_view msg_type_name(MsgType type);
@@ -73,8 +77,12 @@ inline constexpr uint32_t kMaxVocab = 1u << 24;
 inline constexpr uint32_t kMaxLogprobs = 256;
 inline constexpr size_t kMaxGrammarBytes = size_t{1} << 20;  // a sampling request's grammar text
 inline constexpr int32_t kMaxSeq = 1 << 20;
+inline constexpr size_t kMaxAddress = 300;      // "host:port" of a group member
+inline constexpr uint32_t kMaxGroup = 256;      // members of a tensor-parallel group
+inline constexpr size_t kMaxSharesText = 4096;  // "2,1,1"
 
-enum class Role : uint8_t { Head = 1, Worker = 2 };
+// Peer: a worker dialling another worker of its tensor-parallel group (protocol 7).
+enum class Role : uint8_t { Head = 1, Worker = 2, Peer = 3 };
 std::string_view role_name(Role role);
 
 // Why a HelloAck refuses; Accepted otherwise.
@@ -331,9 +339,66 @@ struct ProbeReply {
   bool operator==(const ProbeReply&) const = default;
 };
 
-using Message =
-    std::variant<Hello, HelloAck, Heartbeat, Ping, Pong, ErrorMsg, Bye, LoadStage, LoadReply, WeightChunk, LoadProgress,
-                 LoadDone, Forward, ForwardResult, ClearSequence, TruncateSequence, ProbeRequest, ProbeReply>;
+// ---- Tensor/expert parallel groups over the worker links (protocol 7; docs/parallel.md, "Over worker links") ----
+
+struct GroupMember {
+  std::string name;     // as the head names it (--workers); "head" for rank 0
+  std::string address;  // "host:port" where the member accepts its peers (empty for the head: it dials, never accepts)
+  bool operator==(const GroupMember&) const = default;
+};
+
+// Head -> worker: join a group as `rank`, opening the model from the worker's --models folder and linking to the
+// other workers (a member dials the workers ranked below it and accepts those above), then follow rank 0.
+struct GroupJoin {
+  static constexpr MsgType kType = MsgType::GroupJoin;
+  uint64_t group_id = 0;  // random, names this group in the peers' GroupLink
+  uint32_t rank = 1;
+  std::vector<GroupMember> members;  // by rank; members[0] is the head
+  std::string file_name;             // base name of the head's GGUF
+  uint64_t file_size = 0;
+  Hash128 model_hash{};  // the model's identity (cluster/model_identity.h)
+  bool tp = false;
+  bool ep = false;
+  std::string shares;  // --tp-shares text ("" : equal)
+  uint32_t n_slots = 1;
+  uint32_t n_ctx = 0;
+  GgmlType kv_type = GgmlType::F16;
+  WireType wire_type = WireType::F32;  // the partial sums of the all-reduces
+  uint16_t threads = 0;                // 0: the worker's own -t
+  bool exact_gelu = false;
+  bool profile = false;     // every member probes its machine at start (the plan); a collective, so all or none
+  float timeout_s = 30.0f;  // --collective-timeout
+  bool operator==(const GroupJoin&) const = default;
+};
+
+// Worker -> head: linked to every peer, model open, ready to follow.
+struct GroupReady {
+  static constexpr MsgType kType = MsgType::GroupReady;
+  uint64_t group_id = 0;
+  bool operator==(const GroupReady&) const = default;
+};
+
+// Peer -> worker, the first message on a link between two workers of a group: who dials.
+struct GroupLink {
+  static constexpr MsgType kType = MsgType::GroupLink;
+  uint64_t group_id = 0;
+  uint32_t rank = 0;
+  bool operator==(const GroupLink&) const = default;
+};
+
+// One piece of a collective between two members: `op` names the collective (a receiver in another one fails),
+// `seq` counts the pieces on this link, so a lost or extra piece is an error rather than a wrong sum.
+struct CollectiveData {
+  static constexpr MsgType kType = MsgType::CollectiveData;
+  uint16_t op = 1;
+  uint64_t seq = 0;
+  std::vector<uint8_t> payload;
+  bool operator==(const CollectiveData&) const = default;
+};
+
+using Message = std::variant<Hello, HelloAck, Heartbeat, Ping, Pong, ErrorMsg, Bye, LoadStage, LoadReply, WeightChunk,
+                             LoadProgress, LoadDone, Forward, ForwardResult, ClearSequence, TruncateSequence,
+                             ProbeRequest, ProbeReply, GroupJoin, GroupReady, GroupLink, CollectiveData>;
 
 MsgType type_of(const Message& message);
 

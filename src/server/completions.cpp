@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <deque>
 
+#include "server/chat_output.h"
 #include "server/client_socket.h"
 #include "server/server_impl.h"
 #include "server/sse.h"
@@ -71,6 +72,9 @@ struct Job {
   bool finished = false;
   std::string text;  // everything generated (non-streaming answers)
   std::vector<TokenLogprobs> logprobs;
+  // Chat output read for tool calls and reasoning (absent: the text is the content as generated).
+  chat::OutputFormat format;
+  std::optional<ChatOutput> output;
 
   ~Job() {
     if (handle && !finished) handle->cancel();
@@ -96,12 +100,19 @@ std::vector<TokenId> tokenize(Job& job, bool& strip_leading_space) {
   const CompletionRequest& r = job.request;
   strip_leading_space = false;
   if (r.endpoint == Endpoint::Chat) {
+    // The template's variables: chat_template_kwargs and reasoning_effort, then what the server sets.
+    nlohmann::ordered_json context = r.template_vars;
+    context["messages"] = r.chat_messages;
+    if (r.tools.offered()) context["tools"] = r.tools.tools;
+    context["add_generation_prompt"] = true;
     std::string rendered;
     try {
-      rendered = m.chat_format.prompt(r.messages, true);
+      rendered = m.chat_format.prompt(context);
     } catch (const Error& e) {
       throw ApiError(400, e.what(), "invalid_request_error", "messages");
     }
+    job.format = output_format(m.chat_format.source(), r.tools, rendered, job.server->options.tool_format);
+    if (parses_output(job.format)) job.output.emplace(job.format);
     return tok.encode(rendered, true, true);
   }
   if (r.prompt_is_tokens) {
@@ -149,6 +160,12 @@ SequenceRequest build(Job& job) {
   q.logprobs = r.logprobs;
   q.grammar = r.grammar.text;
   q.compiled_grammar = r.grammar.compiled;
+  if (job.chat() && r.tools.forced()) {
+    const OutputGrammar g = forced_tool_grammar(r.tools, job.format, s.model.chat_format.source());
+    q.grammar = g.text;
+    q.compiled_grammar = g.compiled;
+  }
+  q.render_special = job.output.has_value();
   return q;
 }
 
@@ -216,8 +233,14 @@ void respond_whole(Job& job, httplib::Response& res) {
     return;
   }
   const Usage usage = usage_of(job, *result);
-  const auto finish = finish_reason_text(result->reason);
+  std::string_view finish = finish_reason_text(result->reason);
   const json lp = job.logprobs_json(job.logprobs, job.echo.size());
+  if (job.output) {
+    const json message = job.output->message(job.text);
+    if (job.output->made_calls() && finish == "stop") finish = "tool_calls";
+    send_json(res, 200, chat_message_response_json(job.meta, message, finish, usage, lp));
+    return;
+  }
   send_json(res, 200,
             job.chat() ? chat_response_json(job.meta, job.text, finish, usage, lp)
                        : completion_response_json(job.meta, job.echo + job.text, finish, usage, lp));
@@ -244,8 +267,17 @@ bool stream_step(Job& job, httplib::DataSink& sink) {
     if (d.logprobs) lp.push_back(job.token_logprobs(*d.logprobs));
     if (d.text.empty() && lp.empty()) continue;
     const json lpj = job.logprobs_json(lp, offset);
-    event(job.chat() ? chat_chunk_json(job.meta, "", d.text, "", lpj)
-                     : completion_chunk_json(job.meta, d.text, "", lpj));
+    if (job.output) {
+      // Parsed output: each delta object its own chunk; the token's logprobs ride on the first (or an empty one).
+      auto pieces = job.output->push(d.text);
+      if (pieces.empty() && !lpj.is_null()) pieces.push_back(json::object());
+      for (size_t k = 0; k < pieces.size(); ++k) {
+        event(chat_delta_chunk_json(job.meta, pieces[k], "", k == 0 ? lpj : json(nullptr)));
+      }
+    } else {
+      event(job.chat() ? chat_chunk_json(job.meta, "", d.text, "", lpj)
+                       : completion_chunk_json(job.meta, d.text, "", lpj));
+    }
     job.text += d.text;
     offset += d.text.size();
   }
@@ -260,7 +292,11 @@ bool stream_step(Job& job, httplib::DataSink& sink) {
                              : std::string("The request was cancelled: the server is shutting down."),
                        "server_error"));
     } else {
-      const auto finish = finish_reason_text(result->reason);
+      std::string_view finish = finish_reason_text(result->reason);
+      if (job.output) {
+        for (const auto& piece : job.output->finish()) event(chat_delta_chunk_json(job.meta, piece, "", nullptr));
+        if (job.output->made_calls() && finish == "stop") finish = "tool_calls";
+      }
       event(job.chat() ? chat_chunk_json(job.meta, "", "", finish, nullptr)
                        : completion_chunk_json(job.meta, "", finish, nullptr));
       if (job.request.include_usage) event(usage_chunk_json(job.meta, job.request.endpoint, usage_of(job, *result)));

@@ -29,6 +29,7 @@ struct ServerOptions {
   RequestLimits limits;
   SamplerParams sampler;    // defaults for the sampling fields a request leaves out
   int32_t max_tokens = -1;  // default max_tokens (-1: until end of generation or a full context)
+  std::string tool_format;  // how the model writes tool calls (chat::tool_family_from_name); "": from the template
 };
 
 // The model the server presents: one model, however many replicas run it.

@@ -1,6 +1,6 @@
 // OpenAI request validation and response JSON. Field handling follows OpenAI's API: null means absent, known
 // fields are type- and range-checked, unknown fields are refused (as OpenAI does), fields Tessera cannot honour
-// (tools, n > 1, logit_bias) are refused rather than silently ignored.
+// (n > 1, logit_bias, the deprecated functions) are refused rather than silently ignored.
 #include "server/openai_api.h"
 
 #include <cmath>
@@ -76,65 +76,18 @@ const std::string& get_string(const json& v, const std::string& param) {
   return v.get_ref<const std::string&>();
 }
 
-// Message content: a string, or an array of {"type": "text", "text": ...} parts joined together.
-std::string message_content(const json& v, const std::string& param) {
-  if (v.is_null()) return {};
-  if (v.is_string()) return v.get<std::string>();
-  if (!v.is_array()) wrong_type(param, "a string or an array of content parts", v);
-  std::string out;
-  for (size_t i = 0; i < v.size(); ++i) {
-    const auto p = fmt::format("{}[{}]", param, i);
-    const json& part = v[i];
-    if (!part.is_object()) wrong_type(p, "an object", part);
-    const auto type = part.find("type");
-    if (type == part.end() || !type->is_string())
-      invalid_param(p + ".type", "Missing required parameter: '{}.type'.", p);
-    if (*type != "text") {
-      invalid_param(p + ".type", "Content parts of type '{}' are not supported: this model reads text only.",
-                    type->get<std::string>());
-    }
-    const auto text = part.find("text");
-    if (text == part.end()) invalid_param(p + ".text", "Missing required parameter: '{}.text'.", p);
-    out += get_string(*text, p + ".text");
-  }
-  return out;
-}
-
-std::vector<ChatMessage> parse_messages(const json& v, const RequestLimits& limits) {
-  if (!v.is_array()) wrong_type("messages", "an array", v);
+void parse_messages(const nlohmann::ordered_json& v, const RequestLimits& limits, CompletionRequest& r) {
+  if (!v.is_array()) invalid_param("messages", "Invalid type for 'messages': expected an array.");
   if (v.empty())
     invalid_param("messages", "Invalid 'messages': empty array. Expected an array with at least 1 message.");
   if (v.size() > limits.max_messages) {
     invalid_param("messages", "Too many messages: {} (the limit is {}).", v.size(), limits.max_messages);
   }
-  std::vector<ChatMessage> out;
   for (size_t i = 0; i < v.size(); ++i) {
-    const auto p = fmt::format("messages[{}]", i);
-    const json& m = v[i];
-    if (!m.is_object()) wrong_type(p, "an object", m);
-    const auto role = m.find("role");
-    if (role == m.end()) invalid_param(p + ".role", "Missing required parameter: '{}.role'.", p);
-    std::string r = get_string(*role, p + ".role");
-    if (r == "developer") r = "system";  // OpenAI's newer name for the system role
-    if (r != "system" && r != "user" && r != "assistant") {
-      invalid_param(p + ".role",
-                    "Invalid value for '{}.role': '{}'. Supported roles: system, developer, user, assistant.", p, r);
-    }
-    const auto content = m.find("content");
-    if (content == m.end() && r != "assistant") {
-      invalid_param(p + ".content", "Missing required parameter: '{}.content'.", p);
-    }
-    for (const auto& [key, value] : m.items()) {
-      if (key == "role" || key == "content" || key == "name") continue;
-      if ((key == "tool_calls" || key == "function_call" || key == "refusal") && (value.is_null() || value.empty())) {
-        continue;
-      }
-      invalid_param(p + "." + key, "Unsupported parameter: '{}.{}'.", p, key);
-    }
-    if (const auto name = m.find("name"); name != m.end() && !name->is_null()) get_string(*name, p + ".name");
-    out.push_back({r, content == m.end() ? std::string() : message_content(*content, p + ".content")});
+    ChatMessage plain;
+    r.chat_messages.push_back(template_message(v[i], fmt::format("messages[{}]", i), plain));
+    r.messages.push_back(std::move(plain));
   }
-  return out;
 }
 
 std::vector<std::string> parse_stop(const json& v, const RequestLimits& limits) {
@@ -181,13 +134,16 @@ CompletionRequest parse_completion_request(std::string_view body, Endpoint endpo
   bool have_input = false;
   bool want_logprobs = false;
   std::optional<int64_t> top_logprobs;
+  // Chat bodies are read a second time keeping key order: schemas, tool arguments and template variables reach the
+  // template (and grammars) in the order the client wrote them, as Python's dicts keep it.
   std::optional<nlohmann::ordered_json> ordered;
+  if (chat) ordered = nlohmann::ordered_json::parse(body);
   for (const auto& [key, v] : j.items()) {
     if (v.is_null() && key != "messages" && key != "prompt") continue;  // null: the default
     if (key == "model") {
       r.model = get_string(v, key);
     } else if (chat && key == "messages") {
-      r.messages = parse_messages(v, limits);
+      parse_messages((*ordered)[key], limits, r);
       have_input = true;
     } else if (!chat && key == "prompt") {
       have_input = true;
@@ -254,13 +210,24 @@ CompletionRequest parse_completion_request(std::string_view body, Endpoint endpo
     } else if (key == "logit_bias") {
       if (!v.is_object()) wrong_type(key, "an object", v);
       if (!v.empty()) invalid_param(key, "'logit_bias' is not supported.");
-    } else if (chat && (key == "tools" || key == "functions")) {
-      if (!v.is_array()) wrong_type(key, "an array", v);
-      if (!v.empty()) invalid_param(key, "Tool and function calling is not supported.");
-    } else if (chat && (key == "tool_choice" || key == "function_call")) {
-      if (!(v.is_string() && (v == "none" || v == "auto"))) invalid_param(key, "Tool calling is not supported.");
+    } else if (chat && key == "tools") {
+      parse_tools((*ordered)[key], r.tools);
+    } else if (chat && key == "tool_choice") {
+      parse_tool_choice((*ordered)[key], r.tools);
     } else if (chat && key == "parallel_tool_calls") {
-      get_bool(v, key);
+      r.tools.parallel = get_bool(v, key);
+    } else if (chat && key == "functions") {
+      // The deprecated form of tools: clients have moved to `tools`, which says the same.
+      if (!v.is_array()) wrong_type(key, "an array", v);
+      if (!v.empty()) invalid_param(key, "'functions' is deprecated and not supported; use 'tools'.");
+    } else if (chat && key == "function_call") {
+      if (!(v.is_string() && (v == "none" || v == "auto"))) {
+        invalid_param(key, "'function_call' is deprecated and not supported; use 'tool_choice'.");
+      }
+    } else if (chat && key == "chat_template_kwargs") {
+      parse_template_kwargs((*ordered)[key], r.template_vars);
+    } else if (chat && key == "reasoning_effort") {
+      parse_reasoning_effort((*ordered)[key], r.template_vars);
     } else if (key == "response_format" || (!chat && (key == "json_schema" || key == "grammar"))) {
       // Parsed again keeping key order: a schema's properties are generated in the order it declares them.
       if (!ordered) ordered = nlohmann::ordered_json::parse(body);
@@ -283,6 +250,10 @@ CompletionRequest parse_completion_request(std::string_view body, Endpoint endpo
     invalid_param(missing, "Missing required parameter: '{}'.", missing);
   }
   if (chat) {
+    check_tools(r.tools);
+    if (r.tools.forced() && !r.grammar.text.empty()) {
+      invalid_param("tool_choice", "A required or named 'tool_choice' cannot be combined with 'response_format'.");
+    }
     if (top_logprobs && !want_logprobs) {
       invalid_param("top_logprobs", "Invalid value for 'top_logprobs': 'logprobs' must be true to use it.");
     }
@@ -395,10 +366,13 @@ json completion_logprobs_json(const std::vector<TokenLogprobs>& tokens, size_t o
 
 json chat_response_json(const ResponseMeta& m, std::string_view text, std::string_view finish_reason,
                         const Usage& usage, const json& logprobs) {
-  json choice = {{"index", 0},
-                 {"message", {{"role", "assistant"}, {"content", text}, {"refusal", nullptr}}},
-                 {"logprobs", logprobs},
-                 {"finish_reason", finish_reason}};
+  return chat_message_response_json(m, json{{"role", "assistant"}, {"content", text}, {"refusal", nullptr}},
+                                    finish_reason, usage, logprobs);
+}
+
+json chat_message_response_json(const ResponseMeta& m, const json& message, std::string_view finish_reason,
+                                const Usage& usage, const json& logprobs) {
+  json choice = {{"index", 0}, {"message", message}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
   return {{"id", m.id},
           {"object", "chat.completion"},
           {"created", m.created},
@@ -425,6 +399,11 @@ json chat_chunk_json(const ResponseMeta& m, std::string_view role, std::string_v
   json delta = json::object();
   if (!role.empty()) delta["role"] = role;
   if (!text.empty() || !role.empty()) delta["content"] = text;
+  return chat_delta_chunk_json(m, delta, finish_reason, logprobs);
+}
+
+json chat_delta_chunk_json(const ResponseMeta& m, const json& delta, std::string_view finish_reason,
+                           const json& logprobs) {
   json choice = {
       {"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish_or_null(finish_reason)}};
   return {{"id", m.id},       {"object", "chat.completion.chunk"}, {"created", m.created},

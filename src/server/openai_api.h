@@ -12,6 +12,7 @@
 
 #include "engine/request.h"
 #include "engine/sampler.h"
+#include "server/chat_request.h"
 #include "server/response_format.h"
 #include "tokenizer/chat_template.h"
 #include "util/error.h"
@@ -49,10 +50,13 @@ enum class Endpoint { Chat, Completion };
 
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::Chat;
-  std::string model;                   // "" when the client sent none
-  std::vector<ChatMessage> messages;   // chat
-  std::string prompt;                  // completions: text ...
-  std::vector<int32_t> prompt_tokens;  // ... or token ids (then prompt_is_tokens)
+  std::string model;                  // "" when the client sent none
+  std::vector<ChatMessage> messages;  // chat: each message's role and text alone
+  nlohmann::ordered_json chat_messages = nlohmann::ordered_json::array();   // chat: as the Jinja template reads them
+  ChatTools tools;                                                          // chat: tools, tool_choice
+  nlohmann::ordered_json template_vars = nlohmann::ordered_json::object();  // chat_template_kwargs, reasoning_effort
+  std::string prompt;                                                       // completions: text ...
+  std::vector<int32_t> prompt_tokens;                                       // ... or token ids (then prompt_is_tokens)
   bool prompt_is_tokens = false;
   bool echo = false;  // completions: the prompt text comes first in the output
   bool stream = false;
@@ -114,9 +118,16 @@ nlohmann::json chat_response_json(const ResponseMeta& m, std::string_view text, 
                                   const Usage& usage, const nlohmann::json& logprobs);
 nlohmann::json completion_response_json(const ResponseMeta& m, std::string_view text, std::string_view finish_reason,
                                         const Usage& usage, const nlohmann::json& logprobs);
+// A chat answer whose message was built elsewhere (content, reasoning_content, tool_calls).
+nlohmann::json chat_message_response_json(const ResponseMeta& m, const nlohmann::json& message,
+                                          std::string_view finish_reason, const Usage& usage,
+                                          const nlohmann::json& logprobs);
 // Stream chunks. finish_reason empty: not the last one. role: only on the first chat chunk.
 nlohmann::json chat_chunk_json(const ResponseMeta& m, std::string_view role, std::string_view text,
                                std::string_view finish_reason, const nlohmann::json& logprobs);
+// A chat chunk carrying `delta` as given ({"reasoning_content"}, {"content"} or {"tool_calls": [..]}).
+nlohmann::json chat_delta_chunk_json(const ResponseMeta& m, const nlohmann::json& delta, std::string_view finish_reason,
+                                     const nlohmann::json& logprobs);
 nlohmann::json completion_chunk_json(const ResponseMeta& m, std::string_view text, std::string_view finish_reason,
                                      const nlohmann::json& logprobs);
 // The closing chunk of stream_options.include_usage: no choices, the usage.

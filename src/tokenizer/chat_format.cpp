@@ -53,6 +53,7 @@ ChatFormat ChatFormat::jinja(std::string_view source, std::string bos_text, std:
     fail("{}: {}", origin, e.what());
   }
   f.origin_ = std::move(origin);
+  f.source_ = std::string(source);
   f.bos_ = std::move(bos_text);
   f.eos_ = std::move(eos_text);
   return f;

@@ -40,6 +40,8 @@ class ChatFormat {
   std::string prompt(std::span<const ChatMessage> messages, bool add_generation_prompt = true) const;
 
   bool is_jinja() const { return template_ != nullptr; }
+  // The Jinja text ("" for the hand-written formats): its markers tell how the model writes tool calls.
+  const std::string& source() const { return source_; }
   // "jinja (the model's tokenizer.chat_template)" or the hand-written format's name, for logs and /health.
   std::string description() const;
   const std::string& bos_text() const { return bos_; }
@@ -49,6 +51,7 @@ class ChatFormat {
   std::shared_ptr<const jinja::Template> template_;
   ChatTemplateKind kind_ = ChatTemplateKind::ChatML;
   std::string origin_;
+  std::string source_;
   std::string bos_, eos_;
 };
 

@@ -20,6 +20,7 @@ IncludeRules tessera_include_rules() {
   r.may_include["tokenizer"] = {"jinja", "gguf", "tensor", "util"};
   r.may_include["collective"] = {"util"};
   r.may_include["grammar"] = {"util"};
+  r.may_include["chat"] = {"util"};
   r.may_include["model"] = {"collective", "gguf", "tensor", "util"};
   r.may_include["engine"] = {"grammar", "hw", "model", "collective", "tokenizer", "jinja", "gguf", "tensor", "util"};
   r.may_include["net"] = {"tensor", "util"};
@@ -27,9 +28,9 @@ IncludeRules tessera_include_rules() {
                               "tokenizer", "jinja", "gguf",   "tensor", "util"};
   r.may_include["plan"] = {"grammar",    "cluster",   "net",   "engine", "hw",     "model",
                            "collective", "tokenizer", "jinja", "gguf",   "tensor", "util"};
-  r.may_include["server"] = {"grammar",   "engine", "hw",   "model",  "collective",
+  r.may_include["server"] = {"chat", "grammar",   "engine", "hw",   "model",  "collective",
                              "tokenizer", "jinja",  "gguf", "tensor", "util"};
-  r.may_include["cli"] = {"grammar", "server",     "plan",      "cluster", "net",  "engine", "hw",
+  r.may_include["cli"] = {"chat", "grammar", "server",     "plan",      "cluster", "net",  "engine", "hw",
                           "model",   "collective", "tokenizer", "jinja",   "gguf", "tensor", "util"};
   // The kernels are reached through tensor/kernels.h only.
   r.private_headers["tensor/kernels/"] = "tensor/";

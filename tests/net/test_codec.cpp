@@ -93,6 +93,28 @@ ForwardResult sample_result() {
   return m;
 }
 
+GroupJoin sample_group_join() {
+  GroupJoin j;
+  j.group_id = 0x1234567890abcdefull;
+  j.rank = 2;
+  j.members = {{"head", ""}, {"b", "10.0.0.2:50052"}, {"c", "[::1]:50053"}};
+  j.file_name = "model.gguf";
+  j.file_size = 123456789;
+  j.model_hash = hash_of(5);
+  j.tp = true;
+  j.ep = true;
+  j.shares = "2,1,1";
+  j.n_slots = 4;
+  j.n_ctx = 2048;
+  j.kv_type = GgmlType::F32;
+  j.wire_type = WireType::F16;
+  j.threads = 8;
+  j.exact_gelu = true;
+  j.profile = true;
+  j.timeout_s = 12.5f;
+  return j;
+}
+
 // One message of every type with every field away from its default.
 std::vector<Message> samples() {
   std::vector<Message> out;
@@ -117,6 +139,10 @@ std::vector<Message> samples() {
   out.push_back(ProbeRequest{1.5f, 300});
   out.push_back(ProbeReply{2, 4, 12.5f, 9.75f, 640.0f, 160.0f, uint64_t{32} << 30, uint64_t{20} << 30, 42.0f, "Xeon",
                            "avx512", true, "1b2c3d4e-boot", "0-3,8"});
+  out.push_back(sample_group_join());
+  out.push_back(GroupReady{0x1234567890abcdefull});
+  out.push_back(GroupLink{0x1234567890abcdefull, 2});
+  out.push_back(CollectiveData{4, 17, {1, 2, 3, 4, 5, 6, 7, 8}});
   return out;
 }
 
@@ -448,6 +474,21 @@ TEST(WireCodec, ContentHashAndText) {
   EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));      // surrogate
   EXPECT_FALSE(valid_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
   EXPECT_FALSE(valid_utf8("\xe2\x9c"));          // cut short
+}
+
+TEST(WireCodec, GroupJoinRules) {
+  GroupJoin j = sample_group_join();
+  j.rank = 3;  // a group of 3 has ranks 1 and 2 for its workers
+  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "rank"});
+  j = sample_group_join();
+  j.tp = j.ep = false;
+  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "tensor parallel, expert parallel or both"});
+  j = sample_group_join();
+  j.members[1].address.clear();  // only the head may have no address
+  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "members[1].address"});
+  j = sample_group_join();
+  j.members.resize(1);
+  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "n_members"});
 }
 
 }  // namespace

@@ -231,6 +231,9 @@ if [ "$mode" == netns ]; then
   namespaces+=("$head_ns")
   ip netns add "$head_ns" || die "ip netns add $head_ns failed (network namespaces unavailable?)"
   ip -n "$head_ns" link set lo up
+  # The head's namespace routes between the workers (a switch in one box): workers of a tensor-parallel group
+  # talk to each other directly, through two shaped veths, as two machines on one switch would.
+  ip netns exec "$head_ns" sysctl -qw net.ipv4.ip_forward=1 || die "cannot enable forwarding in $head_ns"
 fi
 
 workers=()
@@ -250,6 +253,7 @@ for i in $(seq 1 "$n_workers"); do
     ip -n "$ns" addr add "10.77.$i.2/24" dev veth0
     ip -n "$head_ns" link set "veth$i" up
     ip -n "$ns" link set veth0 up
+    ip -n "$ns" route add 10.77.0.0/16 via "10.77.$i.1" dev veth0 || die "cannot route $ns to the other workers"
     if [ "$rate" != none ]; then
       # Shaped both ways: each side's egress.
       ip netns exec "$head_ns" tc qdisc add dev "veth$i" root tbf rate "$rate" burst "$burst" latency 50ms ||

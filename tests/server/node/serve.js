@@ -10,8 +10,8 @@ const model = process.env.TESSERA_MODEL || path.resolve(__dirname, '../../../mod
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function startServer(args = [], {timeoutMs = 30000} = {}) {
-  const child = spawn(bin, ['serve', '--port', '0', '-m', model, ...args], {stdio: ['ignore', 'ignore', 'pipe']});
+async function startServer(args = [], {timeoutMs = 30000, modelPath = model} = {}) {
+  const child = spawn(bin, ['serve', '--port', '0', '-m', modelPath, ...args], {stdio: ['ignore', 'ignore', 'pipe']});
   // The server must not outlive the test process, however it ends.
   process.on('exit', () => { if (child.exitCode === null) child.kill('SIGKILL'); });
   let log = '';

@@ -1,0 +1,68 @@
+// start_group: connect and hand out the ranks to every worker first, then wait for all of them, so the workers open
+// the model and link to each other at the same time.
+#include "cluster/link_group.h"
+
+#include <random>
+
+#include "net/handshake.h"
+#include "util/error.h"
+#include "util/log.h"
+
+namespace tessera::cluster {
+
+std::shared_ptr<LinkCommunicator> start_group(const GroupStart& start) {
+  const int n = static_cast<int>(start.workers.size()) + 1;
+  std::random_device random;
+  net::GroupJoin join = start.join;
+  join.group_id = (static_cast<uint64_t>(random()) << 32) ^ random();
+  join.members = {{"head", ""}};
+  for (const auto& w : start.workers) join.members.push_back({w.name, w.address});
+  net::TransportOptions transport;
+  transport.send_stall = start.link.timeout;
+  std::vector<LinkMember> members(static_cast<size_t>(n));
+  members[0] = {"head", "", nullptr};
+  for (int r = 1; r < n; ++r) {
+    const GroupWorker& w = start.workers[static_cast<size_t>(r - 1)];
+    const std::string who = fmt::format("worker {} ({})", w.name, w.address);
+    try {
+      auto link = net::connect(w.address, start.key, start.connect_timeout, transport);
+      net::client_handshake(*link, net::make_hello(net::Role::Head, "head"), start.connect_timeout);
+      join.rank = static_cast<uint32_t>(r);
+      link->send(join);
+      members[static_cast<size_t>(r)] = {w.name, w.address, std::move(link)};
+    } catch (const std::exception& e) {
+      fail("{} cannot join the group: {}", who, e.what());
+    }
+  }
+  for (int r = 1; r < n; ++r) {
+    auto& m = members[static_cast<size_t>(r)];
+    const std::string who = fmt::format("worker {} ({})", m.name, m.address);
+    const auto until = std::chrono::steady_clock::now() + start.ready_timeout;
+    for (;;) {
+      std::optional<net::Message> msg;
+      try {
+        msg = m.link->recv(std::chrono::milliseconds(200));
+      } catch (const std::exception& e) {
+        fail("{} cannot join the group: {}", who, e.what());
+      }
+      if (!msg) {
+        if (std::chrono::steady_clock::now() >= until) {
+          fail("{} did not open the model and link to its peers within {:.0f} s", who,
+               std::chrono::duration<double>(start.ready_timeout).count());
+        }
+        continue;
+      }
+      if (const auto* error = std::get_if<net::ErrorMsg>(&*msg))
+        fail("{} cannot join the group: {}", who, error->message);
+      const auto* ready = std::get_if<net::GroupReady>(&*msg);
+      if (ready == nullptr || ready->group_id != join.group_id) {
+        fail("{} answered the group with {}", who, net::msg_type_name(net::type_of(*msg)));
+      }
+      break;
+    }
+  }
+  log_info("group: {} members linked over TLS ({} wire for the partial sums)", n, net::wire_type_name(start.link.wire));
+  return std::make_shared<LinkCommunicator>(0, std::move(members), start.link);
+}
+
+}  // namespace tessera::cluster

@@ -1,0 +1,36 @@
+// The head's side of a tensor/expert-parallel group over worker links: it dials every worker, hands each its rank,
+// the members' addresses, the model's identity and the parallel options (GroupJoin), waits until all of them have
+// linked to each other, and is rank 0 of the LinkCommunicator that results.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cluster/link_communicator.h"
+#include "net/keys.h"
+#include "net/messages.h"
+
+namespace tessera::cluster {
+
+struct GroupWorker {
+  std::string name;     // as --workers names it
+  std::string address;  // host:port
+};
+
+struct GroupStart {
+  std::vector<GroupWorker> workers;  // ranks 1..n-1 in this order
+  const net::ClusterKey* key = nullptr;
+  // The group's options (model identity, parallel options, n_ctx, ...); group_id, rank and members are filled in.
+  net::GroupJoin join;
+  LinkOptions link;
+  std::chrono::milliseconds connect_timeout{10000};
+  // A worker that opens the model and links to its peers within this long is ready.
+  std::chrono::milliseconds ready_timeout{120000};
+};
+
+// Throws Error naming the worker that cannot be reached, refuses, lacks the model or does not link to its peers.
+std::shared_ptr<LinkCommunicator> start_group(const GroupStart& start);
+
+}  // namespace tessera::cluster

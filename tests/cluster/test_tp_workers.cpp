@@ -1,0 +1,300 @@
+// Tensor and expert parallelism over real `tessera worker` processes on loopback (--workers with --tp/--ep): the same
+// text as one node and F32 logits within 1e-4, a worker without the key or the model cannot join, and a worker
+// killed or stopped mid-step ends the head's run with an error naming it while the others take a new head.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include "support/test_paths.h"
+#include "support/worker_process.h"
+
+namespace tessera {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The scalar kernels keep one node and the ranks on the same arithmetic; the workers inherit it.
+class ScalarEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ScalarEnvironment);
+
+std::filesystem::path fixtures() { return test::shared_dir() / "fixtures/models"; }
+std::filesystem::path stories() { return test::source_dir() / "models/stories260K.gguf"; }
+
+test::CommandResult tessera(std::vector<std::string> args) {
+  args.insert(args.begin(), test::tessera_bin().string());
+  return test::run_command(args);
+}
+
+std::vector<float> read_floats(const std::filesystem::path& p) {
+  const auto bytes = test::read_file(p);
+  std::vector<float> v(bytes.size() / 4);
+  std::memcpy(v.data(), bytes.data(), v.size() * 4);
+  return v;
+}
+
+// A key file in `dir`, and workers that hold it and map models from `models`.
+struct Group {
+  Group(const test::TempDir& dir, int n_workers, const std::filesystem::path& models, const std::string& name = "k") {
+    key = (dir / (name + ".key")).string();
+    EXPECT_EQ(tessera({"keygen", "-o", key}).exit_code, 0);
+    for (int i = 0; i < n_workers; ++i) add(models);
+  }
+  void add(const std::filesystem::path& models, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--key-file", key, "--models", models.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    workers.push_back(std::make_unique<test::WorkerProcess>(args));
+  }
+  // "a=HOST:PORT,b=..." for the workers given by index (all by default).
+  std::string list(std::vector<size_t> which = {}) const {
+    if (which.empty()) {
+      for (size_t i = 0; i < workers.size(); ++i) which.push_back(i);
+    }
+    std::string s;
+    for (size_t i : which) {
+      if (!s.empty()) s += ',';
+      s += static_cast<char>('a' + i);
+      s += '=';
+      s += workers[i]->address();
+    }
+    return s;
+  }
+  std::string key;
+  std::vector<std::unique_ptr<test::WorkerProcess>> workers;
+};
+
+struct Case {
+  const char* model;  // a fixture name, or "stories260K"
+  int ranks;
+  const char* mode;
+  const char* shares = "";
+};
+
+std::filesystem::path model_path(const Case& c) {
+  return std::string(c.model) == "stories260K" ? stories() : fixtures() / (std::string(c.model) + ".gguf");
+}
+
+class TpWorkers : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TpWorkers, SameTextAndLogitsAsOneNode) {
+  const Case c = GetParam();
+  test::TempDir dir;
+  const auto model = model_path(c);
+  const std::vector<std::string> common = {
+      "run",         "-m",        model.string(), "-p", "Once upon a time there was",
+      "-n",          "12",        "--temp",       "0",  "-t",
+      "1",           "--kv-type", "f32",          "-c", "256",
+      "--exact-gelu"};
+  auto one_args = common;
+  one_args.insert(one_args.end(), {"--logits-out", (dir / "one.f32").string()});
+  const auto one = tessera(one_args);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+
+  Group g(dir, c.ranks - 1, model.parent_path());
+  auto par_args = common;
+  par_args.insert(par_args.end(), {"--logits-out", (dir / "par.f32").string(), c.mode, std::to_string(c.ranks),
+                                   "--workers", g.list(), "--key-file", g.key, "--wire-type", "f32"});
+  if (*c.shares != '\0') par_args.insert(par_args.end(), {"--tp-shares", c.shares});
+  const auto par = tessera(par_args);
+  ASSERT_EQ(par.exit_code, 0) << par.err;
+  EXPECT_EQ(par.out, one.out);
+  EXPECT_NE(par.err.find(std::to_string(c.ranks) + " ranks ("), std::string::npos) << par.err;
+  EXPECT_NE(par.err.find("group: " + std::to_string(c.ranks) + " members linked over TLS (f32 wire"), std::string::npos)
+      << par.err;
+  const auto a = read_floats(dir / "one.f32");
+  const auto b = read_floats(dir / "par.f32");
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_GT(a.size(), 0u);
+  float max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+  EXPECT_LE(max_diff, 1e-4f) << c.model;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, TpWorkers,
+                         ::testing::Values(Case{"stories260K", 2, "--tp"}, Case{"stories260K", 3, "--tp"},
+                                           Case{"llama-f32", 2, "--tp"}, Case{"llama-f32", 3, "--tp"},
+                                           Case{"qwen3moe-f32", 3, "--tp", "2,1,1"}, Case{"qwen3moe-f32", 2, "--ep"},
+                                           Case{"gemma4-f32", 2, "--tp"}, Case{"mixtral-f32", 3, "--ep"}),
+                         [](const auto& p) {
+                           std::string s = std::string(p.param.model) + "_" + (p.param.mode + 2) +
+                                           std::to_string(p.param.ranks) + (*p.param.shares ? "_uneven" : "");
+                           for (auto& ch : s) ch = (ch == '-' || ch == ',') ? '_' : ch;
+                           return s;
+                         });
+
+// The f16 wire halves the bytes of every partial sum: the text stays one node's on this model.
+TEST(TpWorkersWire, HalfWireAndBenchReportCollectives) {
+  test::TempDir dir;
+  Group g(dir, 1, stories().parent_path());
+  const auto r = tessera({"bench",      "-m",        stories().string(),
+                          "-p",         "16",        "-n",
+                          "8",          "-t",        "1",
+                          "-r",         "1",         "--tp",
+                          "2",          "--workers", g.list(),
+                          "--key-file", g.key,       "--wire-type",
+                          "f16",        "--no-plan", "-o",
+                          "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("collectives (rank 0, whole run):"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("\"collectives_per_token\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"collective_bytes_per_token\""), std::string::npos) << r.out;
+}
+
+TEST(TpWorkersErrors, KeyModelAndCountAreCheckedWithClearErrors) {
+  test::TempDir dir;
+  const auto models = stories().parent_path();
+  Group g(dir, 1, models);
+  const std::vector<std::string> run = {"run", "-m", stories().string(), "-p", "Once", "-n", "4", "-t", "1"};
+  const auto with = [&](std::vector<std::string> extra) {
+    auto args = run;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return tessera(args);
+  };
+  // One worker for --tp 3.
+  auto r = with({"--tp", "3", "--workers", g.list(), "--key-file", g.key});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("needs 2 worker(s); 1 given"), std::string::npos) << r.err;
+  // No key on the head.
+  r = with({"--tp", "2", "--workers", g.list()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("needs --key-file"), std::string::npos) << r.err;
+  // A worker without the key (plain, loopback) and one with another key: neither joins, both named.
+  test::WorkerProcess keyless({"--models", models.string()});
+  r = with({"--tp", "2", "--workers", "b=" + keyless.address(), "--key-file", g.key});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("worker b (" + keyless.address() + ") cannot join the group"), std::string::npos) << r.err;
+  Group other(dir, 1, models, "other");
+  r = with({"--tp", "3", "--workers", "a=" + g.workers[0]->address() + ",c=" + other.workers[0]->address(),
+            "--key-file", g.key});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("worker c (" + other.workers[0]->address() + ") cannot join the group"), std::string::npos)
+      << r.err;
+  // A worker whose --models folder lacks the model.
+  test::TempDir empty;
+  g.add(empty.path());
+  r = with({"--tp", "2", "--workers", "b=" + g.workers[1]->address(), "--key-file", g.key});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("is not in its --models folder"), std::string::npos) << r.err;
+  // The first worker took part in none of it and still serves a group.
+  r = with({"--tp", "2", "--workers", g.list({0}), "--key-file", g.key});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// A head running in the background with its output in a file.
+class Background {
+ public:
+  explicit Background(std::vector<std::string> args) {
+    args.insert(args.begin(), test::tessera_bin().string());
+    log_ = std::filesystem::temp_directory_path() / ("tessera-tpw-" + std::to_string(::getpid()) + ".log");
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::fopen(log_.c_str(), "w");
+      dup2(fileno(f), 1);
+      dup2(fileno(f), 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~Background() {
+    if (pid_ > 0 && !done_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::filesystem::remove(log_);
+  }
+  int wait_exit(std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        done_ = true;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return -1;
+  }
+  std::string output() const {
+    std::ifstream in(log_);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  // Waits until the output holds `text`.
+  bool wait_for(const std::string& text, std::chrono::seconds limit) const {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (output().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    return false;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  bool done_ = false;
+  std::filesystem::path log_;
+};
+
+// A worker killed (SIGKILL) or stopped (SIGSTOP) while the group decodes: the head ends within seconds with an error
+// naming it; the surviving worker takes the next head.
+void fault_mid_step(int sig) {
+  test::TempDir dir;
+  const auto models = stories().parent_path();
+  Group g(dir, 2, models);
+  const auto victim = g.workers[1]->address();
+  Background head({"bench",
+                   "-m",
+                   stories().string(),
+                   "-p",
+                   "0",
+                   "-n",
+                   "64",
+                   "-r",
+                   "100000",
+                   "-t",
+                   "1",
+                   "--tp",
+                   "3",
+                   "--workers",
+                   g.list(),
+                   "--key-file",
+                   g.key,
+                   "--no-plan",
+                   "--collective-timeout",
+                   "5"});
+  ASSERT_TRUE(head.wait_for("3 ranks (", 60s)) << head.output();
+  std::this_thread::sleep_for(1500ms);  // well inside the repetitions
+  const auto start = std::chrono::steady_clock::now();
+  kill(g.workers[1]->pid(), sig);
+  const int code = head.wait_exit(30s);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (sig == SIGSTOP) kill(g.workers[1]->pid(), SIGCONT);
+  EXPECT_NE(code, 0) << head.output();
+  EXPECT_NE(code, -1) << "the head did not end: " << head.output();
+  EXPECT_LT(seconds, 10.0) << head.output();
+  EXPECT_NE(head.output().find("b (" + victim + ")"), std::string::npos) << head.output();
+  // The first worker is ready for a new head, with a new second worker.
+  g.workers[1]->stop(SIGKILL);
+  g.add(models);
+  const auto next = tessera({"run", "-m", stories().string(), "-p", "Once", "-n", "8", "-t", "1", "--tp", "3",
+                             "--workers", g.list({0, 2}), "--key-file", g.key, "--no-plan"});
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+}
+
+TEST(TpWorkersFaults, KilledWorkerIsNamedAndTheOthersTakeANewHead) { fault_mid_step(SIGKILL); }
+TEST(TpWorkersFaults, StoppedWorkerIsNamedAndTheOthersTakeANewHead) { fault_mid_step(SIGSTOP); }
+
+}  // namespace
+}  // namespace tessera

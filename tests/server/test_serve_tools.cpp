@@ -1,0 +1,181 @@
+// Tool calling and reasoning through `tessera serve` on a random-weight model with a Hermes-style template
+// (tests/server/node/hermes_tools.jinja): tool_choice "required" and a named function force calls whose
+// arguments validate against the schema, whole and streamed; the tool result sent back in history is accepted;
+// a template that opens <think> gives reasoning_content, whole and streamed alike; bad tool fields are 400s;
+// --tool-format overrides the family the template's markers select.
+#include <set>
+
+#include "server/serve_test_util.h"
+#include "support/json_validate.h"
+#include "support/tiny_model.h"
+
+namespace tessera::test {
+namespace {
+
+const TempDir& scratch() {
+  static const TempDir dir;
+  return dir;
+}
+
+std::string random_model() {
+  const auto path = scratch() / "tiny-llama.gguf";
+  if (!std::filesystem::exists(path)) write_tiny_model(path, "llama", "f32");
+  return path.string();
+}
+
+std::string template_file(const std::string& name) { return (source_dir() / "tests/server/node" / name).string(); }
+
+const json kSchema = json::parse(R"({"type": "object", "properties": {
+  "city": {"type": "string", "maxLength": 12}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+  "days": {"type": "integer"}}, "required": ["city", "unit"], "additionalProperties": false})");
+
+json tools() {
+  return json::array(
+      {{{"type", "function"},
+        {"function", {{"name", "get_weather"}, {"description", "Weather"}, {"parameters", kSchema}}}},
+       {{"type", "function"},
+        {"function", {{"name", "get_time"}, {"parameters", {{"type", "object"}, {"properties", json::object()}}}}}}});
+}
+
+json ask(int seed) {
+  return {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+          {"tools", tools()},
+          {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
+          {"max_tokens", 400},
+          {"seed", seed},
+          {"temperature", 1.0}};
+}
+
+TEST(ServeTools, ForcedCallsValidateWholeAndStreamedAndHistoryIsAccepted) {
+  ServeProcess s(
+      {"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", template_file("hermes_tools.jinja")});
+  auto c = client(s);
+  for (int seed = 1; seed <= 5; ++seed) {
+    const json r = post(c, "/v1/chat/completions", ask(seed));
+    const json& choice = r["choices"][0];
+    ASSERT_EQ(choice["finish_reason"], "tool_calls") << r.dump();
+    const json& calls = choice["message"]["tool_calls"];
+    ASSERT_EQ(calls.size(), 1u) << r.dump();
+    EXPECT_TRUE(choice["message"]["content"].is_null());
+    EXPECT_TRUE(calls[0]["id"].get<std::string>().starts_with("call_"));
+    EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+    const json args = json::parse(calls[0]["function"]["arguments"].get<std::string>());
+    EXPECT_EQ(json_invalid(args, kSchema, kSchema), "") << args.dump();
+  }
+  // "required": any of the tools.
+  json req = ask(9);
+  req["tool_choice"] = "required";
+  req["parallel_tool_calls"] = false;  // one call: a random model would rarely choose to stop adding more
+  const json any = post(c, "/v1/chat/completions", req);
+  ASSERT_EQ(any["choices"][0]["finish_reason"], "tool_calls") << any.dump();
+  std::set<std::string> ids;
+  for (const auto& call : any["choices"][0]["message"]["tool_calls"]) {
+    EXPECT_TRUE(ids.insert(call["id"].get<std::string>()).second);
+    const std::string name = call["function"]["name"];
+    EXPECT_TRUE(name == "get_weather" || name == "get_time") << name;
+    EXPECT_TRUE(json::parse(call["function"]["arguments"].get<std::string>()).is_object());
+  }
+
+  // Streamed: one call opened with its id, type and name, then argument pieces; finish_reason "tool_calls".
+  json streamed = ask(3);
+  streamed["stream"] = true;
+  auto r = c.Post("/v1/chat/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(r);
+  std::string args, finish, id;
+  for (const json& chunk : parse_stream(r->body)) {
+    const json& ch = chunk["choices"][0];
+    if (ch["finish_reason"].is_string()) finish = ch["finish_reason"];
+    if (ch["delta"].contains("content")) {
+      EXPECT_EQ(ch["delta"]["content"], "") << chunk.dump();
+    }
+    if (!ch["delta"].contains("tool_calls")) continue;
+    const json& call = ch["delta"]["tool_calls"][0];
+    EXPECT_EQ(call["index"], 0);
+    if (call.contains("id")) {
+      EXPECT_TRUE(id.empty());
+      id = call["id"];
+      EXPECT_EQ(call["type"], "function");
+      EXPECT_EQ(call["function"]["name"], "get_weather");
+      EXPECT_EQ(call["function"]["arguments"], "");
+    } else {
+      EXPECT_FALSE(id.empty()) << "arguments before the call opened";
+      args += call["function"]["arguments"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(finish, "tool_calls");
+  const json parsed = json::parse(args, nullptr, false);
+  ASSERT_TRUE(parsed.is_object()) << args;
+  EXPECT_EQ(json_invalid(parsed, kSchema, kSchema), "") << args;
+  // The same seed whole gives the same arguments.
+  const json same = post(c, "/v1/chat/completions", ask(3));
+  EXPECT_EQ(same["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"], args);
+
+  // The tool result goes back in the history: accepted, answered with text (tools offered, choice auto).
+  json history = {
+      {"messages",
+       {{{"role", "user"}, {"content", "Weather in Paris?"}},
+        {{"role", "assistant"},
+         {"content", nullptr},
+         {"tool_calls",
+          {{{"id", id}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", args}}}}}}},
+        {{"role", "tool"}, {"tool_call_id", id}, {"content", "{\"temperature\": 18}"}}}},
+      {"tools", tools()},
+      {"max_tokens", 8},
+      {"seed", 1}};
+  const json answer = post(c, "/v1/chat/completions", history);
+  EXPECT_TRUE(answer["choices"][0]["message"].contains("content")) << answer.dump();
+
+  // Bad fields: 400 naming them.
+  json bad = ask(1);
+  bad["tool_choice"] = {{"type", "function"}, {"function", {{"name", "nope"}}}};
+  expect_error(c.Post("/v1/chat/completions", bad.dump(), "application/json"), 400, "invalid_request_error",
+               "tool_choice", nullptr);
+  bad = ask(1);
+  bad["tools"][0]["function"]["parameters"]["properties"]["city"]["pattern"] = "[A-Z].*";
+  expect_error(c.Post("/v1/chat/completions", bad.dump(), "application/json"), 400, "invalid_request_error", "tools",
+               nullptr);
+}
+
+TEST(ServeTools, ToolFormatFlagOverridesTheTemplate) {
+  // The Hermes-style template, read as Llama 3: the forced call is Llama 3's JSON and parses back.
+  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", template_file("hermes_tools.jinja"),
+                  "--tool-format", "llama3"});
+  auto c = client(s);
+  const json r = post(c, "/v1/chat/completions", ask(2));
+  ASSERT_EQ(r["choices"][0]["finish_reason"], "tool_calls") << r.dump();
+  const json args =
+      json::parse(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
+  EXPECT_EQ(json_invalid(args, kSchema, kSchema), "") << args.dump();
+  EXPECT_NE(run_command({tessera_bin().string(), "serve", "-m", random_model(), "--tool-format", "xml"}).exit_code, 0);
+}
+
+TEST(ServeTools, ReasoningFromATemplateThatOpensThink) {
+  ServeProcess s(
+      {"-m", random_model(), "-t", "1", "-c", "1024", "--chat-template", template_file("think_opened.jinja")});
+  auto c = client(s);
+  const json q = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                  {"max_tokens", 24},
+                  {"seed", 4},
+                  {"chat_template_kwargs", {{"enable_thinking", true}}}};
+  const json whole = post(c, "/v1/chat/completions", q);
+  const json& m = whole["choices"][0]["message"];
+  // The model never closed </think> in 24 random tokens: all of it is reasoning, nothing is lost.
+  ASSERT_TRUE(m.contains("reasoning_content")) << whole.dump();
+  EXPECT_FALSE(m["reasoning_content"].get<std::string>().empty());
+  EXPECT_EQ(m["content"], "");
+  json sq = q;
+  sq["stream"] = true;
+  auto r = c.Post("/v1/chat/completions", sq.dump(), "application/json");
+  ASSERT_TRUE(r);
+  std::string reasoning, content;
+  for (const json& chunk : parse_stream(r->body)) {
+    const json& d = chunk["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, m["reasoning_content"]);
+  EXPECT_EQ(content, "");
+}
+
+}  // namespace
+}  // namespace tessera::test
