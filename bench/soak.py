@@ -5,7 +5,8 @@ while one worker is killed and started again at the same address every --kill-ev
 
 Reports requests by outcome (a lost request is any that did not complete: an HTTP error, a stream that ended
 without [DONE] or carried an error event, a connection error), the failovers and replayed tokens from /metrics,
-and the serving process's resident memory and open files at the start and the end.
+and the serving process's resident memory and open files: PASS when both stay within 10% after the warm-up (the
+first kill and restart; see flat_check), FAIL otherwise.
 
     python3 bench/soak.py --tessera build/src/cli/tessera --model models/stories260K.gguf --minutes 10
 """
@@ -38,13 +39,107 @@ def start_worker(tessera, address):
     return p
 
 
-def proc_figures(pid):
-    rss = 0
+def proc_status(pid):
+    """VmRSS, RssAnon, RssFile (bytes) and Threads of a process, from /proc/PID/status."""
+    out = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) * 1024
-    return rss, len(os.listdir(f"/proc/{pid}/fd"))
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                out[key] = int(value.split()[0]) * 1024
+            elif key == "Threads":
+                out[key] = int(value)
+    return out
+
+
+def client_sockets(port):
+    """Inodes of the TCP connections accepted on the server's HTTP port (not its listening socket)."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                next(f)
+                for line in f:
+                    cols = line.split()
+                    if int(cols[1].rsplit(":", 1)[1], 16) == port and cols[3] != "0A":
+                        inodes.add(cols[9])
+        except FileNotFoundError:
+            pass
+    return inodes
+
+
+def open_files(pid, port):
+    """What the open files point at, leaving out the clients' connections to the HTTP port open at that moment."""
+    clients = client_sockets(port)
+    kept = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if not (target.startswith("socket:[") and target[8:-1] in clients):
+            kept.append(target)
+    return kept
+
+
+def proc_figures(pid, port=None):
+    """RSS and open files. With the HTTP port the files leave out the clients' connections (load, not a leak: each
+    client holds at most one, and which moment a sample hits is chance), and are the least of three reads 1 s apart:
+    a connection a client reset (a cancelled stream), gone from the TCP tables but not yet reaped by the server, or a
+    link being made during a recovery lives for a moment; a leaked file is in every read."""
+    if port is None:
+        return proc_status(pid)["VmRSS"], len(os.listdir(f"/proc/{pid}/fd"))
+    files = []
+    for i in range(3):
+        if i:
+            time.sleep(1.0)
+        files.append(open_files(pid, port))
+    fewest = min(files, key=len)
+    proc_figures.last_files = fewest
+    return proc_status(pid)["VmRSS"], len(fewest)
+
+
+def flat_check(samples, first_kill, tolerance=0.10):
+    """RSS and open files flat within `tolerance` after warm-up: every sample taken at least 10 s after the first
+    kill and restart (allocator arenas filled, the first failover's replacement link made) stays within the
+    tolerance of the first such sample. Returns (passed, text)."""
+    after = [s for s in samples if first_kill is not None and s[0] >= first_kill + 10]
+    if len(after) < 2:
+        return False, "FAIL: too few samples after the warm-up (run longer than two kill intervals)"
+    t0, rss0, fds0 = after[0]
+    rss_dev = max(abs(r - rss0) / rss0 for _, r, _ in after)
+    fds_dev = max(abs(f - fds0) / fds0 for _, _, f in after)
+    ok = rss_dev <= tolerance and fds_dev <= tolerance
+    rss = [r for _, r, _ in after]
+    return ok, (f"{'PASS' if ok else 'FAIL'}: after warm-up ({t0:.0f} s -> {after[-1][0]:.0f} s, {len(after)} samples) "
+                f"RSS {rss0 / 2**20:.1f} -> {after[-1][1] / 2**20:.1f} MiB (min {min(rss) / 2**20:.1f}, "
+                f"max {max(rss) / 2**20:.1f}; largest deviation {rss_dev * 100:.1f}%), open files {fds0} -> "
+                f"{after[-1][2]} (largest deviation {fds_dev * 100:.1f}%); limit {tolerance * 100:.0f}%")
+
+
+def heap_breakdown(pid):
+    """Resident bytes of the [heap], of anonymous mappings of 60-64 MiB size (glibc's per-thread malloc arenas
+    reserve 64 MiB each) and of other anonymous mappings (thread stacks, large malloc blocks), from smaps."""
+    out = {"heap": 0, "arenas": 0, "arena_count": 0, "anon_other": 0}
+    size = 0
+    name = ""
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            head = line.split()
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                lo, hi = (int(x, 16) for x in head[0].split("-"))
+                size = hi - lo
+                name = head[5] if len(head) > 5 else ""
+            elif head[0] == "Rss:":
+                rss = int(head[1]) * 1024
+                if name == "[heap]":
+                    out["heap"] += rss
+                elif name == "" and 60 * 2**20 <= size <= 64 * 2**20:
+                    out["arenas"] += rss
+                    out["arena_count"] += 1 if rss else 0
+                elif name == "":
+                    out["anon_other"] += rss
+    return out
 
 
 def metric_sum(port, name):
@@ -103,6 +198,7 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--warmup", type=float, default=60,
                     help="seconds of load before the first memory figure (allocator arenas and caches fill first)")
+    ap.add_argument("--trace", help="write a CSV of the server's memory every 10 s (RSS by kind, threads, files)")
     a = ap.parse_args()
 
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(3)]
@@ -141,13 +237,23 @@ def main():
     start = time.monotonic()
     end = start + a.minutes * 60
     kills = 0
+    first_kill = None
     next_kill = start + a.kill_every
     samples = []  # (seconds, rss, open files) every 10 s
     next_sample = start + a.warmup
+    trace = open(a.trace, "w") if a.trace else None
+    if trace:
+        trace.write("seconds,kills,rss,rss_anon,rss_file,heap,arenas,arena_count,anon_other,threads,fds,files\n")
     while time.monotonic() < end:
         time.sleep(max(0.0, min(next_kill, next_sample, end) - time.monotonic()))
         if time.monotonic() >= next_sample:
-            samples.append((time.monotonic() - start, *proc_figures(serve.pid)))
+            samples.append((time.monotonic() - start, *proc_figures(serve.pid, port)))
+            if trace:
+                st, hb = proc_status(serve.pid), heap_breakdown(serve.pid)
+                trace.write(f"{samples[-1][0]:.0f},{kills},{st['VmRSS']},{st['RssAnon']},{st['RssFile']},"
+                            f"{hb['heap']},{hb['arenas']},{hb['arena_count']},{hb['anon_other']},"
+                            f"{st['Threads']},{samples[-1][2]},{' '.join(sorted(proc_figures.last_files))}\n")
+                trace.flush()
             next_sample += 10
         if time.monotonic() >= next_kill:
             victim = addresses[kills % 2]
@@ -155,6 +261,8 @@ def main():
             workers[victim].wait()
             workers[victim] = start_worker(a.tessera, victim)
             kills += 1
+            if first_kill is None:
+                first_kill = time.monotonic() - start
             next_kill += a.kill_every
             print(f"{time.monotonic() - start:7.1f} s: killed and restarted the worker at {victim}", flush=True)
     stop.set()
@@ -184,10 +292,13 @@ def main():
         print(f"under load, {t0:.0f} s -> {t1:.0f} s: RSS {rss0 / 2**20:.1f} -> {rss1 / 2**20:.1f} MiB "
               f"({(rss1 - rss0) / rss0 * 100:+.1f}%; min {min(rss) / 2**20:.1f}, max {max(rss) / 2**20:.1f}), "
               f"open files {fds0} -> {fds1} (max {max(f for _, _, f in samples)})")
+    flat, flat_text = flat_check(samples, first_kill)
+    print(flat_text)
     for e in errors[:5]:
         print("error:", e)
     print(f"serve log: {len(warnings)} warning/recovery lines" + "".join("\n  " + w for w in warnings[-12:]))
-    sys.exit(1 if lost else 0)
+    print("PASS: no request lost" if not lost else f"FAIL: {lost} request(s) lost")
+    sys.exit(1 if lost or not flat else 0)
 
 
 if __name__ == "__main__":

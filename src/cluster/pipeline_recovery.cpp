@@ -5,6 +5,7 @@
 
 #include "cluster/micro_batches.h"
 #include "cluster/pipeline_executor.h"
+#include "util/allocator.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -155,6 +156,9 @@ bool PipelineExecutor::recover(std::chrono::milliseconds budget) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
+  // The failed endpoint is gone and the new one made: what the swap left free goes back to the system, or each
+  // failover would leave a few hundred KiB of resident holes (docs/perf-log/recovery.md).
+  release_free_memory();
   if (ok) {
     log_info("recovery: the pipeline stands again after {:.2f} s; {} step(s) run again", seconds(Clock::now() - t0),
              waiting_);

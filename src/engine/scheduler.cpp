@@ -57,7 +57,17 @@ struct Scheduler::Sequence {
   TokenId pending = -1;    // sampled and streamed, to be evaluated at the next step
   bool in_flight = false;  // part of a step not yet back: nothing may touch its slot or sampler
   bool done = false;
+  int moves = 0;                 // times it moved to another scheduler
+  std::vector<TokenId> resumed;  // after a move: the prompt plus every token generated before it
+
+  // The tokens to prefill: the prompt, or after a move everything the cache held (and the pending token).
+  const std::vector<TokenId>& input() const { return resumed.empty() ? request.prompt : resumed; }
 };
+
+namespace {
+// A request that fails wherever it goes (an error that is its own, not a node's) ends after this many moves.
+constexpr int kMaxMoves = 3;
+}  // namespace
 
 Scheduler::Scheduler(Executor& executor, const Tokenizer& tokenizer, SchedulerOptions options)
     : executor_(executor), tokenizer_(tokenizer), options_(options) {
@@ -131,6 +141,24 @@ std::shared_ptr<SequenceHandle> Scheduler::submit(SequenceRequest request, Seque
   }
   wake_.notify_one();
   return handle;
+}
+
+void Scheduler::set_mover(Mover mover) {
+  std::lock_guard lock(mutex_);
+  mover_ = std::move(mover);
+}
+
+bool Scheduler::adopt(std::unique_ptr<Sequence>& s) {
+  if (!s || static_cast<int64_t>(s->input().size()) > executor_.n_ctx()) return false;
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) return false;
+    queue_.push_front(std::move(s));  // it was running: ahead of requests that have waited for nothing yet
+    std::lock_guard stats_lock(stats_mutex_);
+    ++totals_.moved_in;
+  }
+  wake_.notify_one();
+  return true;
 }
 
 double Scheduler::load() const {
@@ -272,7 +300,7 @@ void Scheduler::drain() {
 void Scheduler::admit(std::unique_ptr<Sequence> s) {
   s->slot = free_slots_.back();
   free_slots_.pop_back();
-  s->result.queue_seconds = std::chrono::duration<double>(Clock::now() - s->submitted).count();
+  if (s->moves == 0) s->result.queue_seconds = std::chrono::duration<double>(Clock::now() - s->submitted).count();
   active_.push_back(std::move(s));
   Sequence& seq = *active_.back();
   if (seq.request.max_tokens == 0) finish(seq, FinishReason::Length);
@@ -306,7 +334,7 @@ void Scheduler::launch(Lane& lane) {
   if (n_decode > 0) budget = std::min(budget, options_.prefill_chunk);
   int64_t n_prompt = 0;
   for (auto& s : active_) {
-    const auto& prompt = s->request.prompt;
+    const auto& prompt = s->input();
     if (budget <= 0 || taken == quota) break;
     if (s->in_flight || s->n_prefilled >= prompt.size()) continue;
     const auto n = std::min<size_t>(prompt.size() - s->n_prefilled, static_cast<size_t>(budget));
@@ -341,17 +369,74 @@ void Scheduler::launch(Lane& lane) {
 }
 
 // The step failed: the executor left its sequences as they were before it, but a remote executor may have lost
-// state, so they end with the error and their slots start clean.
+// state. Each moves to another scheduler when a mover finds one (it continues there), or ends with the error.
 void Scheduler::fail_lane(Lane& lane, const std::string& error) {
   log_warn("scheduler: forward pass failed: {}", error);
   lane.busy = false;
-  for (Sequence* s : lane.decoding) s->in_flight = false;
-  for (auto& [s, n] : lane.chunks) s->in_flight = false;
+  // Every sequence of the step once: those that sample are among those that put tokens in it.
+  std::vector<Sequence*> hit(lane.decoding.begin(), lane.decoding.end());
+  for (auto& [s, n] : lane.chunks) hit.push_back(s);
+  std::sort(hit.begin(), hit.end());
+  hit.erase(std::unique(hit.begin(), hit.end()), hit.end());
+  for (Sequence* s : hit) s->in_flight = false;
   record_step(lane.start, 0, 0, false, error);
-  for (Sequence* s : lane.wants) finish(*s, FinishReason::Error, error);
-  for (Sequence* s : lane.decoding) finish(*s, FinishReason::Error, error);
-  for (auto& [s, n] : lane.chunks) finish(*s, FinishReason::Error, error);
+  bool tried = false;
+  {
+    std::lock_guard lock(mutex_);
+    tried = static_cast<bool>(mover_);
+  }
+  for (Sequence* s : hit) {
+    if (move_elsewhere(*s)) continue;  // s belongs to another scheduler now: not touched again
+    finish(*s, FinishReason::Error,
+           tried && !s->done && !s->handle->cancelled()
+               ? fmt::format("{} (and no other replica could take the request over)", error)
+               : error);
+  }
   retire();
+}
+
+bool Scheduler::move_elsewhere(Sequence& s) {
+  Mover mover;
+  {
+    std::lock_guard lock(mutex_);
+    mover = mover_;
+  }
+  if (!mover || s.done || s.handle->cancelled() || s.moves >= kMaxMoves) return false;
+  const auto at = std::find_if(active_.begin(), active_.end(), [&](const auto& p) { return p.get() == &s; });
+  if (at == active_.end()) return false;
+  // What the client has seen stays as it is (stream decoder, stop filter, result so far); the new scheduler
+  // rebuilds the cache from the prompt and the generated tokens, the last of which was pending (sampled, streamed,
+  // not yet evaluated) or, if none is pending, the prompt was still being prefilled.
+  const int64_t slot = s.slot;
+  if (!s.result.tokens.empty()) {
+    s.resumed = s.request.prompt;
+    s.resumed.insert(s.resumed.end(), s.result.tokens.begin(), s.result.tokens.end());
+  }
+  s.slot = -1;
+  s.n_past = 0;
+  s.n_prefilled = 0;
+  s.pending = -1;
+  ++s.moves;
+  std::unique_ptr<Sequence> own = std::move(*at);
+  if (!mover(own)) {
+    *at = std::move(own);
+    s.slot = slot;
+    return false;
+  }
+  // Taken: it may already run on the other scheduler's thread, so only this scheduler's slot is touched now.
+  try {
+    executor_.clear_sequence(slot);
+  } catch (const std::exception& e) {
+    log_warn("scheduler: clearing slot {} of a moved request: {}", slot, e.what());
+  }
+  free_slots_.push_back(slot);
+  {
+    std::lock_guard lock(mutex_);
+    --n_active_;
+  }
+  std::lock_guard lock(stats_mutex_);
+  ++totals_.moved_out;
+  return true;
 }
 
 void Scheduler::land(Lane& lane, StepResult& result) {
@@ -388,7 +473,7 @@ void Scheduler::land(Lane& lane, StepResult& result) {
 }
 
 void Scheduler::retire() {
-  std::erase_if(active_, [](const std::unique_ptr<Sequence>& s) { return s->done; });
+  std::erase_if(active_, [](const std::unique_ptr<Sequence>& s) { return !s || s->done; });
   std::lock_guard lock(mutex_);
   n_active_ = static_cast<int64_t>(active_.size());
 }

@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -35,8 +36,12 @@ struct SchedulerStats {
   int64_t max_queue = 0;
   int64_t active = 0;  // sequences holding a slot
   int64_t queued = 0;
-  uint64_t accepted = 0;          // requests taken (each ends with exactly one of the finish reasons below)
+  // Requests taken. Each ends with exactly one of the finish reasons below or moves to another scheduler:
+  // accepted + moved_in = sum(finished) + moved_out + active + queued.
+  uint64_t accepted = 0;
   uint64_t rejected = 0;          // refused because the queue was full
+  uint64_t moved_out = 0;         // running requests handed to another scheduler after a step failed here
+  uint64_t moved_in = 0;          // requests taken over from another scheduler (adopt)
   uint64_t finished[6] = {};      // by FinishReason
   uint64_t prompt_tokens = 0;     // evaluated prompt tokens
   uint64_t generated_tokens = 0;  // sampled tokens
@@ -65,6 +70,18 @@ class Scheduler {
   // bad sampler values); returns nullptr when the queue is full.
   std::shared_ptr<SequenceHandle> submit(SequenceRequest request, SequenceCallbacks callbacks);
 
+  // A request as the scheduler holds it: its prompt, what it generated so far, its sampler and stream state.
+  struct Sequence;
+  // Where a running request goes when a step over it fails (its executor lost a node it could not replace): a
+  // mover hands it to another scheduler's adopt() and returns true (taking it), or returns false and the request
+  // ends here with the error. Called on this scheduler's thread, with none of its locks held.
+  using Mover = std::function<bool(std::unique_ptr<Sequence>&)>;
+  void set_mover(Mover mover);
+  // Takes over a request moved from another scheduler over the same model and tokenizer: it joins the front of the
+  // queue, runs its prompt and the tokens it generated so far again to rebuild its cache, and continues with the
+  // sampler state it carried, so the client sees a delay and the same tokens. False (leaving `s`) when stopping.
+  bool adopt(std::unique_ptr<Sequence>& s);
+
   SchedulerStats stats() const;
   // Active plus queued requests relative to n_parallel: what a router compares.
   double load() const;
@@ -73,7 +90,6 @@ class Scheduler {
 
  private:
   using Clock = std::chrono::steady_clock;
-  struct Sequence;
   // One step in flight over a group of sequences (an executor has Executor::lanes() of them).
   struct Lane {
     bool busy = false;
@@ -96,7 +112,8 @@ class Scheduler {
   void launch(Lane& lane);                    // builds and submits the lane's next step, if it has work
   void land(Lane& lane, StepResult& result);  // a step came back: tokens taken, streams fed
   void fail_lane(Lane& lane, const std::string& error);
-  void drain();  // waits for every step in flight (shutting down)
+  bool move_elsewhere(Sequence& s);  // true: another scheduler took it (s is gone from here)
+  void drain();                      // waits for every step in flight (shutting down)
   bool any_busy() const;
   void retire();                                 // drops finished sequences from active_
   void take(Sequence& s, SampledToken& picked);  // a sampled token: accept, stream, maybe finish
@@ -119,6 +136,7 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> queue_;
   int64_t n_active_ = 0;  // mirrors active_.size() for load() and stats()
   bool stopping_ = false;
+  Mover mover_;
 
   // Statistics (their own lock: stats() must not wait for a forward pass).
   mutable std::mutex stats_mutex_;

@@ -61,6 +61,11 @@ Loops loops_for(Isa isa, const CpuFeatures& f) {
     case Isa::Avx512:
     case Isa::Avx2: {
       const StreamProbeFns& s = Kernels::get(isa).stream_probe();
+      // A build without the SIMD kernels (-DTESSERA_SIMD_KERNELS=OFF, the sanitizer trees) serves this ISA with the
+      // scalar table, which has no loops to time: the scalar ones stand in (calling the null ones crashed a worker).
+      if (!s.xor_words || !s.xor_words_nta || !s.xor_words_far || !s.xor_words_burst || !s.int8_dot || !s.f32_fma) {
+        break;
+      }
       return {{s.xor_words, s.xor_words_nta, s.xor_words_far, s.xor_words_burst},
               f.avx_vnni && s.int8_dot_avx_vnni ? s.int8_dot_avx_vnni : s.int8_dot,
               s.f32_fma};

@@ -67,6 +67,11 @@ Clock::time_point from_ns(int64_t ns) { return Clock::time_point(std::chrono::na
 
 constexpr size_t kReadChunk = 256u << 10;
 constexpr size_t kKeepBuffer = 64u << 20;
+// A link measurement's Pings and Pongs carry megabytes once, at connect: buffers they grew past this are released
+// with the first other message after them (not between them: that would time fresh pages, not the link), or each
+// link would hold them (both ends, both directions) for its whole life.
+constexpr size_t kProbeKeep = 4 * kReadChunk;
+bool is_probe(MsgType t) { return t == MsgType::Ping || t == MsgType::Pong; }
 constexpr std::chrono::milliseconds kLingerTime{500};
 
 }  // namespace
@@ -161,6 +166,12 @@ void Connection::send(const Message& message) {
       fail("cannot send to {}: {}", peer_, e.what());
     }
     error = write_frame(tx_, options_.send_stall);
+    if (is_probe(type)) {
+      tx_probe_grown_ = tx_probe_grown_ || tx_.capacity() > kProbeKeep;
+    } else if (tx_probe_grown_) {
+      tx_probe_grown_ = false;
+      if (tx_.capacity() > kProbeKeep) tx_ = std::vector<uint8_t>();
+    }
     if (tx_.capacity() > kKeepBuffer) tx_ = std::vector<uint8_t>();
   }
   if (!error.empty()) broken(fmt::format("{}: sending {}: {}", peer_, msg_type_name(type), error));
@@ -226,6 +237,15 @@ std::optional<Message> Connection::recv(std::chrono::milliseconds timeout) {
       broken(fmt::format("{}: {}", peer_, e.what()));
     }
     if (message) {
+      if (is_probe(type)) {
+        rx_probe_grown_ = rx_probe_grown_ || rx_capacity_ > kProbeKeep;
+      } else if (rx_probe_grown_ && rx_begin_ == rx_end_) {
+        rx_probe_grown_ = false;
+        if (rx_capacity_ > kProbeKeep) {
+          rx_.reset();
+          rx_capacity_ = rx_begin_ = rx_end_ = 0;
+        }
+      }
       if (type == MsgType::Heartbeat) {
         ++heartbeats_received_;
         continue;

@@ -99,6 +99,8 @@ class Connection {
   size_t rx_capacity_ = 0;
   size_t rx_begin_ = 0;
   size_t rx_end_ = 0;
+  bool tx_probe_grown_ = false;  // a Ping or Pong grew tx_ past what other messages keep (under send_mutex_)
+  bool rx_probe_grown_ = false;  // the same for rx_ (reader only)
   bool peer_said_bye_ = false;
   std::string bye_reason_;
 

@@ -117,6 +117,8 @@ void Server::Impl::health(httplib::Response& res) {
                                               : "degraded"},
                     {"failovers", rec.failovers},
                     {"replayed_tokens", rec.replayed_tokens},
+                    {"moved_out", st.moved_out},
+                    {"moved_in", st.moved_in},
                     {"parallel", st.n_parallel},
                     {"active", st.active},
                     {"queued", st.queued},

@@ -120,6 +120,9 @@ std::string Metrics::render(const std::vector<std::shared_ptr<Replica>>& replica
               [](const SchedulerStats& s) { return s.n_parallel; });
   per_replica("tessera_forward_failures_total", "counter", "Forward passes that failed.",
               [](const SchedulerStats& s) { return s.failed_steps; });
+  per_replica("tessera_requests_moved_total", "counter",
+              "Running requests moved to another replica after this one lost a node it could not replace.",
+              [](const SchedulerStats& s) { return s.moved_out; });
   // Recovery by replay (a failed worker replaced, its sequences rebuilt): what it cost so far.
   std::vector<RecoveryStats> rec;
   for (const auto& r : replicas) rec.push_back(r->recovery());

@@ -8,6 +8,7 @@
 
 #include "model/model_profile.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace tessera::server {
 
@@ -68,9 +69,34 @@ bool Replica::healthy() const {
   return std::all_of(nodes.begin(), nodes.end(), [](const NodeLive& n) { return n.up; });
 }
 
+Router::~Router() {
+  std::lock_guard lock(mutex_);
+  closing_ = true;
+}
+
 void Router::add(std::shared_ptr<Replica> replica) {
+  replica->scheduler().set_mover(
+      [this, from = replica->id()](std::unique_ptr<Scheduler::Sequence>& s) { return move(from, s); });
   std::lock_guard lock(mutex_);
   replicas_.push_back(std::move(replica));
+}
+
+bool Router::move(int from, std::unique_ptr<Scheduler::Sequence>& s) {
+  std::lock_guard lock(mutex_);
+  if (closing_) return false;
+  std::vector<std::pair<double, Replica*>> order;
+  for (const auto& r : replicas_) {
+    if (r->id() != from && r->healthy()) order.emplace_back(r->scheduler().load(), r.get());
+  }
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [load, r] : order) {
+    if (r->scheduler().adopt(s)) {
+      log_info("router: a request of replica {} moved to replica {}, where it continues", from, r->id());
+      return true;
+    }
+  }
+  log_warn("router: no healthy replica can take over a request of replica {}", from);
+  return false;
 }
 
 std::vector<std::shared_ptr<Replica>> Router::replicas() const {

@@ -86,6 +86,14 @@ class Replica {
 
 class Router {
  public:
+  Router() = default;
+  // Moves that start while the replicas stop would meet a scheduler shutting down: from here on none is made.
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  // Adds a replica; a request whose steps fail there for good (a node lost and not replaced) moves to a healthy
+  // other replica with what it generated so far (Scheduler::adopt).
   void add(std::shared_ptr<Replica> replica);
   std::vector<std::shared_ptr<Replica>> replicas() const;
   size_t size() const;
@@ -99,7 +107,11 @@ class Router {
   Routed submit(const SequenceRequest& request, const SequenceCallbacks& callbacks);
 
  private:
-  mutable std::mutex mutex_;
+  // The mover of replica `from`: the healthy others from the least loaded up.
+  bool move(int from, std::unique_ptr<Scheduler::Sequence>& s);
+
+  mutable std::mutex mutex_;  // held while a request moves: the replicas stay while one is adopted
+  bool closing_ = false;
   std::vector<std::shared_ptr<Replica>> replicas_;
   std::atomic<uint64_t> turn_{0};
 };

@@ -1,7 +1,8 @@
 // The continuous-batching scheduler against Generator (what `tessera run` uses): alone and batched outputs equal,
 // cancellation frees the slot, a full queue refuses, stop strings, token and context limits, a long prompt does
 // not stall decoding sequences, logprobs, requests that can never run, and an executor with two lanes (as a
-// pipeline has) getting two steps over disjoint sequences in flight.
+// pipeline has) getting two steps over disjoint sequences in flight, and requests moved to another scheduler when
+// their executor fails for good.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -478,6 +479,78 @@ TEST(Scheduler, TwoLanesKeepTwoStepsOfDisjointSequencesInFlight) {
   EXPECT_EQ(laned.conflicts, 0);
   EXPECT_EQ(a.wait(1s).reason, FinishReason::Cancelled);
   EXPECT_EQ(b.wait(1s).reason, FinishReason::Cancelled);
+}
+
+// Fails every forward pass from the n-th on, as a pipeline does once it lost a node it could not replace.
+class FailingExecutor : public Executor {
+ public:
+  FailingExecutor(Executor& inner, int fail_from) : inner_(inner), fail_from_(fail_from) {}
+  const ModelConfig& config() const override { return inner_.config(); }
+  int64_t n_ctx() const override { return inner_.n_ctx(); }
+  int64_t n_slots() const override { return inner_.n_slots(); }
+  void decode(const Batch& batch, std::vector<float>& logits) override {
+    if (++calls_ >= fail_from_) fail("worker b (127.0.0.1:1) is gone and could not be replaced");
+    inner_.decode(batch, logits);
+  }
+  void clear_sequence(int64_t seq) override { inner_.clear_sequence(seq); }
+  void truncate_sequence(int64_t seq, int64_t n) override { inner_.truncate_sequence(seq, n); }
+  int64_t sequence_length(int64_t seq) const override { return inner_.sequence_length(seq); }
+
+ private:
+  Executor& inner_;
+  int fail_from_;
+  int calls_ = 0;
+};
+
+TEST(Scheduler, RequestsMovedToAnotherSchedulerContinueWithTheSameTokensAndText) {
+  Model ma(stories(), 4);
+  Model mb(stories(), 4);
+  FailingExecutor failing(ma.executor, 6);
+  SchedulerOptions o;
+  o.prefill_chunk = 3;  // the fault finds some prompts half evaluated, others decoding
+  Scheduler b(mb.executor, *mb.tokenizer, o);
+  Scheduler a(failing, *ma.tokenizer, o);
+  a.set_mover([&](std::unique_ptr<Scheduler::Sequence>& s) { return b.adopt(s); });
+  const std::vector<std::string> prompts = {"Once upon a time", "Lily and Ben went to the park. They saw a big",
+                                            "The cat"};
+  std::vector<SequenceRequest> requests;
+  std::vector<std::unique_ptr<Collector>> collectors;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto r = request(*ma.tokenizer, prompts[i], 7 + i, 40);
+    r.sampler.temperature = i == 0 ? 0.0f : 0.9f;  // seeded sampling goes on from the state it had
+    r.sampler.frequency_penalty = 0.4f;            // and so does the penalty's token history
+    if (i == 2) r.stop = {"."};
+    requests.push_back(r);
+    collectors.push_back(std::make_unique<Collector>());
+    ASSERT_NE(a.submit(r, collectors.back()->callbacks()), nullptr);
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const SequenceResult got = collectors[i]->wait();
+    expect_same(run_alone(stories(), requests[i]), got, "#" + std::to_string(i));
+    EXPECT_EQ(collectors[i]->text, got.text) << "a token streamed twice or lost, #" << i;
+  }
+  EXPECT_EQ(a.stats().moved_out, requests.size());
+  EXPECT_EQ(b.stats().moved_in, requests.size());
+  EXPECT_EQ(a.stats().active, 0);
+  uint64_t finished = 0;
+  for (uint64_t n : b.stats().finished) finished += n;
+  EXPECT_EQ(finished, requests.size());
+}
+
+TEST(Scheduler, ARequestNoOtherSchedulerTakesEndsWithAnErrorThatSaysSo) {
+  Model m(stories(), 1);
+  FailingExecutor failing(m.executor, 3);
+  Scheduler a(failing, *m.tokenizer, {});
+  a.set_mover([](std::unique_ptr<Scheduler::Sequence>&) { return false; });
+  Collector c;
+  ASSERT_NE(a.submit(request(*m.tokenizer, "Once upon a time", 1, 40), c.callbacks()), nullptr);
+  const SequenceResult got = c.wait();
+  EXPECT_EQ(got.reason, FinishReason::Error);
+  EXPECT_NE(got.error.find("could not be replaced (and no other replica could take the request over)"),
+            std::string::npos)
+      << got.error;
+  EXPECT_EQ(a.stats().moved_out, 0u);
+  EXPECT_EQ(a.stats().active, 0);
 }
 
 }  // namespace

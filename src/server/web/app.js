@@ -221,7 +221,8 @@
       card.dataset.status = r.status;
       card.appendChild(el('div', 'replica-head', 'replica ' + r.id + ' · ' + r.status + ' · ' + r.active + '/' +
           r.parallel + ' decoding, ' + r.queued + ' queued · ' + r.decode_tokens_per_second.toFixed(1) + ' tok/s' +
-          (r.failovers ? ' · ' + r.failovers + ' failover(s), ' + r.replayed_tokens + ' tokens replayed' : '')));
+          (r.failovers ? ' · ' + r.failovers + ' failover(s), ' + r.replayed_tokens + ' tokens replayed' : '') +
+          (r.moved_out ? ' · ' + r.moved_out + ' request(s) moved to another replica' : '')));
       const nodes = el('div', 'nodes');
       for (const n of r.nodes) nodes.appendChild(nodeCard(n, h.model_info));
       card.appendChild(nodes);
