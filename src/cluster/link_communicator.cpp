@@ -226,7 +226,10 @@ void LinkCommunicator::ring_all_reduce(std::span<float> data) {
   const int prev = (rank_ + n - 1) % n;
   const auto step = [&](int send_chunk, int recv_chunk, bool add) {
     const auto [s0, s1] = chunk(data.size(), n, send_chunk);
-    const auto [r0, r1] = chunk(data.size(), n, recv_chunk);
+    // Plain names: clang 14 does not let a lambda capture a structured binding.
+    const auto recv_range = chunk(data.size(), n, recv_chunk);
+    const size_t r0 = recv_range.first;
+    const size_t r1 = recv_range.second;
     const auto receive = [&] {
       take(prev, Op::AllReduce, piece_, deadline(), what);
       scratch_.resize(r1 - r0);

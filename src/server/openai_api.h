@@ -50,8 +50,8 @@ enum class Endpoint { Chat, Completion };
 
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::Chat;
-  std::string model;                  // "" when the client sent none
-  std::vector<ChatMessage> messages;  // chat: each message's role and text alone
+  std::string model;                                                        // "" when the client sent none
+  std::vector<ChatMessage> messages;                                        // chat: each message's role and text alone
   nlohmann::ordered_json chat_messages = nlohmann::ordered_json::array();   // chat: as the Jinja template reads them
   ChatTools tools;                                                          // chat: tools, tool_choice
   nlohmann::ordered_json template_vars = nlohmann::ordered_json::object();  // chat_template_kwargs, reasoning_effort
