@@ -11,7 +11,6 @@
 #include "util/error.h"
 
 int main(int argc, char** argv) {
-  tessera::tune_allocator();  // before anything allocates: the threshold then holds for every block
   CLI::App app{"Tessera: run GGUF language models on one machine or split across several."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tessera 0.1.0");

@@ -1,5 +1,4 @@
-// glibc's mallopt (a fixed mmap threshold, which also stops the trim threshold from moving with it) and
-// malloc_trim.
+// Handing free pages back to the system: glibc's malloc_trim (a no-op elsewhere).
 #include "util/allocator.h"
 
 #include <cstdlib>  // defines __GLIBC__ where the C library is glibc
@@ -9,12 +8,6 @@
 #endif
 
 namespace tessera {
-
-void tune_allocator() {
-#if defined(__GLIBC__)
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);
-#endif
-}
 
 void release_free_memory() {
 #if defined(__GLIBC__)
