@@ -112,13 +112,14 @@ size_t Router::size() const {
 Router::Routed Router::submit(const SequenceRequest& request, const SequenceCallbacks& callbacks) {
   const auto all = replicas();
   if (all.empty()) return {};
+  std::lock_guard lock(submit_mutex_);
   struct Choice {
     bool healthy;
     double load;
     size_t rank;  // rotation among equals
     size_t index;
   };
-  const uint64_t turn = turn_.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t turn = turn_++;
   std::vector<Choice> order;
   for (size_t i = 0; i < all.size(); ++i) {
     order.push_back(

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
+#include <future>
+
 #include "server/http_server.h"
 #include "support/test_paths.h"
 
@@ -41,8 +44,8 @@ struct Fixture {
     m.n_ctx = 256;
     return m;
   }
-  ReplicaSpec replica(bool broken = false) const {
-    auto local = std::make_unique<LocalExecutor>(weights, StageOptions{2, 256, GgmlType::F16}, 1);
+  ReplicaSpec replica(bool broken = false, int64_t slots = 2) const {
+    auto local = std::make_unique<LocalExecutor>(weights, StageOptions{slots, 256, GgmlType::F16}, 1);
     ReplicaSpec spec;
     spec.nodes.push_back(local_node_info(*weights, *local));
     if (broken) {
@@ -175,6 +178,43 @@ TEST(Router, PicksTheLeastLoadedReplica) {
   // Six long requests over three replicas of two slots: two each, never three on one.
   EXPECT_EQ(counts, (std::vector<int>{2, 2, 2}));
   for (auto& h : handles) h->cancel();
+}
+
+TEST(Router, RequestsArrivingTogetherStillSpreadEvenly) {
+  Fixture f;
+  const auto tokenizer = Tokenizer::from_metadata(f.weights->file().metadata());
+  SequenceRequest r;
+  r.prompt = {1};
+  r.max_tokens = -1;
+  r.ignore_eos = true;
+  // Reading the loads and queueing is one step: arrivals that raced used to pile onto one replica.
+  constexpr int kArrivals = 8;
+  for (int trial = 0; trial < 50; ++trial) {
+    Router router;
+    SchedulerOptions so;
+    so.n_parallel = kArrivals / 2;
+    for (int i = 0; i < 2; ++i)
+      router.add(std::make_shared<Replica>(i, f.replica(false, so.n_parallel), *tokenizer, so));
+    std::atomic<int> ready{0};
+    std::vector<std::future<Router::Routed>> arrivals;
+    for (int i = 0; i < kArrivals; ++i) {
+      arrivals.push_back(std::async(std::launch::async, [&] {
+        ready.fetch_add(1);
+        while (ready.load() < kArrivals) std::this_thread::yield();
+        return router.submit(r, {});
+      }));
+    }
+    std::vector<int> counts(2, 0);
+    std::vector<std::shared_ptr<SequenceHandle>> handles;
+    for (auto& a : arrivals) {
+      auto routed = a.get();
+      ASSERT_NE(routed.handle, nullptr);
+      ++counts[static_cast<size_t>(routed.replica)];
+      handles.push_back(routed.handle);
+    }
+    EXPECT_EQ(counts, (std::vector<int>{kArrivals / 2, kArrivals / 2})) << "trial " << trial;
+    for (auto& h : handles) h->cancel();
+  }
 }
 
 }  // namespace
