@@ -106,15 +106,20 @@ def flat_check(samples, first_kill, tolerance=0.10):
     after = [s for s in samples if first_kill is not None and s[0] >= first_kill + 10]
     if len(after) < 2:
         return False, "FAIL: too few samples after the warm-up (run longer than two kill intervals)"
-    t0, rss0, fds0 = after[0]
+    t0, rss0, _ = after[0]
     rss_dev = max(abs(r - rss0) / rss0 for _, r, _ in after)
-    fds_dev = max(abs(f - fds0) / fds0 for _, _, f in after)
+    # A leaked file stays: each sample's files are the least over it and the next two (30 s), so a link being
+    # remade across one sample (a recovery in progress) is not read as a leak. With seven files one more is 14%.
+    fds = [min(f for _, _, f in after[i:i + 3]) for i in range(max(1, len(after) - 2))]
+    fds0 = fds[0]
+    fds_dev = max(abs(f - fds0) / fds0 for f in fds)
     ok = rss_dev <= tolerance and fds_dev <= tolerance
     rss = [r for _, r, _ in after]
     return ok, (f"{'PASS' if ok else 'FAIL'}: after warm-up ({t0:.0f} s -> {after[-1][0]:.0f} s, {len(after)} samples) "
                 f"RSS {rss0 / 2**20:.1f} -> {after[-1][1] / 2**20:.1f} MiB (min {min(rss) / 2**20:.1f}, "
                 f"max {max(rss) / 2**20:.1f}; largest deviation {rss_dev * 100:.1f}%), open files {fds0} -> "
-                f"{after[-1][2]} (largest deviation {fds_dev * 100:.1f}%); limit {tolerance * 100:.0f}%")
+                f"{fds[-1]} (least of three samples; largest deviation {fds_dev * 100:.1f}%, raw max "
+                f"{max(f for _, _, f in after)}); limit {tolerance * 100:.0f}%")
 
 
 def heap_breakdown(pid):
