@@ -38,7 +38,7 @@ extern "C" void on_stop_signal(int) { stop_flag().store(true); }
 void follow_group(const cluster::GroupTask& t) {
   const int n = static_cast<int>(t.join.members.size());
   ModelOptions o;
-  o.model = t.model.string();
+  o.model = t.source ? t.join.file_name : t.model.string();
   o.threads = t.join.threads > 0 ? t.join.threads : t.worker.threads;
   o.n_ctx = t.join.n_ctx;
   o.kv_type = t.join.kv_type == GgmlType::F32 ? "f32" : "f16";
@@ -51,7 +51,7 @@ void follow_group(const cluster::GroupTask& t) {
   o.tp_shares = t.join.shares;
   o.collective_timeout = t.join.timeout_s;
   o.profile_ranks = t.join.profile;
-  load_model(o, t.join.n_slots, true, t.comm);
+  load_model(o, t.join.n_slots, true, t.comm, t.source);
 }
 
 }  // namespace

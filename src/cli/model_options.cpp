@@ -221,7 +221,20 @@ std::shared_ptr<collective::Communicator> start_worker_group(const ModelOptions&
   j.timeout_s = static_cast<float>(o.collective_timeout);
   start.link.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.collective_timeout * 1000));
   start.link.wire = *wire;
-  return cluster::start_group(start);
+  // A worker without the model receives the bytes its rank's share reads, once (its --cache keeps them).
+  start.share = [&](int rank) {
+    ShardSpec spec;
+    spec.rank = rank;
+    spec.n_ranks = n;
+    spec.tp = o.tp > 1;
+    spec.ep = o.ep > 1;
+    if (!o.tp_shares.empty()) spec.shares = parse_shares(o.tp_shares, n);
+    net::GroupJoin mine = start.join;
+    mine.rank = static_cast<uint32_t>(rank);
+    mine.members.resize(static_cast<size_t>(n));
+    return cluster::share_source(m.weights, spec, cluster::share_key(mine));
+  };
+  return cluster::start_group(start).comm;
 }
 
 // MPI and this rank's share of the layers, for --tp/--ep/--pp; the collectives measured (and the ranks profiled).
@@ -340,12 +353,13 @@ void fit_to_memory(const ModelOptions& o, const ModelWeights& w, StageOptions& s
 }
 
 LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executor,
-                       std::shared_ptr<collective::Communicator> group) {
+                       std::shared_ptr<collective::Communicator> group,
+                       std::shared_ptr<const gguf::TensorSource> source) {
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel m;
-  m.weights = ModelWeights::load(o.model);
+  m.weights = source ? ModelWeights::load(std::move(source), {0, -1}, true, true) : ModelWeights::load(o.model);
   try {
-    m.tokenizer = Tokenizer::from_metadata(m.weights->file().metadata());
+    m.tokenizer = Tokenizer::from_metadata(m.weights->source().metadata());
   } catch (const Error& e) {
     fail("{}: {}", o.model, e.what());
   }

@@ -78,9 +78,11 @@ struct LoadedModel {
 // Loads weights, tokenizer and a local executor with n_slots sequences.
 // with_executor false: weights and tokenizer only (the caller builds a distributed executor).
 // group: a worker made a member of a group by its head (o.tp/o.ep as the head's): this rank's communicator, in place
-// of MPI; the call returns once it has followed rank 0 to the end.
+// of MPI; the call returns once it has followed rank 0 to the end. source: the member's share received from its head
+// (in place of the file o.model names).
 LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1, bool with_executor = true,
-                       std::shared_ptr<collective::Communicator> group = nullptr);
+                       std::shared_ptr<collective::Communicator> group = nullptr,
+                       std::shared_ptr<const gguf::TensorSource> source = nullptr);
 StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots);
 // The ranks' shares as a table on rank 0 (a collective: every rank calls it).
 void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage = 0);

@@ -75,6 +75,14 @@ void LinkCommunicator::check_usable() const {
   if (!failure_.empty()) throw Error(fmt::format("the group failed earlier: {}", failure_));
 }
 
+void LinkCommunicator::abort(const std::string& why) {
+  {
+    std::lock_guard lock(abort_mutex_);
+    abort_why_ = why;
+  }
+  aborted_.store(true);
+}
+
 void LinkCommunicator::fail_group(const std::string& why) {
   if (failure_.empty()) failure_ = why;
   const std::string text = fmt::format("{} gave up: {}", describe(rank_), why);
@@ -108,6 +116,14 @@ void LinkCommunicator::put(int to, Op op, std::span<const uint8_t> bytes, const 
 void LinkCommunicator::take(int from, Op op, std::vector<uint8_t>& out, Clock::time_point until, const char* what) {
   auto& link = *members_[static_cast<size_t>(from)].link;
   for (;;) {
+    if (aborted_.load()) {
+      std::string why;
+      {
+        std::lock_guard lock(abort_mutex_);
+        why = abort_why_;
+      }
+      fail_group(why);
+    }
     const auto now = Clock::now();
     if (now >= until) {
       fail_group(
@@ -116,8 +132,11 @@ void LinkCommunicator::take(int from, Op op, std::vector<uint8_t>& out, Clock::t
                       what, std::chrono::duration<double>(options_.timeout).count(), describe(from)));
     }
     // Without a deadline the link's heartbeats still end the wait when the member dies or stops.
-    const auto wait = until == Clock::time_point::max() ? std::chrono::milliseconds(3600 * 1000)
-                                                        : std::chrono::ceil<std::chrono::milliseconds>(until - now);
+    // In slices, so an abort() is seen within a quarter of a second.
+    constexpr std::chrono::milliseconds kSlice(250);
+    const auto wait = until == Clock::time_point::max()
+                          ? kSlice
+                          : std::min(kSlice, std::chrono::ceil<std::chrono::milliseconds>(until - now));
     std::optional<net::Message> msg;
     try {
       msg = link.recv(wait);

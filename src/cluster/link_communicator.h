@@ -3,8 +3,10 @@
 // instead of through the head. Same interface and the same sums on every rank as the MPI backend.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,9 @@ class LinkCommunicator : public collective::Communicator {
   std::string describe(int member) const;
   // Set after a failure: every later call throws it again (the links are closed).
   bool failed() const { return !failure_.empty(); }
+  // From another thread (a worker told to stop): the wait in progress, or the next one, ends the group with `why`,
+  // told to every member, within a quarter of a second.
+  void abort(const std::string& why);
 
  private:
   enum class Op : uint16_t { AllReduce = 1, Broadcast = 2, Gather = 3, AllGather = 4, PointToPoint = 5 };
@@ -77,6 +82,9 @@ class LinkCommunicator : public collective::Communicator {
   LinkOptions options_;
   std::vector<uint64_t> sent_, received_;  // pieces on each link, both ways
   std::string failure_;
+  std::atomic<bool> aborted_{false};
+  std::mutex abort_mutex_;
+  std::string abort_why_;
   uint64_t bytes_out_ = 0;  // payload bytes of the current collective
   std::vector<uint8_t> wire_, piece_;
   std::vector<std::vector<uint8_t>> pieces_;

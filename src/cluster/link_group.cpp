@@ -4,13 +4,42 @@
 
 #include <random>
 
+#include "cluster/progress.h"
 #include "net/handshake.h"
 #include "util/error.h"
 #include "util/log.h"
 
 namespace tessera::cluster {
 
-std::shared_ptr<LinkCommunicator> start_group(const GroupStart& start) {
+namespace {
+
+// A member without the model: its table, its answer (ShareAccept, or an Error: too little memory), its bytes.
+uint64_t send_share_to(net::Connection& link, const GroupStart& start, int rank, uint64_t group_id,
+                       const std::string& who) {
+  if (!start.share) fail("{} has no copy of the model, and this head sends none", who);
+  ShareSource share = start.share(rank);
+  share.table.group_id = group_id;
+  log_info("group: {} has no copy of the model: sending its share, {} of the model's {}", who,
+           TransferProgress::format_bytes(share.bytes), TransferProgress::format_bytes(share.model_bytes));
+  link.send(share.table);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  for (;;) {
+    auto msg = link.recv(std::chrono::milliseconds(200));
+    if (!msg) {
+      if (std::chrono::steady_clock::now() >= until) fail("{} did not answer its share's table", who);
+      continue;
+    }
+    if (const auto* error = std::get_if<net::ErrorMsg>(&*msg))
+      fail("{} cannot join the group: {}", who, error->message);
+    if (std::holds_alternative<net::ShareAccept>(*msg)) break;
+    fail("{} answered its share's table with {}", who, net::msg_type_name(net::type_of(*msg)));
+  }
+  return send_share(link, share);
+}
+
+}  // namespace
+
+StartedGroup start_group(const GroupStart& start) {
   const int n = static_cast<int>(start.workers.size()) + 1;
   std::random_device random;
   net::GroupJoin join = start.join;
@@ -34,10 +63,11 @@ std::shared_ptr<LinkCommunicator> start_group(const GroupStart& start) {
       fail("{} cannot join the group: {}", who, e.what());
     }
   }
+  std::vector<uint64_t> sent(static_cast<size_t>(n), 0);
   for (int r = 1; r < n; ++r) {
     auto& m = members[static_cast<size_t>(r)];
     const std::string who = fmt::format("worker {} ({})", m.name, m.address);
-    const auto until = std::chrono::steady_clock::now() + start.ready_timeout;
+    auto until = std::chrono::steady_clock::now() + start.ready_timeout;
     for (;;) {
       std::optional<net::Message> msg;
       try {
@@ -54,15 +84,25 @@ std::shared_ptr<LinkCommunicator> start_group(const GroupStart& start) {
       }
       if (const auto* error = std::get_if<net::ErrorMsg>(&*msg))
         fail("{} cannot join the group: {}", who, error->message);
+      if (std::holds_alternative<net::ShareRequest>(*msg)) {
+        sent[static_cast<size_t>(r)] = send_share_to(*m.link, start, r, join.group_id, who);
+        until = std::chrono::steady_clock::now() + start.ready_timeout;
+        continue;
+      }
       const auto* ready = std::get_if<net::GroupReady>(&*msg);
       if (ready == nullptr || ready->group_id != join.group_id) {
         fail("{} answered the group with {}", who, net::msg_type_name(net::type_of(*msg)));
       }
+      log_info("group: {}: weights from {}, {} weight bytes sent", who,
+               ready->weights_from.empty() ? "?" : ready->weights_from, sent[static_cast<size_t>(r)]);
       break;
     }
   }
   log_info("group: {} members linked over TLS ({} wire for the partial sums)", n, net::wire_type_name(start.link.wire));
-  return std::make_shared<LinkCommunicator>(0, std::move(members), start.link);
+  uint64_t total = 0;
+  for (uint64_t b : sent) total += b;
+  log_info("group: {} weight bytes sent to the members", total);
+  return {std::make_shared<LinkCommunicator>(0, std::move(members), start.link), std::move(sent)};
 }
 
 }  // namespace tessera::cluster

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cluster/group_share.h"
 #include "cluster/link_communicator.h"
 #include "net/keys.h"
 #include "net/messages.h"
@@ -28,9 +30,16 @@ struct GroupStart {
   std::chrono::milliseconds connect_timeout{10000};
   // A worker that opens the model and links to its peers within this long is ready.
   std::chrono::milliseconds ready_timeout{120000};
+  // The share of a rank whose worker has no copy of the model (ShareRequest); unset: such a worker is refused.
+  std::function<ShareSource(int rank)> share;
+};
+
+struct StartedGroup {
+  std::shared_ptr<LinkCommunicator> comm;
+  std::vector<uint64_t> weight_bytes_sent;  // by rank (0 for the head): shares streamed to the members
 };
 
 // Throws Error naming the worker that cannot be reached, refuses, lacks the model or does not link to its peers.
-std::shared_ptr<LinkCommunicator> start_group(const GroupStart& start);
+StartedGroup start_group(const GroupStart& start);
 
 }  // namespace tessera::cluster

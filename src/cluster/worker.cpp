@@ -28,6 +28,7 @@ Worker::Worker(WorkerOptions options)
 
 Worker::~Worker() {
   stopping_ = true;
+  group_.abort(fmt::format("worker {} is stopping and left the group", options_.name));
   if (session_thread_.joinable()) session_thread_.join();
 }
 
@@ -81,6 +82,8 @@ void Worker::serve(const std::atomic<bool>& stop) {
     }
   }
   stopping_ = true;
+  // A group's follower waits on its head, not on stopping_: end the group, telling its members who left.
+  group_.abort(fmt::format("worker {} is stopping (SIGTERM or SIGINT) and left the group", options_.name));
   if (session_thread_.joinable()) session_thread_.join();
 }
 
@@ -116,7 +119,7 @@ void Worker::session(std::unique_ptr<net::Connection> owned, std::string head_na
       if (const auto* join = std::get_if<net::GroupJoin>(&*msg)) {
         // A group ends the session: the head's link carried the group's collectives and closes with it.
         try {
-          join_group(*join, conn, options_, inbox_);
+          join_group(*join, conn, options_, inbox_, group_);
           log_info("worker {}: {} ended the group", options_.name, head_name);
         } catch (const std::exception& e) {
           log_warn("worker {}: group of {}: {}", options_.name, head_name, e.what());

@@ -63,8 +63,10 @@ class Worker {
   std::thread session_thread_;
   std::atomic<bool> stopping_{false};
   ProbeCache probe_cache_;
-  PeerInbox inbox_;  // links from the peers of a group this worker is joining  // this machine's profile for heads'
-                     // ProbeRequests, kept a few minutes between heads
+  PeerInbox inbox_;
+  ActiveGroup group_;  // the group the session follows, ended when the worker stops  // links from the peers of a group
+                       // this worker is joining  // this machine's profile for heads' ProbeRequests, kept a few minutes
+                       // between heads
 };
 
 }  // namespace tessera::cluster

@@ -4,10 +4,14 @@
 
 #include <algorithm>
 
+#include "cluster/group_share.h"
 #include "cluster/link_communicator.h"
 #include "cluster/model_identity.h"
+#include "cluster/progress.h"
+#include "cluster/share_store.h"
 #include "cluster/worker.h"
 #include "gguf/gguf_file.h"
+#include "hw/probe.h"
 #include "net/handshake.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -40,19 +44,38 @@ std::unique_ptr<net::Connection> PeerInbox::take(uint64_t group, uint32_t rank, 
   }
 }
 
+void ActiveGroup::set(std::shared_ptr<LinkCommunicator> comm) {
+  std::lock_guard lock(mutex_);
+  comm_ = std::move(comm);
+  if (comm_ && !aborted_.empty()) comm_->abort(aborted_);
+}
+
+void ActiveGroup::clear() {
+  std::lock_guard lock(mutex_);
+  comm_.reset();
+}
+
+void ActiveGroup::abort(const std::string& why) {
+  std::lock_guard lock(mutex_);
+  aborted_ = why;
+  if (comm_) comm_->abort(why);
+}
+
 namespace {
 
-std::filesystem::path find_model(const net::GroupJoin& join, const WorkerOptions& o) {
+// Where a member's weights come from: its own file, or its share (cache or head).
+struct GroupModel {
+  std::filesystem::path path;
+  std::shared_ptr<const gguf::TensorSource> source;
+  std::string from;
+};
+
+std::optional<std::filesystem::path> own_copy(const net::GroupJoin& join, const WorkerOptions& o) {
   const std::string me = fmt::format("worker {}", o.name);
-  if (!o.weights.models_dir) {
-    fail("{} has no --models folder: each member of a group opens the model ({}) from its own copy", me,
-         join.file_name);
-  }
+  if (!o.weights.models_dir) return std::nullopt;
   const auto path = *o.weights.models_dir / join.file_name;
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    fail("{}: the model {} is not in its --models folder {}", me, join.file_name, o.weights.models_dir->string());
-  }
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   const auto file = gguf::GgufFile::open(path);
   if (file.file_size() != join.file_size) {
     fail("{}: its {} has {} bytes, the head's {}: a different file", me, path.string(), file.file_size(),
@@ -64,10 +87,66 @@ std::filesystem::path find_model(const net::GroupJoin& join, const WorkerOptions
   return path;
 }
 
+// The next message from the head within `limit`, which must be an M (an Error from the head ends the join).
+template <class M>
+M expect_from_head(net::Connection& head, std::chrono::milliseconds limit, const std::string& me, const char* what) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    auto msg = head.recv(200ms);
+    if (!msg) {
+      if (std::chrono::steady_clock::now() >= until) fail("{}: the head sent no {} in time", me, what);
+      continue;
+    }
+    if (auto* m = std::get_if<M>(&*msg)) return std::move(*m);
+    if (const auto* e = std::get_if<net::ErrorMsg>(&*msg)) fail("{}: the head: {}", me, e->message);
+    fail("{}: the head sent {} instead of {}", me, net::msg_type_name(net::type_of(*msg)), what);
+  }
+}
+
+// The member's share, from its --cache or from the head (admitted against --mem-limit before any byte is sent).
+GroupModel receive_share(const net::GroupJoin& join, net::Connection& head, const WorkerOptions& o) {
+  const std::string me = fmt::format("worker {}", o.name);
+  const net::Hash128 key = share_key(join);
+  if (o.weights.cache_dir) {
+    std::string problem;
+    if (auto source = cached_share(*o.weights.cache_dir, key, join.file_name, problem)) {
+      log_info("{}: its share of {} (rank {}) found in its cache {}: nothing to receive", me, join.file_name, join.rank,
+               o.weights.cache_dir->string());
+      return {{}, std::move(source), "its cache"};
+    }
+    if (!problem.empty()) log_warn("{}: its cached share is not usable ({}): receiving it again", me, problem);
+  }
+  head.send(net::ShareRequest{join.group_id});
+  net::ShareTable table = expect_from_head<net::ShareTable>(head, 120s, me, "share table");
+  if (table.key != key) fail("{}: the head's share table is for another layout", me);
+  ShareReceiver receiver(std::move(table), o.weights.cache_dir, join.file_name);
+  const auto gib = [](uint64_t b) { return static_cast<double>(b) / (1 << 30); };
+  const bool by_flag = o.mem_limit > 0;
+  const uint64_t limit = by_flag ? o.mem_limit : read_meminfo().available_bytes;
+  if (limit > 0 && receiver.bytes_needed() > limit) {
+    fail(
+        "{}: not enough memory: its share of {} is {:.2f} GiB and it may use {:.2f} GiB ({}); refused before any was "
+        "sent",
+        me, join.file_name, gib(receiver.bytes_needed()), gib(limit), by_flag ? "--mem-limit" : "the memory available");
+  }
+  head.send(net::ShareAccept{join.group_id});
+  TransferProgress progress(fmt::format("{}: receiving its share from the head", me), receiver.bytes_needed());
+  while (!receiver.complete()) {
+    const auto chunk = expect_from_head<net::WeightChunk>(head, 60s, me, "share chunk");
+    receiver.receive(chunk);
+    progress.update(receiver.bytes_received());
+  }
+  auto source = receiver.finish();
+  log_info("{}: received its share of {} (rank {}): {}{}", me, join.file_name, join.rank,
+           TransferProgress::format_bytes(receiver.bytes_received()),
+           o.weights.cache_dir ? ", kept in its cache for the next start" : " (no --cache: sent again next time)");
+  return {{}, std::move(source), fmt::format("the head ({} bytes)", receiver.bytes_received())};
+}
+
 }  // namespace
 
 void join_group(const net::GroupJoin& join, std::shared_ptr<net::Connection> head, const WorkerOptions& o,
-                PeerInbox& inbox) {
+                PeerInbox& inbox, ActiveGroup& active) {
   const std::string me = fmt::format("worker {}", o.name);
   if (!o.follow_group) fail("{} cannot follow a tensor-parallel group", me);
   if (!o.key) {
@@ -76,7 +155,12 @@ void join_group(const net::GroupJoin& join, std::shared_ptr<net::Connection> hea
         "authenticates them",
         me);
   }
-  const std::filesystem::path model = find_model(join, o);
+  GroupModel model;
+  if (auto path = own_copy(join, o)) {
+    model = {*path, nullptr, "its --models copy"};
+  } else {
+    model = receive_share(join, *head, o);
+  }
   const int n = static_cast<int>(join.members.size());
   const int rank = static_cast<int>(join.rank);
   const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(join.timeout_s * 1000.0f));
@@ -102,7 +186,8 @@ void join_group(const net::GroupJoin& join, std::shared_ptr<net::Connection> hea
       fail("{} could not link to its peer {}: {}", me, describe(q), e.what());
     }
   }
-  const auto until = std::chrono::steady_clock::now() + std::max<std::chrono::milliseconds>(timeout, 30s);
+  // Peers that receive their share first link late: the head, which bounds the whole start, ends a wait too long.
+  const auto until = std::chrono::steady_clock::now() + std::max<std::chrono::milliseconds>(timeout, 600s);
   for (int q = rank + 1; q < n; ++q) {
     auto& m = members[static_cast<size_t>(q)];
     while (!m.link) {
@@ -117,14 +202,21 @@ void join_group(const net::GroupJoin& join, std::shared_ptr<net::Connection> hea
       }
     }
   }
-  head->send(net::GroupReady{join.group_id});
+  head->send(net::GroupReady{join.group_id, model.from});
   LinkOptions lo;
   lo.timeout = timeout;
   lo.wire = join.wire_type;
   auto comm = std::make_shared<LinkCommunicator>(rank, std::move(members), lo);
-  log_info("{}: rank {} of a group of {} over {} ({} wire), following the head", me, rank, n, model.filename().string(),
+  log_info("{}: rank {} of a group of {} over {} ({} wire), following the head", me, rank, n, join.file_name,
            net::wire_type_name(join.wire_type));
-  o.follow_group(GroupTask{join, model, comm, o});
+  active.set(comm);
+  try {
+    o.follow_group(GroupTask{join, model.path, model.source, comm, o});
+  } catch (...) {
+    active.clear();
+    throw;
+  }
+  active.clear();
 }
 
 }  // namespace tessera::cluster

@@ -9,9 +9,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "collective/communicator.h"
+#include "gguf/gguf_file.h"
 #include "net/messages.h"
 #include "net/transport.h"
 
@@ -39,20 +41,38 @@ class PeerInbox {
   std::vector<Arrival> arrivals_;
 };
 
+class LinkCommunicator;
+
+// The group a worker is in, so a worker told to stop ends it (LinkCommunicator::abort: every member hears why) rather
+// than waiting for its head to end it. An abort before the group is linked ends it as soon as it is.
+class ActiveGroup {
+ public:
+  void set(std::shared_ptr<LinkCommunicator> comm);
+  void clear();
+  void abort(const std::string& why);
+
+ private:
+  std::mutex mutex_;
+  std::shared_ptr<LinkCommunicator> comm_;
+  std::string aborted_;
+};
+
 // What the command that started the worker runs as a group member: load the model's share over `comm` and follow
 // rank 0 (the same code an MPI rank runs), returning when rank 0 ends the group.
 struct GroupTask {
   const net::GroupJoin& join;
-  std::filesystem::path model;
+  std::filesystem::path model;                       // the member's own copy, or empty when `source` holds its share
+  std::shared_ptr<const gguf::TensorSource> source;  // the share received from the head (or found in its cache)
   std::shared_ptr<collective::Communicator> comm;
   const WorkerOptions& worker;
 };
 using GroupFollower = std::function<void(const GroupTask&)>;
 
-// Joins the group the head asked for on `head`: checks the model in --models against the head's identity, links to
-// the peers (dialling those ranked below, taking those above from the inbox), answers GroupReady and follows.
-// Throws Error with a message for the head (model missing or different, no key, a peer that does not link).
+// Joins the group the head asked for on `head`: checks the model in --models against the head's identity (or, without
+// it, takes its share from its --cache or asks the head for it: ShareRequest), links to the peers (dialling those
+// ranked below, taking those above from the inbox), answers GroupReady and follows. Throws Error with a message for the
+// head (model missing or different, no key, a peer that does not link).
 void join_group(const net::GroupJoin& join, std::shared_ptr<net::Connection> head, const WorkerOptions& options,
-                PeerInbox& inbox);
+                PeerInbox& inbox, ActiveGroup& active);
 
 }  // namespace tessera::cluster

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <set>
 
 #include "model/model_weights.h"
 #include "tensor/quant.h"
@@ -36,6 +37,8 @@ class ShardBuilder {
   void cut(TensorView& view, std::vector<Range> rows, int64_t c0, int64_t c1, std::array<int64_t, 4> ne,
            std::vector<int64_t> starts = {}) {
     if (view.empty()) return;
+    cut_views_.insert(&view);
+    cut_data_.insert(view.data);
     if (c1 <= c0 || ne[1] == 0) {  // this rank holds none of it
       view = TensorView{};
       return;
@@ -54,6 +57,29 @@ class ShardBuilder {
     total_ += (static_cast<size_t>(n_rows) * c.row_bytes + 63) / 64 * 64;
     cuts_.push_back(std::move(c));
   }
+
+  // What the copies would read of their sources: a run of rows each, the whole row for a cut held in f32.
+  struct Run {
+    const uint8_t* first;
+    uint64_t bytes, stride, count;
+  };
+  std::vector<Run> runs() const {
+    std::vector<Run> out;
+    for (const Cut& c : cuts_) {
+      const auto& traits = type_traits(c.src.type);
+      for (size_t i = 0; i < c.rows.size(); ++i) {
+        const auto [r0, r1] = c.rows[i];
+        if (r1 <= r0) continue;
+        const int64_t c0 = c.starts.empty() ? c.c0 : c.starts[i];
+        const size_t skip = c.as_f32 ? 0 : static_cast<size_t>(c0 / traits.block_size) * traits.type_size;
+        out.push_back({c.src.row(r0) + skip, c.as_f32 ? c.src.row_bytes : c.row_bytes, c.src.row_bytes,
+                       static_cast<uint64_t>(r1 - r0)});
+      }
+    }
+    return out;
+  }
+  const std::set<const TensorView*>& cut_views() const { return cut_views_; }
+  const std::set<const uint8_t*>& cut_data() const { return cut_data_; }
 
   std::shared_ptr<const HugeBuffer> build(ThreadPool& pool) {
     auto buffer = std::make_shared<HugeBuffer>(std::max<size_t>(total_, 64));
@@ -95,6 +121,8 @@ class ShardBuilder {
 
   std::vector<Cut> cuts_;
   size_t total_ = 0;
+  std::set<const TensorView*> cut_views_;  // the views cut (some to nothing)
+  std::set<const uint8_t*> cut_data_;      // their sources' data
 };
 
 std::vector<float> slice(const std::vector<float>& v, int64_t first, int64_t count) {
@@ -115,6 +143,23 @@ Range column_share(int64_t cols, const TensorView& w, const ShardSpec& spec, con
 
 std::shared_ptr<const ModelWeights> ModelWeights::sharded(const std::shared_ptr<const ModelWeights>& weights,
                                                           const ShardSpec& spec, ThreadPool& pool) {
+  return shard_impl(weights, spec, &pool, nullptr);
+}
+
+std::vector<ShareExtent> ModelWeights::share_extents(const std::shared_ptr<const ModelWeights>& weights,
+                                                     const ShardSpec& spec) {
+  std::vector<ShareExtent> out;
+  if (!spec.sharded()) {
+    for (const auto& t : weights->source().tensors()) out.push_back({t.name, 0, t.n_bytes, t.n_bytes, 1});
+    return out;
+  }
+  shard_impl(weights, spec, nullptr, &out);
+  return out;
+}
+
+std::shared_ptr<const ModelWeights> ModelWeights::shard_impl(const std::shared_ptr<const ModelWeights>& weights,
+                                                             const ShardSpec& spec, ThreadPool* pool,
+                                                             std::vector<ShareExtent>* extents) {
   if (!spec.sharded()) return weights;
   if (weights->shard_.sharded()) fail("the weights are already a shard");
   auto w = std::shared_ptr<ModelWeights>(new ModelWeights(*weights));
@@ -231,7 +276,38 @@ std::shared_ptr<const ModelWeights> ModelWeights::sharded(const std::shared_ptr<
     b.cut(w->output_, {{v0, v1}}, 0, c.n_embd, {c.n_embd, v1 - v0, 1, 1});
     w->vocab0_ = v0;
   }
-  w->shard_copy_ = b.build(pool);
+  if (extents == nullptr) {
+    w->shard_copy_ = b.build(*pool);
+    return w;
+  }
+  // A tensor is read whole unless every view of it was cut (a tied head is cut by vocabulary, its embedding not).
+  std::vector<const uint8_t*> whole;
+  const auto note = [&](const TensorView& v) {
+    if (!v.empty() && b.cut_views().count(&v) == 0) whole.push_back(v.data);
+  };
+  for (const auto& lw : w->layer_weights_) {
+    for (const TensorView* v :
+         {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.ffn_gate, &lw.ffn_up, &lw.ffn_down, &lw.ffn_gate_inp, &lw.ffn_gate_exps,
+          &lw.ffn_up_exps, &lw.ffn_down_exps, &lw.ffn_gate_up_exps, &lw.ple_gate, &lw.ple_proj}) {
+      note(*v);
+    }
+  }
+  for (const TensorView* v : {&w->per_layer_proj_, &w->output_, &w->token_embd_, &w->per_layer_tok_embd_}) note(*v);
+  const auto runs = b.runs();
+  for (const auto& t : w->source_->tensors()) {
+    const auto data = w->source_->tensor_data(t);
+    const auto inside = [&](const uint8_t* p) { return p >= data.data() && p < data.data() + data.size(); };
+    const bool cut = std::any_of(b.cut_data().begin(), b.cut_data().end(), inside);
+    if (!cut || std::any_of(whole.begin(), whole.end(), inside)) {
+      extents->push_back({t.name, 0, t.n_bytes, t.n_bytes, 1});
+      continue;
+    }
+    for (const auto& r : runs) {
+      if (inside(r.first)) {
+        extents->push_back({t.name, static_cast<uint64_t>(r.first - data.data()), r.bytes, r.stride, r.count});
+      }
+    }
+  }
   return w;
 }
 

@@ -49,6 +49,16 @@ struct LayerWeights {
   bool attn_split = false;  // the attention's heads are split over the ranks (its output is a partial sum)
 };
 
+// Bytes of one tensor of the source that a rank's share reads: `count` runs of `bytes`, `stride` apart, from
+// `offset` (a row range of a cut matrix, or the whole tensor as one run).
+struct ShareExtent {
+  std::string tensor;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  uint64_t stride = 0;
+  uint64_t count = 1;
+};
+
 struct LayerRange {
   int64_t begin = 0;  // first layer
   int64_t end = 0;    // one past the last layer
@@ -72,6 +82,10 @@ class ModelWeights {
   // that many ways.
   static std::shared_ptr<const ModelWeights> sharded(const std::shared_ptr<const ModelWeights>& weights,
                                                      const ShardSpec& spec, ThreadPool& pool);
+  // What sharded() reads of the source for `spec`, tensor by tensor in the source's order: the rank's slices of
+  // the matrices it cuts, every other tensor whole. A member that lacks the file receives just these bytes.
+  static std::vector<ShareExtent> share_extents(const std::shared_ptr<const ModelWeights>& weights,
+                                                const ShardSpec& spec);
   const ShardSpec& shard() const { return shard_; }
   int64_t vocab0() const { return vocab0_; }  // the output head's first row held (split by vocabulary)
 
@@ -115,6 +129,10 @@ class ModelWeights {
  private:
   explicit ModelWeights(std::shared_ptr<const gguf::TensorSource> source) : source_(std::move(source)) {}
   ModelWeights(const ModelWeights&) = default;
+  // sharded()'s cuts; with `extents`, only what they read is listed and nothing is copied.
+  static std::shared_ptr<const ModelWeights> shard_impl(const std::shared_ptr<const ModelWeights>& weights,
+                                                        const ShardSpec& spec, ThreadPool* pool,
+                                                        std::vector<ShareExtent>* extents);
   // Every matrix view of the weights that packing covers (layers and head), for packing and for its size.
   template <class Self, class Fn>
   static void for_each_matrix(Self& self, Fn&& fn);

@@ -277,6 +277,30 @@ Hash128 content_hash(std::span<const uint8_t> bytes) {
   return out;
 }
 
+struct ContentHasher::State {
+  XXH3_state_t* xxh = XXH3_createState();
+  ~State() { XXH3_freeState(xxh); }
+};
+
+ContentHasher::ContentHasher() : state_(std::make_unique<State>()) {
+  if (state_->xxh == nullptr) fail("out of memory for a hash state");
+  XXH3_128bits_reset(state_->xxh);
+}
+
+ContentHasher::~ContentHasher() = default;
+
+void ContentHasher::update(std::span<const uint8_t> bytes) {
+  XXH3_128bits_update(state_->xxh, bytes.data(), bytes.size());
+}
+
+Hash128 ContentHasher::digest() const {
+  XXH128_canonical_t canonical;
+  XXH128_canonicalFromHash(&canonical, XXH3_128bits_digest(state_->xxh));
+  Hash128 out;
+  std::memcpy(out.data(), canonical.digest, out.size());
+  return out;
+}
+
 std::string hash_hex(const Hash128& hash) {
   std::string s;
   s.reserve(32);

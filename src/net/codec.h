@@ -5,6 +5,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -137,5 +138,20 @@ std::vector<float> decode_activations(const Activations& a);
 using Hash128 = std::array<uint8_t, 16>;
 Hash128 content_hash(std::span<const uint8_t> bytes);
 std::string hash_hex(const Hash128& hash);
+
+// The same hash over bytes that arrive in pieces: digest() equals content_hash of them all, concatenated.
+class ContentHasher {
+ public:
+  ContentHasher();
+  ~ContentHasher();
+  ContentHasher(const ContentHasher&) = delete;
+  ContentHasher& operator=(const ContentHasher&) = delete;
+  void update(std::span<const uint8_t> bytes);
+  Hash128 digest() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace tessera::net

@@ -51,6 +51,12 @@ std::string_view msg_type_name(MsgType type) {
       return "GroupLink";
     case MsgType::CollectiveData:
       return "CollectiveData";
+    case MsgType::ShareRequest:
+      return "ShareRequest";
+    case MsgType::ShareTable:
+      return "ShareTable";
+    case MsgType::ShareAccept:
+      return "ShareAccept";
   }
   return "?";
 }
@@ -69,6 +75,7 @@ size_t max_body_bytes(MsgType type) {
     case MsgType::Pong:
       return kMaxPingBytes + kSlack;
     case MsgType::LoadStage:
+    case MsgType::ShareTable:
       return 64u << 20;
     case MsgType::LoadReply:
       return 2 * 16 * kMaxTensors + kSlack;

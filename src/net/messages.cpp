@@ -371,6 +371,7 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, GroupJ
 template <typename IO, typename M>
 void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, GroupReady> {
   io.u64("group_id", m.group_id);
+  io.string("weights_from", m.weights_from, 0, kMaxReason, Charset::Text);
 }
 
 template <typename IO, typename M>
@@ -384,6 +385,54 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, Collec
   io.u16("op", m.op, 1);
   io.u64("seq", m.seq);
   io.bytes("payload", m.payload, 0, kMaxChunkBytes);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ShareRequest> {
+  io.u64("group_id", m.group_id);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ShareAccept> {
+  io.u64("group_id", m.group_id);
+}
+
+template <typename IO, typename M>
+void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ShareTable> {
+  io.u64("group_id", m.group_id);
+  io.hash("key", m.key);
+  io.hash("share_hash", m.share_hash);
+  io.bytes("model_metadata", m.model_metadata, 0, kMaxModelMetadata);
+  const size_t n = io.count("n_tensors", m.tensors.size(), 1, kMaxTensors, 44);
+  io.sized("tensors", m.tensors, n);
+  std::unordered_set<std::string_view> names;
+  for (size_t i = 0; i < n; ++i) {
+    tensor_fields(io, m.tensors[i], static_cast<int64_t>(i));
+    if (!names.insert(m.tensors[i].name).second) {
+      io.bad(Field("tensors", static_cast<int64_t>(i), "name"), fmt::format("'{}' appears twice", m.tensors[i].name));
+    }
+  }
+  // Smallest run: tensor 4, offset, bytes, stride and count 8 each.
+  const size_t n_runs = io.count("n_runs", m.runs.size(), 0, kMaxShareRuns, 36);
+  io.sized("runs", m.runs, n_runs);
+  for (size_t i = 0; i < n_runs; ++i) {
+    const auto at = static_cast<int64_t>(i);
+    auto& r = m.runs[i];
+    io.u32(Field("runs", at, "tensor"), r.tensor, 0, static_cast<uint32_t>(n - 1));
+    io.u64(Field("runs", at, "offset"), r.offset, kMaxByteCount);
+    io.u64(Field("runs", at, "bytes"), r.bytes, kMaxByteCount);
+    io.u64(Field("runs", at, "stride"), r.stride, kMaxByteCount);
+    io.u64(Field("runs", at, "count"), r.count, kMaxByteCount);
+    const uint64_t size = m.tensors[r.tensor].n_bytes;
+    // Every run lies inside its tensor: offset + (count - 1) * stride + bytes <= n_bytes, without overflow.
+    const bool fits = r.bytes >= 1 && r.count >= 1 && r.stride >= r.bytes && r.offset <= size &&
+                      r.bytes <= size - r.offset && (r.count - 1) <= (size - r.offset - r.bytes) / r.stride;
+    if (!fits) {
+      io.bad(Field("runs", at, "offset"),
+             fmt::format("{} runs of {} bytes, {} apart, from {} leave the tensor of {} bytes", r.count, r.bytes,
+                         r.stride, r.offset, size));
+    }
+  }
 }
 
 template <typename M>
@@ -513,6 +562,12 @@ Message decode_body(MsgType type, std::span<const uint8_t> body) {
       return decode_as<GroupLink>(body);
     case MsgType::CollectiveData:
       return decode_as<CollectiveData>(body);
+    case MsgType::ShareRequest:
+      return decode_as<ShareRequest>(body);
+    case MsgType::ShareTable:
+      return decode_as<ShareTable>(body);
+    case MsgType::ShareAccept:
+      return decode_as<ShareAccept>(body);
   }
   fail("bad frame: unknown message type {}", static_cast<int>(type));
 }

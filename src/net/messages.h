@@ -17,7 +17,7 @@ namespace tessera::net {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 7;
+inline constexpr uint16_t kProtocolVersion = 8;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -43,6 +43,9 @@ enum class MsgType : uint16_t {
   GroupReady = 65,
   GroupLink = 66,
   CollectiveData = 67,
+  ShareRequest = 68,
+  ShareTable = 69,
+  ShareAccept = 70,
 };
 
 std::string_view msg_type_name(MsgType type);
@@ -77,9 +80,10 @@ inline constexpr uint32_t kMaxVocab = 1u << 24;
 inline constexpr uint32_t kMaxLogprobs = 256;
 inline constexpr size_t kMaxGrammarBytes = size_t{1} << 20;  // a sampling request's grammar text
 inline constexpr int32_t kMaxSeq = 1 << 20;
-inline constexpr size_t kMaxAddress = 300;      // "host:port" of a group member
-inline constexpr uint32_t kMaxGroup = 256;      // members of a tensor-parallel group
-inline constexpr size_t kMaxSharesText = 4096;  // "2,1,1"
+inline constexpr size_t kMaxAddress = 300;         // "host:port" of a group member
+inline constexpr uint32_t kMaxGroup = 256;         // members of a tensor-parallel group
+inline constexpr size_t kMaxSharesText = 4096;     // "2,1,1"
+inline constexpr size_t kMaxShareRuns = 1u << 20;  // runs of a share's bytes (ShareTable)
 
 // Peer: a worker dialling another worker of its tensor-parallel group (protocol 7).
 enum class Role : uint8_t { Head = 1, Worker = 2, Peer = 3 };
@@ -375,6 +379,7 @@ struct GroupJoin {
 struct GroupReady {
   static constexpr MsgType kType = MsgType::GroupReady;
   uint64_t group_id = 0;
+  std::string weights_from;  // for the head's log: "its --models copy", "its cache", "the head (N bytes)"
   bool operator==(const GroupReady&) const = default;
 };
 
@@ -396,9 +401,50 @@ struct CollectiveData {
   bool operator==(const CollectiveData&) const = default;
 };
 
-using Message = std::variant<Hello, HelloAck, Heartbeat, Ping, Pong, ErrorMsg, Bye, LoadStage, LoadReply, WeightChunk,
-                             LoadProgress, LoadDone, Forward, ForwardResult, ClearSequence, TruncateSequence,
-                             ProbeRequest, ProbeReply, GroupJoin, GroupReady, GroupLink, CollectiveData>;
+// ---- A member without the model receives just its share (protocol 8; docs/parallel.md, "Shares sent once") ----
+
+// Worker -> head, instead of GroupReady: this member has no copy of the model (nor its share in its cache); the head
+// answers ShareTable.
+struct ShareRequest {
+  static constexpr MsgType kType = MsgType::ShareRequest;
+  uint64_t group_id = 0;
+  bool operator==(const ShareRequest&) const = default;
+};
+
+// `count` runs of `bytes`, `stride` apart, from `offset` of tensor `tensor` (an index into ShareTable::tensors).
+struct ShareRun {
+  uint32_t tensor = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+  uint64_t stride = 0;
+  uint64_t count = 1;
+  bool operator==(const ShareRun&) const = default;
+};
+
+// Head -> worker: the model's metadata and tensor table, and the runs of bytes this member's share reads; their
+// bytes follow, in run order, as WeightChunks named by `key` once the worker says ShareAccept.
+struct ShareTable {
+  static constexpr MsgType kType = MsgType::ShareTable;
+  uint64_t group_id = 0;
+  Hash128 key{};         // names the share: model identity, layout, rank (the worker's cache keeps it under this)
+  Hash128 share_hash{};  // XXH3-128 over the share's bytes in run order
+  std::vector<uint8_t> model_metadata;  // as LoadStage's, tokenizer included
+  std::vector<TensorInfo> tensors;      // every tensor of the model (hash unused: zero)
+  std::vector<ShareRun> runs;
+  bool operator==(const ShareTable&) const = default;
+};
+
+// Worker -> head: the share fits (--mem-limit): send it.
+struct ShareAccept {
+  static constexpr MsgType kType = MsgType::ShareAccept;
+  uint64_t group_id = 0;
+  bool operator==(const ShareAccept&) const = default;
+};
+
+using Message =
+    std::variant<Hello, HelloAck, Heartbeat, Ping, Pong, ErrorMsg, Bye, LoadStage, LoadReply, WeightChunk, LoadProgress,
+                 LoadDone, Forward, ForwardResult, ClearSequence, TruncateSequence, ProbeRequest, ProbeReply, GroupJoin,
+                 GroupReady, GroupLink, CollectiveData, ShareRequest, ShareTable, ShareAccept>;
 
 MsgType type_of(const Message& message);
 
