@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 
 #include "util/error.h"
 #include "util/log.h"
@@ -110,7 +111,9 @@ LocalExecutor::~LocalExecutor() {
   try {
     send(Writer(Op::Stop).take());
   } catch (const std::exception& e) {
-    log_warn("the other ranks were not told to stop: {}", e.what());
+    // While the error that broke the group unwinds (a member lost, say), its catcher reports it: saying it again
+    // here ("the group failed earlier: ...") was the second line of every such failure.
+    if (std::uncaught_exceptions() == 0) log_warn("the other ranks were not told to stop: {}", e.what());
   }
 }
 

@@ -116,6 +116,22 @@ GroupJoin sample_group_join() {
 }
 
 // One message of every type with every field away from its default.
+ShareTable sample_share_table() {
+  ShareTable t;
+  t.group_id = 9;
+  t.key = hash_of(5);
+  t.share_hash = hash_of(6);
+  t.model_metadata = {1, 2, 3};
+  TensorInfo w;
+  w.name = "blk.0.attn_q.weight";
+  w.n_bytes = 64 * 8 * 4;
+  w.type = GgmlType::F32;
+  w.shape = {64, 8};
+  t.tensors.push_back(w);
+  t.runs.push_back({0, 128, 128, 256, 8});
+  return t;
+}
+
 std::vector<Message> samples() {
   std::vector<Message> out;
   out.push_back(Hello{kProtocolVersion, Role::Worker, "node-b.1", "0.1.0"});
@@ -140,9 +156,12 @@ std::vector<Message> samples() {
   out.push_back(ProbeReply{2, 4, 12.5f, 9.75f, 640.0f, 160.0f, uint64_t{32} << 30, uint64_t{20} << 30, 42.0f, "Xeon",
                            "avx512", true, "1b2c3d4e-boot", "0-3,8"});
   out.push_back(sample_group_join());
-  out.push_back(GroupReady{0x1234567890abcdefull});
+  out.push_back(GroupReady{0x1234567890abcdefull, "its cache"});
   out.push_back(GroupLink{0x1234567890abcdefull, 2});
   out.push_back(CollectiveData{4, 17, {1, 2, 3, 4, 5, 6, 7, 8}});
+  out.push_back(ShareRequest{0x1234567890abcdefull});
+  out.push_back(sample_share_table());
+  out.push_back(ShareAccept{0x1234567890abcdefull});
   return out;
 }
 
@@ -170,6 +189,18 @@ TEST(WireCodec, EveryMessageTypeRoundTrips) {
     types.insert(type_of(m));
   }
   EXPECT_EQ(types.size(), std::variant_size_v<Message>);
+}
+
+TEST(WireCodec, ShareRunsLieInsideTheirTensor) {
+  ShareTable t = sample_share_table();
+  t.runs[0].count = 9;  // one row past the tensor's end
+  expect_error([&] { encode_frame(t); }, {"runs", "leave the tensor"});
+  t = sample_share_table();
+  t.runs[0].stride = 64;  // rows that overlap
+  expect_error([&] { encode_frame(t); }, {"runs"});
+  t = sample_share_table();
+  t.runs[0].tensor = 1;
+  expect_error([&] { encode_frame(t); }, {"tensor"});
 }
 
 TEST(WireCodec, FrameHeaderIsLittleEndianLengthTypeFlags) {
