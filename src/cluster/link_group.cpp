@@ -63,30 +63,33 @@ StartedGroup start_group(const GroupStart& start) {
       fail("{} cannot join the group: {}", who, e.what());
     }
   }
+  // Every member is watched at once: one that waits for its share may hold up a peer that waits for its link.
   std::vector<uint64_t> sent(static_cast<size_t>(n), 0);
-  for (int r = 1; r < n; ++r) {
-    auto& m = members[static_cast<size_t>(r)];
-    const std::string who = fmt::format("worker {} ({})", m.name, m.address);
-    auto until = std::chrono::steady_clock::now() + start.ready_timeout;
-    for (;;) {
+  std::vector<int> pending;
+  for (int r = 1; r < n; ++r) pending.push_back(r);
+  auto until = std::chrono::steady_clock::now() + start.ready_timeout;
+  while (!pending.empty()) {
+    for (auto it = pending.begin(); it != pending.end();) {
+      const int r = *it;
+      auto& m = members[static_cast<size_t>(r)];
+      const std::string who = fmt::format("worker {} ({})", m.name, m.address);
       std::optional<net::Message> msg;
       try {
-        msg = m.link->recv(std::chrono::milliseconds(200));
+        msg = m.link->recv(std::chrono::milliseconds(pending.size() > 1 ? 20 : 200));
       } catch (const std::exception& e) {
         fail("{} cannot join the group: {}", who, e.what());
       }
       if (!msg) {
-        if (std::chrono::steady_clock::now() >= until) {
-          fail("{} did not open the model and link to its peers within {:.0f} s", who,
-               std::chrono::duration<double>(start.ready_timeout).count());
-        }
+        ++it;
         continue;
       }
-      if (const auto* error = std::get_if<net::ErrorMsg>(&*msg))
+      if (const auto* error = std::get_if<net::ErrorMsg>(&*msg)) {
         fail("{} cannot join the group: {}", who, error->message);
+      }
       if (std::holds_alternative<net::ShareRequest>(*msg)) {
         sent[static_cast<size_t>(r)] = send_share_to(*m.link, start, r, join.group_id, who);
         until = std::chrono::steady_clock::now() + start.ready_timeout;
+        ++it;
         continue;
       }
       const auto* ready = std::get_if<net::GroupReady>(&*msg);
@@ -95,7 +98,12 @@ StartedGroup start_group(const GroupStart& start) {
       }
       log_info("group: {}: weights from {}, {} weight bytes sent", who,
                ready->weights_from.empty() ? "?" : ready->weights_from, sent[static_cast<size_t>(r)]);
-      break;
+      it = pending.erase(it);
+    }
+    if (!pending.empty() && std::chrono::steady_clock::now() >= until) {
+      const auto& m = members[static_cast<size_t>(pending.front())];
+      fail("worker {} ({}) did not open the model and link to its peers within {:.0f} s", m.name, m.address,
+           std::chrono::duration<double>(start.ready_timeout).count());
     }
   }
   log_info("group: {} members linked over TLS ({} wire for the partial sums)", n, net::wire_type_name(start.link.wire));

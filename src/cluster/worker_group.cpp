@@ -117,17 +117,16 @@ GroupModel receive_share(const net::GroupJoin& join, net::Connection& head, cons
     if (!problem.empty()) log_warn("{}: its cached share is not usable ({}): receiving it again", me, problem);
   }
   head.send(net::ShareRequest{join.group_id});
-  net::ShareTable table = expect_from_head<net::ShareTable>(head, 120s, me, "share table");
+  net::ShareTable table =
+      expect_from_head<net::ShareTable>(head, 600s, me, "share table");  // the head may be sending another's
   if (table.key != key) fail("{}: the head's share table is for another layout", me);
   ShareReceiver receiver(std::move(table), o.weights.cache_dir, join.file_name);
-  const auto gib = [](uint64_t b) { return static_cast<double>(b) / (1 << 30); };
   const bool by_flag = o.mem_limit > 0;
   const uint64_t limit = by_flag ? o.mem_limit : read_meminfo().available_bytes;
   if (limit > 0 && receiver.bytes_needed() > limit) {
-    fail(
-        "{}: not enough memory: its share of {} is {:.2f} GiB and it may use {:.2f} GiB ({}); refused before any was "
-        "sent",
-        me, join.file_name, gib(receiver.bytes_needed()), gib(limit), by_flag ? "--mem-limit" : "the memory available");
+    fail("{}: not enough memory: its share of {} is {} and it may use {} ({}); refused before any was sent", me,
+         join.file_name, TransferProgress::format_bytes(receiver.bytes_needed()), TransferProgress::format_bytes(limit),
+         by_flag ? "--mem-limit" : "the memory available");
   }
   head.send(net::ShareAccept{join.group_id});
   TransferProgress progress(fmt::format("{}: receiving its share from the head", me), receiver.bytes_needed());
