@@ -84,8 +84,13 @@ ShareReceiver::ShareReceiver(net::ShareTable table, std::optional<std::filesyste
     : table_(std::move(table)), cache_dir_(std::move(cache_dir)), name_(std::move(name)) {
   uint64_t size = 0;
   place_ = image_layout(table_, size);
-  // Each run lies inside its tensor (the decoder checked), so the runs add up to less than the image.
+  // The decoder checked that each run lies inside its tensor.
   for (const auto& r : table_.runs) needed_ += r.bytes * r.count;
+}
+
+void ShareReceiver::open_image() {
+  uint64_t size = 0;
+  image_layout(table_, size);
   image_ = std::make_unique<Image>();
   image_->size = std::max<uint64_t>(size, 64);
   int fd = -1;
@@ -115,6 +120,7 @@ void ShareReceiver::receive(const net::WeightChunk& chunk) {
   if (chunk.hash != table_.key) fail("weight chunk of another share ({})", net::hash_hex(chunk.hash));
   if (chunk.offset != received_) fail("share chunk at byte {}, expected {}", chunk.offset, received_);
   if (chunk.data.size() > needed_ - received_) fail("the share's chunks run past its {} bytes", needed_);
+  if (!image_) open_image();
   hasher_.update(chunk.data);
   size_t at = 0;
   while (at < chunk.data.size()) {
@@ -137,6 +143,7 @@ void ShareReceiver::receive(const net::WeightChunk& chunk) {
 std::shared_ptr<const gguf::TensorSource> ShareReceiver::finish() {
   if (!complete()) fail("the share is incomplete: {} of {} bytes received", received_, needed_);
   if (hasher_.digest() != table_.share_hash) fail("the share arrived corrupted (content hash mismatch)");
+  if (!image_) open_image();
   std::shared_ptr<Image> image(std::move(image_));
   if (cache_dir_) {
     std::filesystem::rename(share_path(*cache_dir_, table_.key, "bin.tmp"), share_path(*cache_dir_, table_.key, "bin"));

@@ -21,8 +21,8 @@ std::shared_ptr<const gguf::TensorSource> cached_share(const std::filesystem::pa
 
 class ShareReceiver {
  public:
-  // Sizes the image (a sparse file in cache_dir, or anonymous memory without one); the caller admits
-  // bytes_needed() first.
+  // Lays the image out; it is made (a sparse file in cache_dir, or anonymous memory without one) with the first
+  // chunk, so the caller admits bytes_needed() before anything is allocated.
   ShareReceiver(net::ShareTable table, std::optional<std::filesystem::path> cache_dir, std::string name);
   ~ShareReceiver();
   ShareReceiver(const ShareReceiver&) = delete;
@@ -38,6 +38,7 @@ class ShareReceiver {
 
  private:
   struct Image;
+  void open_image();
   net::ShareTable table_;
   std::optional<std::filesystem::path> cache_dir_;
   std::string name_;

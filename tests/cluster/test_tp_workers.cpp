@@ -294,6 +294,28 @@ void fault_mid_step(int sig) {
 }
 
 TEST(TpWorkersFaults, KilledWorkerIsNamedAndTheOthersTakeANewHead) { fault_mid_step(SIGKILL); }
+
+// A worker told to stop (SIGTERM) while its group decodes exits promptly and cleanly; the head's step fails with its
+// name and why.
+TEST(TpWorkersFaults, SigtermEndsTheGroupAndTheHeadNamesTheWorker) {
+  test::TempDir dir;
+  const auto models = stories().parent_path();
+  Group g(dir, 1, models);
+  Background head({"bench", "-m", stories().string(), "-p", "0", "-n", "64", "-r", "100000", "-t", "1", "--tp", "2",
+                   "--workers", g.list(), "--key-file", g.key, "--no-plan"});
+  ASSERT_TRUE(head.wait_for("2 ranks (", 60s)) << head.output();
+  std::this_thread::sleep_for(1000ms);
+  const auto start = std::chrono::steady_clock::now();
+  const int status = g.workers[0]->stop(SIGTERM);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(status, 0);
+  EXPECT_LT(seconds, 5.0);
+  const int code = head.wait_exit(30s);
+  EXPECT_NE(code, 0) << head.output();
+  EXPECT_NE(code, -1) << "the head did not end: " << head.output();
+  EXPECT_NE(head.output().find("worker a is stopping (SIGTERM or SIGINT) and left the group"), std::string::npos)
+      << head.output();
+}
 TEST(TpWorkersFaults, StoppedWorkerIsNamedAndTheOthersTakeANewHead) { fault_mid_step(SIGSTOP); }
 
 }  // namespace
