@@ -306,6 +306,7 @@ TEST(TpWorkersFaults, SigtermEndsTheGroupAndTheHeadNamesTheWorker) {
   ASSERT_TRUE(head.wait_for("2 ranks (", 60s)) << head.output();
   std::this_thread::sleep_for(1000ms);
   const auto start = std::chrono::steady_clock::now();
+  const std::string address = g.workers[0]->address();
   const int status = g.workers[0]->stop(SIGTERM);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(status, 0);
@@ -313,7 +314,8 @@ TEST(TpWorkersFaults, SigtermEndsTheGroupAndTheHeadNamesTheWorker) {
   const int code = head.wait_exit(30s);
   EXPECT_NE(code, 0) << head.output();
   EXPECT_NE(code, -1) << "the head did not end: " << head.output();
-  EXPECT_NE(head.output().find("worker a is stopping (SIGTERM or SIGINT) and left the group"), std::string::npos)
+  EXPECT_NE(head.output().find("worker a (" + address + ") gave up"), std::string::npos) << head.output();
+  EXPECT_NE(head.output().find("is stopping (SIGTERM or SIGINT) and left the group"), std::string::npos)
       << head.output();
 }
 TEST(TpWorkersFaults, StoppedWorkerIsNamedAndTheOthersTakeANewHead) { fault_mid_step(SIGSTOP); }
