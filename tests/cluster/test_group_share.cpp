@@ -1,6 +1,7 @@
 // A rank's share as a member without the model gets it: only the runs ModelWeights::share_extents lists, received
 // through ShareReceiver into an image, give the same sharded weights (every view, byte for byte) as the whole file,
 // and fewer bytes than the model under --tp.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -8,6 +9,7 @@
 #include "cluster/group_share.h"
 #include "cluster/share_store.h"
 #include "support/test_paths.h"
+#include "util/error.h"
 
 namespace tessera::cluster {
 namespace {
