@@ -122,7 +122,11 @@ void Worker::session(std::unique_ptr<net::Connection> owned, std::string head_na
           join_group(*join, conn, options_, inbox_, group_);
           log_info("worker {}: {} ended the group", options_.name, head_name);
         } catch (const std::exception& e) {
-          log_warn("worker {}: group of {}: {}", options_.name, head_name, e.what());
+          if (stopping_.load()) {
+            log_info("worker {}: stopped: left the group of {}", options_.name, head_name);
+          } else {
+            log_warn("worker {}: group of {}: {}", options_.name, head_name, e.what());
+          }
           try {
             conn->send(net::error_message(net::ErrorCode::LoadFailed, e.what()));
           } catch (const std::exception&) {
