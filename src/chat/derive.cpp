@@ -167,14 +167,15 @@ class Sentinels {
   Json tools_;
 };
 
-// The first marker of a text ("<|im_end|>" in "<|im_end|>\n"), or "" when it does not start with one.
+// The first piece of a text up to whitespace ("<|im_end|>" in "<|im_end|>\n"), when it starts with a marker.
 std::string_view first_marker(std::string_view s) {
   size_t a = 0;
   while (a < s.size() && is_ws(s[a])) ++a;
   s.remove_prefix(a);
   if (s.empty() || (s[0] != '<' && s[0] != '[')) return {};
-  const size_t e = s.find(s[0] == '<' ? '>' : ']');
-  return e == npos ? std::string_view{} : s.substr(0, e + 1);
+  size_t n = 0;
+  while (n < s.size() && !is_ws(s[n])) ++n;
+  return s.substr(0, n);
 }
 
 // The model's part of a rendered turn: after the frame's header, before its footer.
@@ -185,7 +186,7 @@ struct Frame {
     if (!text || !text->starts_with(header)) return std::nullopt;
     const std::string_view rest = std::string_view(*text).substr(header.size());
     size_t end = cut_suffix(rest, rest.size() - std::min(lcs(rest, footer), rest.size()));
-    // A turn-end marker the plain answer shows (e.g. "<SPECIAL_12>") ends the output wherever it comes first
+    // The turn's end as the plain answer shows it (e.g. "<SPECIAL_12>") ends the output wherever it comes first
     // after the last sentinel.
     size_t last = rest.rfind("__");
     if (const size_t id = rest.rfind(kId1.substr(0, 8)); id != npos && (last == npos || id > last)) last = id;

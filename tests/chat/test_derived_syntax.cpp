@@ -58,8 +58,9 @@ const std::vector<Turn>& turns() {
       {"GLM-4.6.jinja", "<|assistant|>", "<|observation|>"},
       {"GigaChat3-10B-A1.8B.jinja", "assistant<|role_sep|>\n", "<|message_sep|>\n\nfunction result"},
       {"GigaChat3.1-10B-A1.8B.jinja", "assistant<|role_sep|>\n", "<|message_sep|>\n\nfunction result"},
-      // Kimi K3 and MiniMax M3 think in markup no reader knows: the turn is taken after the thinking.
-      {"Kimi-K3.jinja", "<|open|>response<|sep|>", "<|close|>message<|sep|>"},
+      // Kimi K3 and MiniMax M3 think in markup no reader knows: the turn is taken after the thinking (and K3's
+      // "<|sep|>" after "<|close|>tools" reads as the turn's end, which it shares with a plain answer).
+      {"Kimi-K3.jinja", "<|open|>response<|sep|>", "<|sep|><|close|>message<|sep|>"},
       {"MiMo-VL.jinja", "<|im_start|>assistant\n", "<|im_end|>"},
       {"MiniMax-M1.jinja", "ai name=assistant\n", "<end_of_sentence>"},
       {"MiniMax-M3.jinja", "</mm:think>", "[e~["},
