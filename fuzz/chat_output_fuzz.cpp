@@ -1,10 +1,9 @@
 // libFuzzer target for the chat output parser (src/chat): any model output, in any family's format, must parse
 // without a crash; every tool call's arguments must be a JSON object (except gpt-oss's, passed on as written); and
 // streaming the same bytes in two pieces must never send more than the final parse holds for well-formed output:
-// each delta only adds. The first byte picks the family (or one of three derived syntaxes: JSON arguments with call
-// numbers and optional members, pair arguments with typed values, one call per block), the reasoning markers and
-// the flags; the second the split point.
-#include <algorithm>
+// each delta only adds. The first byte picks the family (its low six bits from 54 on: one of three derived
+// syntaxes, JSON arguments with call numbers, pair arguments with typed values, a JSON list with ids), the
+// reasoning markers and the flags; the second the split point.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -72,10 +71,15 @@ std::shared_ptr<const tessera::chat::DerivedSyntax> derived(int which) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   OutputFormat f;
-  const int family = data[0] % 9;
-  f.tools = static_cast<ToolFamily>(std::min(family, 6));
-  if (family >= 6) f.derived = derived(family - 6);
-  f.reasoning = static_cast<ReasoningFormat>((data[0] / 9) % 3);
+  const int low = data[0] & 0x3f;
+  if (low < 54) {
+    f.tools = static_cast<ToolFamily>(low % 6);
+    f.reasoning = static_cast<ReasoningFormat>((low / 6) % 3);
+  } else {  // 54..62: a derived syntax; 63 too, as the first
+    f.tools = ToolFamily::Derived;
+    f.derived = derived((low - 54) % 3);
+    f.reasoning = static_cast<ReasoningFormat>(((low - 54) / 3) % 3);
+  }
   f.parse_tools = (data[0] & 0x40) == 0;
   f.starts_in_reasoning = (data[0] & 0x80) != 0;
   const std::string_view text(reinterpret_cast<const char*>(data + 2), size - 2);
