@@ -22,16 +22,36 @@ fi
 
 dir=$(mktemp -d /tmp/tessera-slurm.XXXXXX)
 pids=()
+conf="$dir/slurm.conf"
+# What this script started: munged, and every process whose environment holds this cluster's SLURM_CONF (the
+# daemons, slurmstepd, the test, srun and the ranks: all started after it was exported). Builtins only, so that
+# the scan itself (and this shell, whose /proc environ predates the export) is never one of them.
+started() {
+  local p var state
+  for p in "${pids[@]}"; do  # alive: a zombie (ended, not yet reaped) is not
+    state=Z
+    read -r _ _ state _ 2>/dev/null <"/proc/$p/stat"
+    [ "$state" != Z ] && echo "$p"
+  done
+  for p in /proc/[0-9]*; do
+    while IFS= read -r -d '' var; do
+      if [ "$var" = "SLURM_CONF=$conf" ]; then
+        echo "${p#/proc/}"
+        break
+      fi
+    done 2>/dev/null <"$p/environ"
+  done
+}
 stop() {
-  local code=$?
-  for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  local code=$? pid left
+  trap '' PIPE  # a reader of our output may be gone already (killed with us): keep stopping
+  for pid in $(started); do kill -TERM "$pid" 2>/dev/null; done
   for _ in $(seq 50); do  # up to 5 s for a clean stop, then SIGKILL
-    local alive=0
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    [ "$alive" = 0 ] && break
+    left=$(started)
+    [ -z "$left" ] && break
     sleep 0.1
   done
-  for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null; done
+  for pid in $(started); do kill -KILL "$pid" 2>/dev/null; done
   wait 2>/dev/null
   if [ "$code" -ne 0 ] && [ "$code" -ne 77 ]; then
     for log in "$dir"/log/*; do echo "---- $log"; tail -n 20 "$log"; done
@@ -61,7 +81,7 @@ done
 node=$(hostname -s)
 # The node as slurmd sees this machine (CPUs, sockets, cores, memory), so that it registers as idle.
 hw=$(slurmd -C | head -n 1 | sed -e 's/^NodeName=[^ ]* //')
-export SLURM_CONF="$dir/slurm.conf"
+export SLURM_CONF="$conf"
 cat >"$SLURM_CONF" <<EOF
 ClusterName=tessera-test
 SlurmctldHost=$node(127.0.0.1)
