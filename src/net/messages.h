@@ -352,7 +352,8 @@ struct GroupMember {
 };
 
 // Head -> worker: join a group as `rank`, opening the model from the worker's --models folder (or taking its share:
-// ShareRequest) and linking to the other workers (a member dials the workers ranked below it and accepts those above), then follow rank 0.
+// ShareRequest) and linking to the other workers (a member dials the workers ranked below it and accepts those above),
+// then follow rank 0.
 struct GroupJoin {
   static constexpr MsgType kType = MsgType::GroupJoin;
   uint64_t group_id = 0;  // random, names this group in the peers' GroupLink
