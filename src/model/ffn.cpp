@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "model/shard.h"
 #include "model/token_loop.h"
 #include "tensor/tensor_ops.h"
 
@@ -57,6 +58,10 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, GatedActivati
         last = w.pieces_of[static_cast<size_t>(e + 1)];
       }
       for (int64_t local = std::max<int64_t>(first, 0); local < std::min(last, w.shape.n_expert); ++local) {
+        if (!w.piece_shared.empty()) {
+          const int shared = w.piece_shared[static_cast<size_t>(local)];
+          if (shared >= 0 && shared_piece_rank(t * k + i, shared, w.shared_per_expert, w.n_ranks) != w.rank) continue;
+        }
         // Gemma 4 scales each expert's output (ffn_down_exps.scale): folded into its routing weight, no extra pass.
         const float scale = w.ffn_down_exps_scale.empty() ? 1.0f : w.ffn_down_exps_scale[static_cast<size_t>(local)];
         routed[static_cast<size_t>(local)].emplace_back(t, p[e] / sum * scale);

@@ -205,8 +205,14 @@ std::shared_ptr<const ModelWeights> ModelWeights::sharded(const std::shared_ptr<
       std::vector<int64_t> starts;
       lw.pieces_of.assign(static_cast<size_t>(n_exp + 1), 0);
       std::vector<float> scale;
+      const bool any_shared =
+          std::any_of(pieces.begin(), pieces.end(), [](const ExpertPiece& p) { return p.shared >= 0; });
       for (const ExpertPiece& p : pieces) {
         const int64_t e = p.expert, f0 = p.first * unit_rows;
+        if (any_shared) {
+          lw.piece_shared.push_back(static_cast<int8_t>(p.shared));
+          lw.shared_per_expert = std::max(lw.shared_per_expert, p.shared + 1);
+        }
         rows.emplace_back(e * F + f0, e * F + f0 + m);
         fused.emplace_back(e * 2 * F + f0, e * 2 * F + f0 + m);
         fused.emplace_back(e * 2 * F + F + f0, e * 2 * F + F + f0 + m);
@@ -222,6 +228,8 @@ std::shared_ptr<const ModelWeights> ModelWeights::sharded(const std::shared_ptr<
       b.cut(lw.ffn_gate_up_exps, fused, 0, c.n_embd, {c.n_embd, 2 * m, n, 1});
       b.cut(lw.ffn_down_exps, down_rows, 0, m, {m, c.n_embd, n, 1}, starts);
       lw.ffn_down_exps_scale = std::move(scale);
+      lw.rank = spec.rank;
+      lw.n_ranks = spec.n_ranks;
       s.n_ff_exp = m;
       s.n_expert = n;
     }

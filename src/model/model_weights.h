@@ -46,6 +46,11 @@ struct LayerWeights {
   // Under --tp: the pieces held of expert e (expert_pieces) are experts [pieces_of[e], pieces_of[e + 1]) of the
   // matrices here; empty when each expert held is one of them (expert0 on).
   std::vector<int32_t> pieces_of;
+  // Pieces every rank holds (ExpertPiece::shared), by piece: -1 for a piece of this rank's own, else which shared
+  // block; empty when there are none. A routed token runs a shared piece only where shared_piece_rank says.
+  std::vector<int8_t> piece_shared;
+  int shared_per_expert = 0;
+  int rank = 0, n_ranks = 1;
   bool attn_split = false;  // the attention's heads are split over the ranks (its output is a partial sum)
 };
 

@@ -48,6 +48,15 @@ std::vector<ExpertPiece> expert_pieces(int64_t n_expert, int64_t units, const Sh
     for (int64_t e = 0; e < n_expert; ++e) out.push_back({e, u0, u1 - u0});
     return out;
   }
+  const bool equal = std::all_of(shares.begin(), shares.end(), [&](double s) { return s == shares.front(); });
+  const int64_t ranks = spec.n_ranks, own = units / ranks, left = units % ranks;
+  if (equal && own >= 1 && left >= 1 && 2 * (own + left) * ranks <= 3 * units) {
+    for (int64_t e = 0; e < n_expert; ++e) {
+      for (int64_t b = spec.rank * own; b < (spec.rank + 1) * own; ++b) out.push_back({e, b, 1});
+      for (int64_t j = 0; j < left; ++j) out.push_back({e, ranks * own + j, 1, static_cast<int>(j)});
+    }
+    return out;
+  }
   const auto [j0, j1] = share_range(n_expert * units, spec, what);
   for (int64_t j = j0; j < j1; ++j) out.push_back({j % n_expert, j / n_expert, 1});
   std::sort(out.begin(), out.end(), [](const ExpertPiece& a, const ExpertPiece& b) {

@@ -30,14 +30,26 @@ struct ExpertPiece {
   int64_t expert;
   int64_t first;
   int64_t count;
+  int shared = -1;  // >= 0: a block every rank holds (the shared-th of the expert's blocks left over by an even
+                    // cut); which rank runs it for a routed token is dealt in turn (shared_piece_rank)
 };
 
 // Rank spec.rank's pieces of n_expert experts of `units` blocks each, by expert. When the blocks divide among the
 // ranks as the shares ask (to a tenth of a rank's share), one contiguous piece of every expert. Otherwise (768 rows = 3
 // Q4_K blocks over 2 ranks) a contiguous split would give one rank twice the other's work for every token; the blocks
 // are dealt one at a time instead, in block-major order (block 0 of every expert, then block 1, ...), so each rank's
-// share of a token's routed work follows the shares on average. Every piece then has the same width (one block).
+// share of a token's routed work follows the shares on average. With equal shares and at least one block a rank,
+// every rank holds units / n_ranks blocks of each expert and all ranks hold the units % n_ranks left over, which
+// are dealt per routed token (shared_piece_rank): every token's expert work is then split evenly, not just on
+// average, for at most 1.5x the memory of an even split (3 blocks over 2 ranks: 2 held, 1.5 run). Every piece then
+// has the same width (one block).
 std::vector<ExpertPiece> expert_pieces(int64_t n_expert, int64_t units, const ShardSpec& spec, const std::string& what);
+
+// The rank that runs shared block `shared` (of `n_shared` per expert) for the `pair`-th routed (token, expert) pair
+// of a batch (token t's i-th chosen expert is pair t * k + i): in turn, so a token's k experts share them evenly.
+inline int shared_piece_rank(int64_t pair, int shared, int n_shared, int n_ranks) {
+  return static_cast<int>((pair * n_shared + shared) % n_ranks);
+}
 
 // "2,1,1" -> {2, 1, 1}; checks the count against the ranks and that every share is positive.
 std::vector<double> parse_shares(const std::string& text, int n_ranks);

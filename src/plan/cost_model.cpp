@@ -314,7 +314,8 @@ MemoryNeed CostModel::rank_memory(const StageSpec& s, int rank, const Workload& 
     const auto li = static_cast<size_t>(i);
     const LayerCost& l = m.layers[li];
     const double q = share ? share->q[li] : 1.0, kv = share ? share->kv[li] : 1.0;
-    const double fn = share ? share->ffn[li] : 1.0, ex = share ? share->experts[li] : 1.0;
+    const double fn = share ? share->ffn[li] : 1.0;
+    const double ex = !share ? 1.0 : share->experts_held.empty() ? share->experts[li] : share->experts_held[li];
     const auto part = [&](uint64_t all, uint64_t a, uint64_t b, uint64_t c, uint64_t e) {
       const double rest = std::max(0.0, static_cast<double>(all) - static_cast<double>(a + b + c));
       return rest + q * static_cast<double>(a) + kv * static_cast<double>(b) + fn * static_cast<double>(c) +

@@ -109,7 +109,7 @@ ParallelLayout parallel_layout(const ModelCost& m, ParallelMode mode, int ranks,
       const LayerShape s = c.layer(il);
       const LayerCost& l = m.layers[static_cast<size_t>(il)];
       const std::string where = fmt::format("layer {}", il);
-      double fq = 1, fkv = 1, fff = 1, fex = 1;
+      double fq = 1, fkv = 1, fff = 1, fex = 1, held = 1;
       bool split = false;
       if (tp && s.n_head_kv > 0) {
         const int64_t group = s.n_head / s.n_head_kv;
@@ -136,21 +136,25 @@ ParallelLayout parallel_layout(const ModelCost& m, ParallelMode mode, int ranks,
       if (s.moe && s.n_expert > 0) {
         if (ep) {
           const auto [e0, e1] = share_range(s.n_expert, spec, where + "'s experts");
-          fex = static_cast<double>(e1 - e0) / static_cast<double>(s.n_expert);
+          fex = held = static_cast<double>(e1 - e0) / static_cast<double>(s.n_expert);
           if (il == 0 || ex0[static_cast<size_t>(r)] == 0) ex0[static_cast<size_t>(r)] = e1 - e0;
         } else {
           // As ModelWeights::sharded: pieces of whole blocks (expert_pieces), or a share of a partial block's rows.
           const int64_t bs = std::max<int64_t>(l.exp_down_block, 1);
           int64_t rows = 0;  // of all experts together
+          double run = 0;    // of those, what the rank runs per routed token (a shared block: 1 / ranks of them)
           if (s.n_ff_exp % bs == 0) {
             for (const ExpertPiece& p : expert_pieces(s.n_expert, s.n_ff_exp / bs, spec, where + "'s expert FFN")) {
               rows += p.count * bs;
+              run += static_cast<double>(p.count * bs) / (p.shared >= 0 ? spec.n_ranks : 1);
             }
           } else {
             const auto [f0, f1] = column_share(s.n_ff_exp, l.exp_down_block, spec, where + "'s expert FFN");
             rows = (f1 - f0) * s.n_expert;
+            run = static_cast<double>(rows);
           }
-          fex = static_cast<double>(rows) / static_cast<double>(s.n_ff_exp * s.n_expert);
+          fex = run / static_cast<double>(s.n_ff_exp * s.n_expert);
+          held = static_cast<double>(rows) / static_cast<double>(s.n_ff_exp * s.n_expert);
           if (il == 0 || ex0[static_cast<size_t>(r)] == 0) ex0[static_cast<size_t>(r)] = rows / s.n_expert;
         }
       }
@@ -158,6 +162,7 @@ ParallelLayout parallel_layout(const ModelCost& m, ParallelMode mode, int ranks,
       sh.kv.push_back(fkv);
       sh.ffn.push_back(fff);
       sh.experts.push_back(fex);
+      sh.experts_held.push_back(held);
       if (r == 0) {
         if (il == 0) attn0 = split;
         // As Stage::forward: one after attention when its heads are split; after the FFN, one for a dense FFN

@@ -24,11 +24,12 @@ std::string parallel_flags(ParallelMode m, int ranks);
 
 // Fractions of each layer's parts one rank holds and computes.
 struct RankShare {
-  std::vector<double> q;        // query heads (q, attention output, attention FLOPs)
-  std::vector<double> kv;       // KV heads (k, v, the KV cache and its reads)
-  std::vector<double> ffn;      // dense FFN rows
-  std::vector<double> experts;  // every expert's rows (Tensor), or the experts held whole (Expert, TensorExpert)
-  double vocab = 1;             // output head rows
+  std::vector<double> q;             // query heads (q, attention output, attention FLOPs)
+  std::vector<double> kv;            // KV heads (k, v, the KV cache and its reads)
+  std::vector<double> ffn;           // dense FFN rows
+  std::vector<double> experts;       // every expert's rows (Tensor), or the experts held whole (Expert, TensorExpert)
+  std::vector<double> experts_held;  // of them held, where more than run (blocks every rank holds, dealt per token)
+  double vocab = 1;                  // output head rows
 };
 
 struct ParallelLayout {

@@ -4,6 +4,7 @@
 // llama.cpp, and the same greedy tokens; 2 and 3 ranks, uneven shares, expert parallelism for the MoE files.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <fstream>
@@ -11,7 +12,9 @@
 #include <thread>
 
 #include "collective/thread_group.h"
+#include "model/shard.h"
 #include "model/stage.h"
+#include "model/synthetic_model.h"
 #include "support/fixture_io.h"
 #include "support/test_paths.h"
 #include "util/error.h"
@@ -34,8 +37,8 @@ struct Result {
 using test::argmax;
 
 // The prompt in one batch and `steps` greedy steps, on one Stage per rank; rank 0's outputs.
-Result run(const std::string& name, StageOptions opts, int steps, int n_ranks, ShardSpec spec) {
-  auto weights = ModelWeights::load(fixture(name));
+Result run_file(const std::filesystem::path& file, StageOptions opts, int steps, int n_ranks, ShardSpec spec) {
+  auto weights = ModelWeights::load(file);
   const int64_t n_vocab = weights->config().n_vocab;
   collective::ThreadGroup group(n_ranks, std::chrono::seconds(20));
   Result result;
@@ -83,6 +86,10 @@ Result run(const std::string& name, StageOptions opts, int steps, int n_ranks, S
     if (!e.empty()) fail("{}", e);
   }
   return result;
+}
+
+Result run(const std::string& name, StageOptions opts, int steps, int n_ranks, ShardSpec spec) {
+  return run_file(fixture(name), opts, steps, n_ranks, spec);
 }
 
 float max_diff(const std::vector<float>& a, const std::vector<float>& b) {
@@ -219,9 +226,64 @@ TEST(TensorParallel, ExpertBlocksAreDealtWhenTheyDoNotDivide) {
     }
     return out;
   };
-  EXPECT_EQ(pieces(3, 0), (std::vector<P>{{0, 0, 1}, {0, 1, 1}, {1, 0, 1}, {1, 1, 1}, {2, 0, 1}, {3, 0, 1}}));
-  EXPECT_EQ(pieces(3, 1), (std::vector<P>{{0, 2, 1}, {1, 2, 1}, {2, 1, 1}, {2, 2, 1}, {3, 1, 1}, {3, 2, 1}}));
+  // Uneven shares: dealt in block-major order.
+  std::vector<P> dealt;
+  for (const ExpertPiece& p : expert_pieces(2, 2, ShardSpec{0, 2, {2, 1}, true, false}, "experts")) {
+    dealt.emplace_back(p.expert, p.first, p.count);
+    EXPECT_EQ(p.shared, -1);
+  }
+  EXPECT_EQ(dealt, (std::vector<P>{{0, 0, 1}, {0, 1, 1}, {1, 0, 1}}));
   EXPECT_EQ(pieces(4, 1), (std::vector<P>{{0, 2, 2}, {1, 2, 2}, {2, 2, 2}, {3, 2, 2}}));
+}
+
+// Equal shares: each rank holds its own block of every expert and both hold the third, which routed tokens deal.
+TEST(TensorParallel, LeftOverExpertBlocksAreHeldByEveryRankAndDealtPerToken) {
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto pieces = expert_pieces(2, 3, ShardSpec{rank, 2, {}, true, false}, "experts");
+    ASSERT_EQ(pieces.size(), 4u);
+    for (int64_t e = 0; e < 2; ++e) {
+      const ExpertPiece& own = pieces[static_cast<size_t>(2 * e)];
+      const ExpertPiece& shared = pieces[static_cast<size_t>(2 * e + 1)];
+      EXPECT_EQ(own.expert, e);
+      EXPECT_EQ(own.first, rank);
+      EXPECT_EQ(own.shared, -1);
+      EXPECT_EQ(shared.first, 2);
+      EXPECT_EQ(shared.shared, 0);
+    }
+  }
+  // Five blocks over 4 ranks would hold 2 where 1.25 is the share: past 1.5x, so dealt instead.
+  for (const ExpertPiece& p : expert_pieces(2, 5, ShardSpec{0, 4, {}, true, false}, "experts")) EXPECT_EQ(p.shared, -1);
+  // A token's 8 experts: 4 shared blocks run on each of 2 ranks; of 8 x 2 shared blocks over 3 ranks, 5 or 6 each.
+  for (int64_t t = 0; t < 5; ++t) {
+    std::vector<int> runs(2, 0), runs3(3, 0);
+    for (int64_t i = 0; i < 8; ++i) {
+      ++runs[static_cast<size_t>(shared_piece_rank(t * 8 + i, 0, 1, 2))];
+      for (int j = 0; j < 2; ++j) ++runs3[static_cast<size_t>(shared_piece_rank(t * 8 + i, j, 2, 3))];
+    }
+    EXPECT_EQ(runs, (std::vector<int>{4, 4}));
+    for (int n : runs3) EXPECT_TRUE(n == 5 || n == 6) << n;
+  }
+}
+
+// Shared expert blocks give one node's logits: 3 and 5 Q8_0 blocks of expert rows over 2 ranks, 10 over 3.
+TEST(TensorParallel, SharedExpertBlocksGiveOneNodesLogits) {
+  const auto dir = std::filesystem::temp_directory_path() / fmt::format("tessera-tp-shared-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  for (const auto& [n_ff_exp, n_ranks] : {std::pair<int64_t, int>{96, 2}, {160, 2}, {320, 3}}) {
+    SyntheticSpec spec;
+    spec.config = preset_config("tiny", "qwen3moe");
+    spec.config.n_ff_exp = n_ff_exp;
+    spec.type = "q8_0";
+    spec.threads = 1;
+    const auto file = dir / fmt::format("moe-{}.gguf", n_ff_exp);
+    write_synthetic_model(spec, file);
+    StageOptions opts{1, 64, GgmlType::F32};
+    const Result one = run_file(file, opts, 6, 1, {});
+    const Result many = run_file(file, opts, 6, n_ranks, ShardSpec{0, n_ranks, {}, true, false});
+    EXPECT_LE(max_diff(one.prompt_logits, many.prompt_logits), 1e-3f) << n_ff_exp << " over " << n_ranks;
+    EXPECT_EQ(one.greedy, many.greedy) << n_ff_exp << " over " << n_ranks;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // A rank that never arrives ends the others' collective with an error instead of a hang.

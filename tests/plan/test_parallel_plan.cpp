@@ -158,6 +158,15 @@ TEST(ParallelLayout, ExpertParallelHoldsWholeExpertsAndReducesOncePerLayer) {
   EXPECT_THROW(parallel_layout(shape("qwen2.5-7b"), ParallelMode::Expert, 2, {}), Error);
 }
 
+// Qwen3-30B-A3B's experts are 3 Q4_K blocks: over 2 ranks each holds 2 of every expert's 3 and runs 1.5 per token.
+TEST(ParallelLayout, LeftOverExpertBlocksAreHeldTwiceAndRunOnce) {
+  const ParallelLayout tp = parallel_layout(shape("qwen3-30b-a3b"), ParallelMode::Tensor, 2, {});
+  for (const RankShare& r : tp.rank) {
+    EXPECT_NEAR(r.experts[0], 0.5, 1e-12);
+    EXPECT_NEAR(r.experts_held[0], 2.0 / 3, 1e-12);
+  }
+}
+
 TEST(ParallelLayout, BusiestRankOfAToken) {
   EXPECT_NEAR(expected_busiest_picks({64, 64}, 8), 5.058881, 1e-5);  // exact, from the hypergeometric law
   EXPECT_NEAR(expected_busiest_picks({128}, 8), 8.0, 1e-9);

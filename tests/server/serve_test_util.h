@@ -32,6 +32,14 @@ inline json parse(const std::string& body) {
 }
 
 // A well-formed OpenAI error object with these status-specific fields.
+// GET `path`, its body parsed; an empty object with a failed test when the request failed.
+inline json get_json(const ServeProcess& s, const std::string& path) {
+  auto c = client(s);
+  auto r = c.Get(path);
+  EXPECT_TRUE(r);
+  return r ? parse(r->body) : json{};
+}
+
 inline void expect_error(const httplib::Result& r, int status, const std::string& type, const json& param,
                          const json& code) {
   ASSERT_TRUE(r) << "no response: " << httplib::to_string(r.error());

@@ -13,13 +13,6 @@ namespace {
 
 std::string stories() { return (source_dir() / "models/stories260K.gguf").string(); }
 
-json get_json(const ServeProcess& s, const std::string& path) {
-  auto c = client(s);
-  auto r = c.Get(path);
-  EXPECT_TRUE(r);
-  return r ? parse(r->body) : json{};
-}
-
 // What a completion returned: its text (streamed deltas joined), or the error it carried.
 struct Outcome {
   int status = 0;

@@ -12,13 +12,6 @@ namespace {
 
 std::string stories() { return (source_dir() / "models/stories260K.gguf").string(); }
 
-json get_json(const ServeProcess& s, const std::string& path) {
-  auto c = client(s);
-  auto r = c.Get(path);
-  EXPECT_TRUE(r);
-  return r ? parse(r->body) : json{};
-}
-
 // The text of a completion, streamed (the deltas joined) or not; empty with a failed test when it did not complete.
 std::string complete(const ServeProcess& s, const json& ask, bool stream) {
   auto c = client(s);
