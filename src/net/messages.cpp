@@ -341,7 +341,7 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeR
   io.boolean("repack", m.repack);
   io.string("machine", m.machine, 0, kMaxVersionText, Charset::Printable);
   io.string("cpus", m.cpus, 0, kMaxCpuListText, Charset::Printable);
-  const size_t n = io.count("n_peer_links", m.peer_links.size(), 0, kMaxGroup, 24);
+  const size_t n = io.count("n_peer_links", m.peer_links.size(), 0, kMaxGroup, 21);
   io.sized("peer_links", m.peer_links, n);
   for (size_t i = 0; i < n; ++i) {
     const auto at = static_cast<int64_t>(i);

@@ -109,11 +109,13 @@ std::string cause_text(const Strategy& s, const ModelCost& m, const Cluster& c, 
                            gib_text(m.decode_bytes_per_token()), rank_rate_text(s));
       case Bottleneck::LinkLatency:
         return fmt::format("{} all-reduces per token at ~{} each dominate", all_reduces(s),
-                           seconds_text(g.collectives.latency_s));
+                           seconds_text(g.collectives.latency_for(g.decode.all_reduce_bytes)));
       case Bottleneck::LinkBandwidth:
         return fmt::format("all-reduces of {} per token saturate the links ({:.2f} GB/s per all-reduced byte)",
                            bytes_text(g.decode.all_reduce_bytes * w.concurrency * all_reduces(s)),
-                           g.collectives.seconds_per_byte > 0 ? 1e-9 / g.collectives.seconds_per_byte : 0.0);
+                           g.collectives.seconds_per_byte_for(g.decode.all_reduce_bytes) > 0
+                               ? 1e-9 / g.collectives.seconds_per_byte_for(g.decode.all_reduce_bytes)
+                               : 0.0);
       case Bottleneck::Compute:
         break;
     }

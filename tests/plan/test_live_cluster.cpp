@@ -42,10 +42,10 @@ TEST(LiveCluster, ProbeMessagesRoundTrip) {
   reply.age_s = 12.0f;
   reply.cpu = "Some CPU";
   reply.isa = "avx512";
-  for (const net::Message& m : {net::Message(net::ProbeRequest{0.5f, 60}), net::Message(reply)}) {
+  for (const net::Message& m : {net::Message(net::ProbeRequest{0.5f, 60, {}}), net::Message(reply)}) {
     EXPECT_EQ(net::decode_frame(net::encode_frame(m)), m);
   }
-  EXPECT_THROW(net::encode_frame(net::ProbeRequest{0.0f, 60}), Error);  // below 0.05 s
+  EXPECT_THROW(net::encode_frame(net::ProbeRequest{0.0f, 60, {}}), Error);  // below 0.05 s
   // Peers to measure: node names and addresses; their reports carry figures or an error.
   const net::ProbeRequest peers{0.5f, 60, {{"b", "127.0.0.1:5001"}}};
   EXPECT_EQ(net::decode_frame(net::encode_frame(peers)), net::Message(peers));
@@ -189,6 +189,7 @@ TEST(LiveCluster, CliPlanShowsTheWorkersLinkAndUsesItForGroups) {
   r.prompt_tokens = 64;
   r.n_gen = 16;
   r.probe_seconds = 0.05;
+  r.threads = 1;  // the head and one worker on 2 CPUs are not crowded: their groups get rows
   const CliPlan plan = make_cli_plan(r);
   const Cluster& c = *plan.cluster;
   ASSERT_EQ(c.group_links().size(), 1u);
@@ -216,6 +217,12 @@ TEST(LiveCluster, CliPlanShowsTheWorkersLinkAndUsesItForGroups) {
     EXPECT_TRUE(s.why.find("Beats ") != std::string::npos || s.why.find("Loses to ") != std::string::npos) << s.why;
   }
   EXPECT_GT(groups, 0) << plan.text;
+  // A group of all three (crowded on this machine, so not a row here) waits for the slowest of its three links.
+  const CostModel cm(plan.model, c, PlanConstants{});
+  const CollectiveProfile all = cm.collectives_for(std::vector<size_t>{0, 1, 2});
+  const double slowest = std::max({c.group_link("local", "a").rtt_s, c.group_link("local", "b").rtt_s, direct.rtt_s});
+  EXPECT_DOUBLE_EQ(all.link_rtt_s, slowest);
+  EXPECT_TRUE(all.direct(8192));  // a decode step's all-reduce: the direct exchange over the worker links
 }
 
 TEST(LiveCluster, CliPlanShowsTheSplitThatRuns) {
