@@ -56,8 +56,8 @@ command -v python3 >/dev/null || die "python3 is needed to read the JSON"
 inner=$(cat <<'INNER'
 set -euo pipefail
 out="$OUT_DIR"
-common=(-m "$MODEL" -t 1 --key-file "$TESSERA_NET_KEY")
-taskset -c "$HEAD_CPU" "$TESSERA" plan "${common[@]}" --workers "$TESSERA_NET_WORKERS" --wire-type "$WIRE" \
+# plan probes this process's CPUs (taskset's one core); bench runs one thread a node.
+taskset -c "$HEAD_CPU" "$TESSERA" plan -m "$MODEL" --key-file "$TESSERA_NET_KEY" --workers "$TESSERA_NET_WORKERS" --wire-type "$WIRE" \
   -p "$PROMPT" -n "$GEN" --json >"$out/plan.json" 2>"$out/plan.log" || true
 bench=(bench -m "$MODEL" -t 1 -p "$PROMPT" -n "$GEN" --no-plan -o json "${EXTRA[@]}")
 taskset -c "$HEAD_CPU" "$TESSERA" "${bench[@]}" >"$out/local.json" 2>"$out/local.log"

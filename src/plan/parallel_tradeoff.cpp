@@ -30,9 +30,11 @@ std::string link_text(const CollectiveProfile& c) {
 }  // namespace
 
 void explain_tradeoffs(Plan& plan) {
-  const Strategy* ref = reference_row(plan);
-  if (ref == nullptr) return;
-  const double ref_token = 1.0 / ref->pred.decode_tps_1;
+  const Strategy* row = reference_row(plan);
+  if (row == nullptr) return;
+  const double ref_token = 1.0 / row->pred.decode_tps_1;
+  // "local", "b alone", "pipeline x2"
+  const std::string ref = row->kind == StrategyKind::Single ? row->nodes.front() + " alone" : row->name;
   for (auto& s : plan.strategies) {
     if (!s.is_parallel() || !s.feasible || s.pred.decode_tps_1 <= 0) continue;
     const double token = 1.0 / s.pred.decode_tps_1;
@@ -53,10 +55,10 @@ void explain_tradeoffs(Plan& plan) {
     if (saved <= 0) {
       s.why +=
           fmt::format(" Loses to {}: {}, and the shares save nothing on its {} per token (the slowest rank takes {}).",
-                      ref->name, cost, seconds_text(ref_token), seconds_text(shards));
+                      ref, cost, seconds_text(ref_token), seconds_text(shards));
     } else {
       s.why += fmt::format(" {} {}: {} {} the {} its shares save on {}'s {} per token.", wins ? "Beats" : "Loses to",
-                           ref->name, cost, wins ? "<" : ">", seconds_text(saved), ref->name, seconds_text(ref_token));
+                           ref, cost, wins ? "<" : ">", seconds_text(saved), ref, seconds_text(ref_token));
     }
   }
 }
