@@ -9,6 +9,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libxxhash-dev libpcre2-dev
   libssl-dev                        # TLS 1.3 with a pre-shared key for links between nodes
   libopenmpi-dev openmpi-bin        # tensor/expert parallelism over MPI (mpirun, srun)
+  slurmd slurmctld slurm-client munge  # a throw-away one-node Slurm cluster for the srun test (3 MB, 12 MiB)
   libcpp-httplib-dev                # tessera serve's HTTP server (and the tests' client)
   chromium nodejs                   # the server's web page and openai-client tests (headless; npm packages go under build/)
   iproute2 jq                       # network-namespace test clusters (ip, tc); bench/run_distributed.sh's summary

@@ -49,7 +49,8 @@ void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute) {
 
 void add_parallel_options(CLI::App& app, ModelOptions& o) {
   app.add_option("--tp", o.tp,
-                 "Tensor parallelism: split every layer over N ranks started by mpirun -np N (or srun); each rank "
+                 "Tensor parallelism: split every layer over N ranks started by mpirun -np N (or srun -n N "
+                 "--mpi=pmix); each rank "
                  "holds about 1/N of the weights (docs/parallel.md)")
       ->check(CLI::Range(1, 4096));
   app.add_option("--ep", o.ep, "Expert parallelism: whole experts of a MoE placed on N ranks (mpirun -np N)")
@@ -237,13 +238,24 @@ void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so, int th
   const int total = n * o.pp;
 #ifdef TESSERA_HAVE_MPI
   const std::string flags = o.pp > 1 ? fmt::format("--tp/--ep {} --pp {}", n, o.pp) : fmt::format("--tp/--ep {}", n);
-  if (!collective::MpiSession::launched()) {
-    fail("{} runs on {} ranks: start it as mpirun -np {} tessera ... (or srun -n {}){}", flags, total, total, total,
+  const collective::Launch launch = collective::MpiSession::launch();
+  if (launch == collective::Launch::none) {
+    fail("{} runs on {} ranks: start it as {}{}", flags, total, collective::launch_hint(total),
          o.pp > 1 ? "; a pipeline over machines without MPI is --workers" : "");
+  }
+  if (launch == collective::Launch::srun_without_pmix) {
+    // Open MPI would abort inside MPI_Init with a page about rebuilding it; the fix is srun's option.
+    fail(
+        "{} runs on {} ranks: srun started this rank without PMIx, which this tessera's MPI needs to find the "
+        "others: srun -n {} --mpi=pmix tessera ... (or MpiDefault=pmix in slurm.conf; srun --mpi=list shows them)",
+        flags, total, total);
   }
   auto session = std::make_shared<collective::MpiSession>();
   if (session->size() != total) {
-    fail("{} needs {} ranks, mpirun started {} (mpirun -np {})", flags, total, session->size(), total);
+    const char* launcher = collective::launcher_name(launch);
+    fail("{} needs {} ranks, {} started {} ({})", flags, total, launcher, session->size(),
+         launch == collective::Launch::srun ? fmt::format("srun -n {} --mpi=pmix", total)
+                                            : fmt::format("mpirun -np {}", total));
   }
   auto world = std::make_shared<collective::MpiCommunicator>(
       session, std::chrono::milliseconds(static_cast<int64_t>(o.collective_timeout * 1000)));

@@ -110,11 +110,13 @@ struct MpiCommunicator::Comm {
   }
 };
 
-bool MpiSession::launched() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SLURM_STEP_NUM_TASKS"}) {
-    if (std::getenv(var) != nullptr) return true;
-  }
-  return false;
+Launch MpiSession::launch() {
+#ifdef OPEN_MPI
+  constexpr bool needs_pmix = true;  // Debian's Open MPI 4 has no PMI-1/PMI-2 components for srun's --mpi=pmi2
+#else
+  constexpr bool needs_pmix = false;
+#endif
+  return detect_launch([](const char* var) { return std::getenv(var); }, needs_pmix);
 }
 
 MpiSession::MpiSession() {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collective/communicator.h"
+#include "collective/launcher.h"
 
 namespace tessera::collective {
 
@@ -20,8 +21,8 @@ class MpiSession {
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
 
-  // Whether a launcher (mpirun, srun) started this process as one of several ranks.
-  static bool launched();
+  // Which launcher (mpirun, srun) started this process, from its environment, before MPI starts.
+  static Launch launch();
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& host() const { return host_; }
