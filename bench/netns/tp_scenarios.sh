@@ -93,6 +93,8 @@ for key, kind in kinds.items():
     pred[key] = (rows[0]["pred_prefill_tps"], rows[0]["pred_decode_tps"], rows[0]["why"]) if rows else (None, None, "")
     measured[key] = bench(key)
 chosen = plan["strategies"][plan["chosen"]]["kind"] if plan.get("chosen") is not None else "none"
+if plan.get("chosen") is not None and chosen not in kinds.values():
+    print(f"| {rtt} | planner's choice: {plan['strategies'][plan['chosen']]['name']} (not run) | | | | | | | chosen | |")
 chosen = {v: k for k, v in kinds.items()}.get(chosen, chosen)
 fastest = max((k for k in kinds if measured[k][1]), key=lambda k: measured[k][1], default="none")
 f = lambda x: "-" if x is None else f"{x:.2f}"
