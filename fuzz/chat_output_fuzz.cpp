@@ -1,14 +1,18 @@
 // libFuzzer target for the chat output parser (src/chat): any model output, in any family's format, must parse
 // without a crash; every tool call's arguments must be a JSON object (except gpt-oss's, passed on as written); and
 // streaming the same bytes in two pieces must never send more than the final parse holds for well-formed output:
-// each delta only adds. The first byte picks the family, the reasoning markers and the flags; the second the
-// split point.
+// each delta only adds. The first byte picks the family (its low six bits from 54 on: one of three derived
+// syntaxes, JSON arguments with call numbers, pair arguments with typed values, a JSON list with ids), the
+// reasoning markers and the flags; the second the split point.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <vector>
 
+#include "chat/derived.h"
 #include "chat/output.h"
 #include "chat/stream.h"
 
@@ -26,13 +30,56 @@ void check_calls(const tessera::chat::ParsedOutput& p, ToolFamily family) {
   }
 }
 
+// Syntaxes of the shapes derive_tool_syntax learns (Kimi K2, DeepSeek V4, MiniMax M1 / GigaChat).
+std::shared_ptr<const tessera::chat::DerivedSyntax> derived(int which) {
+  using tessera::chat::DerivedSyntax;
+  static const auto all = [] {
+    std::vector<std::shared_ptr<const DerivedSyntax>> v;
+    DerivedSyntax a;
+    a.open = "<|tool_calls_section_begin|>";
+    a.call = "<|tool_call_begin|>functions.\x01:\x04<|tool_call_argument_begin|>\x02<|tool_call_end|>";
+    a.close = "<|tool_calls_section_end|>";
+    a.several = true;
+    a.marker = a.open;
+    v.push_back(std::make_shared<DerivedSyntax>(a));
+    DerivedSyntax b;
+    b.open = "<tc>\n";
+    b.call = "<invoke name=\"\x01\">\n\x02\n</invoke>\n";
+    b.close = "</tc>";
+    b.several = true;
+    b.json_args = false;
+    b.pair = "<p name=\"\x05\" s=\"1\">\x06</p>";
+    b.pair_json = "<p name=\"\x05\" s=\"0\">\x06</p>";
+    b.pair_sep = "\n";
+    b.marker = "<tc>";
+    v.push_back(std::make_shared<DerivedSyntax>(b));
+    DerivedSyntax c;
+    c.open = "<calls>[";
+    c.call = "{\"name\": \"\x01\", \"arguments\": \x02, \"id\": \"\x03\"}";
+    c.sep = ", ";
+    c.close = "]</calls>";
+    c.several = true;
+    c.marker = "<calls>";
+    v.push_back(std::make_shared<DerivedSyntax>(c));
+    return v;
+  }();
+  return all[which];
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 2) return 0;
   OutputFormat f;
-  f.tools = static_cast<ToolFamily>(data[0] % 6);
-  f.reasoning = static_cast<ReasoningFormat>((data[0] / 6) % 3);
+  const int low = data[0] & 0x3f;
+  if (low < 54) {
+    f.tools = static_cast<ToolFamily>(low % 6);
+    f.reasoning = static_cast<ReasoningFormat>((low / 6) % 3);
+  } else {  // 54..62: a derived syntax; 63 too, as the first
+    f.tools = ToolFamily::Derived;
+    f.derived = derived((low - 54) % 3);
+    f.reasoning = static_cast<ReasoningFormat>(((low - 54) / 3) % 3);
+  }
   f.parse_tools = (data[0] & 0x40) == 0;
   f.starts_in_reasoning = (data[0] & 0x80) != 0;
   const std::string_view text(reinterpret_cast<const char*>(data + 2), size - 2);

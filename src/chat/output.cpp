@@ -103,7 +103,7 @@ void read_answer(std::string_view text, size_t i, const OutputFormat& f, bool fi
     content.add(text.substr(i));
     return;
   }
-  const auto list = tool_markers(f.tools);
+  const auto list = tool_markers(f);
   for (;;) {
     Found at = find_marker(text, i, list);
     if (f.tools == ToolFamily::Llama3 && out.content.empty() && out.calls.empty()) {
@@ -126,7 +126,7 @@ void read_answer(std::string_view text, size_t i, const OutputFormat& f, bool fi
       return;
     }
     content.add(text.substr(i, at.pos - i));
-    const CallBlock block = read_call_block(f.tools, text, at.pos, at.marker, final);
+    const CallBlock block = read_call_block(f, text, at.pos, at.marker, final);
     if (block.status == Scan::Complete || (block.status == Scan::Incomplete && !final)) {
       rtrim(out.content);
       for (const auto& c : block.calls) out.calls.push_back(c);
@@ -194,6 +194,7 @@ std::optional<ToolFamily> tool_family_from_name(std::string_view name) {
 }
 
 std::string_view tool_family_name(ToolFamily family) {
+  if (family == ToolFamily::Derived) return "derived";
   for (const auto& [f, n] : kNames) {
     if (f == family) return n;
   }

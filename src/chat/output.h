@@ -4,6 +4,7 @@
 // of the final result (what streams rely on; tool-call arguments grow, calls only get added).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,7 +21,10 @@ enum class ToolFamily {
              // "function<｜tool▁sep｜>name\n```json\n{..}\n```" too)
   Harmony,   // gpt-oss: <|channel|>commentary to=functions.name ..<|message|>{..}<|call|>; analysis = reasoning
   Gemma4,    // <|tool_call>call:name{key:<|"|>text<|"|>,..}<tool_call|>
+  Derived,   // learned from the chat template's own rendering of calls (derived.h): OutputFormat::derived
 };
+
+struct DerivedSyntax;
 
 // Reasoning markers around the thinking that precedes the answer.
 enum class ReasoningFormat {
@@ -32,8 +36,9 @@ enum class ReasoningFormat {
 struct OutputFormat {
   ToolFamily tools = ToolFamily::Hermes;
   ReasoningFormat reasoning = ReasoningFormat::None;
-  bool parse_tools = false;          // tools were offered and tool_choice is not "none"
-  bool starts_in_reasoning = false;  // the prompt opened the reasoning block itself
+  bool parse_tools = false;                      // tools were offered and tool_choice is not "none"
+  bool starts_in_reasoning = false;              // the prompt opened the reasoning block itself
+  std::shared_ptr<const DerivedSyntax> derived;  // ToolFamily::Derived: the syntax (without one: no calls read)
 };
 
 struct ToolCall {

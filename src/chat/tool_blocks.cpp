@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "chat/derived.h"
+
 namespace tessera::chat {
 
 namespace {
@@ -315,8 +317,8 @@ CallBlock read_gemma4(std::string_view text, size_t i) {
 
 }  // namespace
 
-std::vector<std::string_view> tool_markers(ToolFamily family) {
-  switch (family) {
+std::vector<std::string_view> tool_markers(const OutputFormat& format) {
+  switch (format.tools) {
     case ToolFamily::Hermes:
       return {"<tool_call>"};
     case ToolFamily::Llama3:
@@ -327,15 +329,19 @@ std::vector<std::string_view> tool_markers(ToolFamily family) {
       return {kDsCallsBegin, kDsCallBegin};
     case ToolFamily::Gemma4:
       return {"<|tool_call>"};
+    case ToolFamily::Derived:
+      if (format.derived) return {format.derived->marker};
+      return {};
     case ToolFamily::Harmony:
       return {};
   }
   return {};
 }
 
-CallBlock read_call_block(ToolFamily family, std::string_view text, size_t pos, std::string_view marker, bool final) {
+CallBlock read_call_block(const OutputFormat& format, std::string_view text, size_t pos, std::string_view marker,
+                          bool final) {
   const size_t i = pos + marker.size();
-  switch (family) {
+  switch (format.tools) {
     case ToolFamily::Hermes:
       return read_hermes(text, i, final);
     case ToolFamily::Llama3:
@@ -346,6 +352,9 @@ CallBlock read_call_block(ToolFamily family, std::string_view text, size_t pos, 
       return read_deepseek(text, i, marker, final);
     case ToolFamily::Gemma4:
       return read_gemma4(text, i);
+    case ToolFamily::Derived:
+      if (format.derived) return read_derived_block(*format.derived, text, pos, final);
+      break;
     case ToolFamily::Harmony:
       break;
   }

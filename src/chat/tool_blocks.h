@@ -17,16 +17,20 @@ struct CallBlock {
   std::vector<ToolCall> calls;  // Incomplete: the calls read so far, the last one possibly partial
 };
 
-// The strings that open a block in `family`'s output (Harmony has its own reader).
-std::vector<std::string_view> tool_markers(ToolFamily family);
+// The strings that open a block in the format's output (Harmony has its own reader).
+std::vector<std::string_view> tool_markers(const OutputFormat& format);
 
 // Reads the block at text[pos], which starts with `marker`. final: the text will not grow, so a block that lacks
 // only its closing marker is accepted.
-CallBlock read_call_block(ToolFamily family, std::string_view text, size_t pos, std::string_view marker, bool final);
+CallBlock read_call_block(const OutputFormat& format, std::string_view text, size_t pos, std::string_view marker,
+                          bool final);
 
 // The XML bodies of <tool_call> (Qwen3-Coder / Qwen3.5, GLM 4.5+), read from text[i] just after the marker and
 // any whitespace; complete calls only.
 CallBlock read_xml_call(std::string_view text, size_t i, bool final);
+
+// A derived syntax's block at text[pos] (where its marker was found).
+CallBlock read_derived_block(const DerivedSyntax& syntax, std::string_view text, size_t pos, bool final);
 
 // Gemma 4's argument syntax ({key:<|"|>text<|"|>,n:1,list:[..]}) as JSON text; nullopt when it is not that.
 std::optional<std::string> gemma_arguments_to_json(std::string_view text);

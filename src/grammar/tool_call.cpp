@@ -42,10 +42,9 @@ std::string call_expression(ToolCallFormat format, const std::string& name, cons
   return {};
 }
 
-}  // namespace
-
-std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallFormat format, bool several,
-                              std::string_view prefix) {
+// Each tool's arguments rule, then `call-i` rules from `expression(i, args)` and `call` for any of them.
+template <typename F>
+std::string call_rules(const std::vector<ToolSchema>& tools, F expression) {
   if (tools.empty()) fail("a tool-call grammar needs at least one tool");
   std::string rules;
   std::string any_call;
@@ -57,10 +56,51 @@ std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallForm
       fail("tool '{}': {}", tools[i].name, e.what());
     }
     rules += args.rules;
-    rules += fmt::format("call-{} ::= {}\n", i, call_expression(format, tools[i].name, args.expression));
+    rules += fmt::format("call-{} ::= {}\n", i, expression(tools[i].name, args.expression));
     any_call += (i ? " | call-" : "call-") + std::to_string(i);
   }
-  rules += "call ::= " + any_call + "\n";
+  return rules + "call ::= " + any_call + "\n";
+}
+
+std::string optional_lit(std::string_view s) { return s.empty() ? std::string() : lit(s) + " "; }
+
+}  // namespace
+
+std::string tool_call_grammar(const std::vector<ToolSchema>& tools, const CallSyntax& syntax, bool several,
+                              std::string_view prefix) {
+  std::string rules = call_rules(tools, [&](const std::string& name, const std::string& args) {
+    std::string e;
+    for (const auto& p : syntax.call) {
+      switch (p.kind) {
+        case CallPiece::Text:
+          e += optional_lit(p.text);
+          break;
+        case CallPiece::Name:
+          e += lit(name) + " ";
+          break;
+        case CallPiece::Args:
+          e += args + " ";
+          break;
+        case CallPiece::Id:
+          e += "[a-zA-Z0-9]{9} ";
+          break;
+        case CallPiece::Index:
+          e += "[0-9] ";
+          break;
+      }
+    }
+    return e;
+  });
+  std::string root = optional_lit(prefix) + optional_lit(syntax.open) + "call ";
+  if (several && syntax.several) root += "( " + optional_lit(syntax.sep) + "call )* ";
+  root += optional_lit(syntax.close);
+  return "root ::= " + root + "\n" + rules + json_base_rules();
+}
+
+std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallFormat format, bool several,
+                              std::string_view prefix) {
+  std::string rules = call_rules(
+      tools, [&](const std::string& name, const std::string& args) { return call_expression(format, name, args); });
   std::string root;
   switch (format) {
     case ToolCallFormat::Hermes:

@@ -23,10 +23,26 @@ enum class ToolCallFormat {
   Harmony,     // gpt-oss: <|channel|>commentary to=functions.f <|constrain|>json<|message|>{...}
 };
 
+// A call syntax learned from a chat template (chat::DerivedSyntax, whose arguments are a JSON object): literal
+// text and slots. The grammar writes the literal text exactly as the template does.
+struct CallPiece {
+  enum Kind { Text, Name, Args, Id, Index } kind = Text;
+  std::string text;  // Text
+};
+struct CallSyntax {
+  std::string open, sep, close;  // before the first call, between two, after the last
+  std::vector<CallPiece> call;
+  bool several = false;  // the template writes several calls in one turn
+};
+
 // Grammar text for one call (or, with several, one or more) of any of `tools`, after the literal `prefix` (e.g.
 // "</think>\n\n" to close a reasoning block the prompt opened). Throws Error naming the tool whose schema is bad,
 // or when `tools` is empty.
 std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallFormat format, bool several,
+                              std::string_view prefix = {});
+// The same for a learned syntax (several only where the syntax has them). Ids are 9 letters or digits (what
+// Mistral-style templates insist on), call numbers one digit.
+std::string tool_call_grammar(const std::vector<ToolSchema>& tools, const CallSyntax& syntax, bool several,
                               std::string_view prefix = {});
 
 }  // namespace tessera::grammar

@@ -1,6 +1,7 @@
 // ChatOutput and the forced-call grammar (chat_output.h).
 #include "server/chat_output.h"
 
+#include "chat/derived.h"
 #include "grammar/parser.h"
 #include "grammar/tool_call.h"
 #include "server/openai_api.h"
@@ -11,7 +12,12 @@ using nlohmann::json;
 
 chat::OutputFormat output_format(std::string_view template_source, const ChatTools& tools, std::string_view prompt,
                                  std::string_view family) {
-  chat::OutputFormat f = chat::detect_output_format(template_source);
+  return output_format(chat::detect_output_format(template_source), tools, prompt, family);
+}
+
+chat::OutputFormat output_format(const chat::OutputFormat& template_format, const ChatTools& tools,
+                                 std::string_view prompt, std::string_view family) {
+  chat::OutputFormat f = template_format;
   if (const auto named = chat::tool_family_from_name(family)) f.tools = *named;
   f.parse_tools = tools.offered();
   f.starts_in_reasoning = chat::prompt_opens_reasoning(prompt, f.reasoning);
@@ -20,6 +26,26 @@ chat::OutputFormat output_format(std::string_view template_source, const ChatToo
 
 bool parses_output(const chat::OutputFormat& f) {
   return f.parse_tools || f.reasoning != chat::ReasoningFormat::None || f.tools == chat::ToolFamily::Harmony;
+}
+
+grammar::CallSyntax call_syntax(const chat::DerivedSyntax& d) {
+  grammar::CallSyntax out{d.open, d.sep, d.close, {}, d.several};
+  for (char c : d.call) {
+    using K = grammar::CallPiece::Kind;
+    const K kind = c == chat::kName    ? K::Name
+                   : c == chat::kArgs  ? K::Args
+                   : c == chat::kId    ? K::Id
+                   : c == chat::kIndex ? K::Index
+                                       : K::Text;
+    if (kind != K::Text) {
+      out.call.push_back({kind, {}});
+    } else if (out.call.empty() || out.call.back().kind != K::Text) {
+      out.call.push_back({K::Text, std::string(1, c)});
+    } else {
+      out.call.back().text += c;
+    }
+  }
+  return out;
 }
 
 OutputGrammar forced_tool_grammar(const ChatTools& tools, const chat::OutputFormat& f,
@@ -45,9 +71,12 @@ OutputGrammar forced_tool_grammar(const ChatTools& tools, const chat::OutputForm
       format = ToolCallFormat::Harmony;
       break;
     case chat::ToolFamily::Gemma4:
+    case chat::ToolFamily::Derived:
+      if (f.tools == chat::ToolFamily::Derived && f.derived && f.derived->json_args) break;
       invalid_param("tool_choice",
-                    "A required or named 'tool_choice' is not supported for this model's tool-call format (gemma4): "
-                    "use 'auto'.");
+                    "A required or named 'tool_choice' is not supported for this model's tool-call format ({}): "
+                    "use 'auto'.",
+                    chat::tool_family_name(f.tools));
   }
   std::vector<grammar::ToolSchema> schemas;
   for (const auto& fn : tools.functions) {
@@ -59,8 +88,10 @@ OutputGrammar forced_tool_grammar(const ChatTools& tools, const chat::OutputForm
   const std::string_view prefix = f.starts_in_reasoning ? "</think>\n\n" : "";
   OutputGrammar g;
   try {
-    g.text =
-        grammar::tool_call_grammar(schemas, format, tools.choice == ToolChoice::Required && tools.parallel, prefix);
+    const bool several = tools.choice == ToolChoice::Required && tools.parallel;
+    g.text = f.tools == chat::ToolFamily::Derived
+                 ? grammar::tool_call_grammar(schemas, call_syntax(*f.derived), several, prefix)
+                 : grammar::tool_call_grammar(schemas, format, several, prefix);
     g.compiled = std::make_shared<grammar::Grammar>(grammar::parse_grammar(g.text));
   } catch (const Error& e) {
     invalid_param("tools", "Invalid 'tools': {}", e.what());

@@ -11,6 +11,7 @@
 
 #include "chat/output.h"
 #include "chat/stream.h"
+#include "grammar/tool_call.h"
 #include "server/chat_request.h"
 #include "server/response_format.h"
 
@@ -20,9 +21,15 @@ namespace tessera::server {
 // whether the rendered prompt opened the reasoning block. `family` (--tool-format) overrides the template's markers.
 chat::OutputFormat output_format(std::string_view template_source, const ChatTools& tools, std::string_view prompt,
                                  std::string_view family = {});
+// The same from the template's format found once at start (chat::template_output_format).
+chat::OutputFormat output_format(const chat::OutputFormat& template_format, const ChatTools& tools,
+                                 std::string_view prompt, std::string_view family = {});
 
 // Whether the output needs parsing at all (otherwise content is the text as generated).
 bool parses_output(const chat::OutputFormat& f);
+
+// A derived syntax (JSON arguments) as the grammar layer's call syntax.
+grammar::CallSyntax call_syntax(const chat::DerivedSyntax& d);
 
 // The compiled grammar for a forced tool choice (required: any tool, several when parallel; named: that one).
 // A schema the grammar cannot express, or a family without a call grammar, is a 400 naming the field.

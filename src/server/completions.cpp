@@ -111,7 +111,7 @@ std::vector<TokenId> tokenize(Job& job, bool& strip_leading_space) {
     } catch (const Error& e) {
       throw ApiError(400, e.what(), "invalid_request_error", "messages");
     }
-    job.format = output_format(m.chat_format.source(), r.tools, rendered, job.server->options.tool_format);
+    job.format = output_format(job.server->template_format, r.tools, rendered, job.server->options.tool_format);
     if (parses_output(job.format)) job.output.emplace(job.format);
     return tok.encode(rendered, true, true);
   }

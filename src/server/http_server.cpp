@@ -290,6 +290,9 @@ void Server::Impl::routes() {
 Server::Server(ServerOptions options, ServedModel model)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(model))) {
   if (!impl_->model.tokenizer) fail("the server needs the model's tokenizer");
+  if (const auto& f = impl_->template_format; f.derived && f.tools == chat::ToolFamily::Derived)
+    log_info("tool calls: the syntax the chat template writes them in, learned from it (blocks open with {})",
+             f.derived->marker);
   impl_->routes();
 }
 

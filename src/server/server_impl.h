@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "chat/derived.h"
 #include "server/http_front.h"
 #include "server/http_server.h"
 #include "server/metrics.h"
@@ -28,12 +29,17 @@ class RoutedServer : public httplib::Server {
 };
 
 struct Server::Impl {
-  Impl(ServerOptions o, ServedModel m) : options(std::move(o)), model(std::move(m)) {}
+  Impl(ServerOptions o, ServedModel m)
+      : options(std::move(o)),
+        model(std::move(m)),
+        template_format(chat::template_output_format(model.chat_format.source(), model.chat_format.bos_text(),
+                                                     model.chat_format.eos_text())) {}
 
   // Declared in dependency order: members are destroyed bottom-up, so the HTTP side goes before the replicas
   // it submits to, and the replicas before the tokenizer (in model) they decode with.
   ServerOptions options;
   ServedModel model;
+  chat::OutputFormat template_format;  // how the template writes tool calls, learned once (chat/derived.h)
   Router router;
   Metrics metrics;
   std::atomic<ServeState> state{ServeState::Loading};

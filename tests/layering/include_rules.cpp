@@ -20,7 +20,7 @@ IncludeRules tessera_include_rules() {
   r.may_include["tokenizer"] = {"jinja", "gguf", "tensor", "util"};
   r.may_include["collective"] = {"util"};
   r.may_include["grammar"] = {"util"};
-  r.may_include["chat"] = {"util"};
+  r.may_include["chat"] = {"jinja", "util"};  // a template's own renders teach it unknown call syntaxes
   r.may_include["model"] = {"collective", "gguf", "tensor", "util"};
   r.may_include["engine"] = {"grammar", "hw", "model", "collective", "tokenizer", "jinja", "gguf", "tensor", "util"};
   r.may_include["net"] = {"tensor", "util"};
@@ -28,10 +28,10 @@ IncludeRules tessera_include_rules() {
                               "tokenizer", "jinja", "gguf",   "tensor", "util"};
   r.may_include["plan"] = {"grammar",    "cluster",   "net",   "engine", "hw",     "model",
                            "collective", "tokenizer", "jinja", "gguf",   "tensor", "util"};
-  r.may_include["server"] = {"chat", "grammar",   "engine", "hw",   "model",  "collective",
-                             "tokenizer", "jinja",  "gguf", "tensor", "util"};
-  r.may_include["cli"] = {"chat", "grammar", "server",     "plan",      "cluster", "net",  "engine", "hw",
-                          "model",   "collective", "tokenizer", "jinja",   "gguf", "tensor", "util"};
+  r.may_include["server"] = {"chat",      "grammar", "engine", "hw",     "model", "collective",
+                             "tokenizer", "jinja",   "gguf",   "tensor", "util"};
+  r.may_include["cli"] = {"chat",  "grammar",    "server",    "plan",  "cluster", "net",    "engine", "hw",
+                          "model", "collective", "tokenizer", "jinja", "gguf",    "tensor", "util"};
   // The kernels are reached through tensor/kernels.h only.
   r.private_headers["tensor/kernels/"] = "tensor/";
   // ISA intrinsics and CPU identification stay in the x86 folders, so another architecture builds the rest.

@@ -2,7 +2,7 @@
 // (tests/server/node/hermes_tools.jinja): tool_choice "required" and a named function force calls whose
 // arguments validate against the schema, whole and streamed; the tool result sent back in history is accepted;
 // a template that opens <think> gives reasoning_content, whole and streamed alike; bad tool fields are 400s;
-// --tool-format overrides the family the template's markers select.
+// --tool-format overrides the family the template's markers select; a syntax derived from a corpus template.
 #include <set>
 
 #include "server/serve_test_util.h"
@@ -175,6 +175,37 @@ TEST(ServeTools, ReasoningFromATemplateThatOpensThink) {
   }
   EXPECT_EQ(reasoning, m["reasoning_content"]);
   EXPECT_EQ(content, "");
+}
+
+// A template whose call syntax no reader knows by hand (Kimi K2's, from ../shared/fixtures/templates): the server
+// derives it at start, forces calls in it and reads them back, whole and streamed.
+TEST(ServeTools, DerivedSyntaxForcedCallsReadBack) {
+  const auto kimi = shared_dir() / "fixtures/templates/templates/moonshotai-Kimi-K2.jinja";
+  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", kimi.string()});
+  auto c = client(s);
+  for (int seed = 1; seed <= 3; ++seed) {
+    const json r = post(c, "/v1/chat/completions", ask(seed));
+    const json& choice = r["choices"][0];
+    ASSERT_EQ(choice["finish_reason"], "tool_calls") << r.dump();
+    const json& calls = choice["message"]["tool_calls"];
+    ASSERT_EQ(calls.size(), 1u) << r.dump();
+    EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+    const json args = json::parse(calls[0]["function"]["arguments"].get<std::string>());
+    EXPECT_EQ(json_invalid(args, kSchema, kSchema), "") << args.dump();
+  }
+  json req = ask(4);
+  req["stream"] = true;
+  auto r = c.Post("/v1/chat/completions", req.dump(), "application/json");
+  ASSERT_TRUE(r);
+  std::string name, arguments;
+  for (const json& ch : parse_stream(r->body)) {
+    if (!ch["choices"][0]["delta"].contains("tool_calls")) continue;
+    const json& f = ch["choices"][0]["delta"]["tool_calls"][0]["function"];
+    if (f.contains("name")) name += f["name"].get<std::string>();
+    arguments += f.value("arguments", "");
+  }
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(json_invalid(json::parse(arguments), kSchema, kSchema), "") << arguments;
 }
 
 }  // namespace
