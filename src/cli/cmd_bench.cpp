@@ -115,6 +115,7 @@ plan::CliPlanRequest plan_request(const BenchArgs& a, const ModelOptions& mo, co
     r.workers = a.cluster.workers;
     r.split = a.cluster.split;
     r.key_file = a.cluster.key_file;
+    r.wire_type = a.cluster.wire_type;
     r.micro_batch = a.cluster.micro_batch;
   }
   r.threads = threads;

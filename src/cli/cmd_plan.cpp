@@ -27,6 +27,7 @@ struct PlanArgs {
   std::string cluster;
   std::vector<std::string> workers;
   std::string key_file;
+  std::string wire_type = "f16";
   std::string local_profile;
   double probe_seconds = 1.0;
   bool no_probe_cache = false;
@@ -100,11 +101,13 @@ int run_plan(const PlanArgs& a) {
   o.workload.n_ctx =
       a.n_ctx > 0 ? a.n_ctx : std::max<int64_t>(std::min<int64_t>(model.config.n_ctx_train, 4096), a.prompt + a.n_gen);
   o.distribute = a.distribute;
-  // A cluster file's nodes can be MPI ranks (mpirun -np N --host ...); live workers are joined by the pipeline
-  // runtime only, so their parallel rows are shown but not chosen.
-  o.parallel = a.no_parallel       ? plan::ParallelRows::Off
-               : a.workers.empty() ? plan::ParallelRows::Runnable
-                                   : plan::ParallelRows::Shown;
+  // A cluster file's nodes can be MPI ranks (mpirun -np N --host ...); live workers form groups over their own
+  // links (run --tp N --workers ...), which needs the cluster key.
+  o.over_workers = !a.workers.empty();
+  o.parallel = a.no_parallel                          ? plan::ParallelRows::Off
+               : o.over_workers && a.key_file.empty() ? plan::ParallelRows::Shown
+                                                      : plan::ParallelRows::Runnable;
+  if (o.parallel == plan::ParallelRows::Shown) o.parallel_blocked = "over --workers it needs --key-file";
   o.all_subsets = a.all_subsets;
   if (!a.split.empty()) o.split = plan::parse_split(a.split);
 
@@ -130,6 +133,7 @@ int run_plan(const PlanArgs& a) {
       plan::LiveProbeOptions lo;
       lo.worker_seconds = a.probe_seconds;
       lo.key_file = a.key_file;
+      lo.group_wire_bytes = a.wire_type == "f32" ? 4 : 2;
       cluster.emplace(plan::live_cluster(local, plan::parse_worker_list(list), lo));
     }
   }
@@ -167,6 +171,9 @@ Command add_plan_command(CLI::App& root) {
   app->add_option("--workers", a->workers, "Live workers to ask for their profiles: name=host:port,...")
       ->delimiter(',');
   app->add_option("--key-file", a->key_file, "The cluster key (tessera keygen); required off loopback");
+  app->add_option("--wire-type", a->wire_type, "With --workers: the partial sums' type of a tensor-parallel group")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}))
+      ->capture_default_str();
   app->add_option("--local-profile", a->local_profile,
                   "This machine's profile from `tessera probe --json` "
                   "instead of probing now");

@@ -51,6 +51,7 @@ void print_plan(const RunArgs& a, int64_t prompt_tokens, const LoadedModel& m) {
   r.workers = a.cluster.workers;
   r.split = a.cluster.split;
   r.key_file = a.cluster.key_file;
+  r.wire_type = a.cluster.wire_type;
   r.threads = a.model.threads;
   r.prompt_tokens = std::max<int64_t>(1, prompt_tokens);
   r.n_gen = a.n_predict > 0 ? a.n_predict : 128;

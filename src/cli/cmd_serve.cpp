@@ -132,6 +132,7 @@ int run_serve(ServeArgs a) {
     r.workers = g;
     r.split = a.cluster.split;
     r.key_file = a.cluster.key_file;
+    r.wire_type = a.cluster.wire_type;
     r.threads = a.model.threads;
     r.concurrency = a.parallel;
     r.n_ctx = a.model.n_ctx;

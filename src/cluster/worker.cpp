@@ -89,7 +89,13 @@ void Worker::serve(const std::atomic<bool>& stop) {
 
 void Worker::accept_peer(std::unique_ptr<net::Connection> conn, const net::Hello& self) {
   conn->send(net::accept_hello(self));
-  auto first = conn->recv(2s);
+  // A peer measuring the link for the head's planner (cluster/peer_measure.h) sends Pings, which recv answers, then
+  // Bye: a few MiB each way, well within the wait.
+  auto first = conn->recv(10s);
+  if (first && std::holds_alternative<net::Bye>(*first)) {
+    conn->close("link measured");
+    return;
+  }
   const auto* link = first ? std::get_if<net::GroupLink>(&*first) : nullptr;
   if (link == nullptr) {
     conn->close("expected GroupLink");

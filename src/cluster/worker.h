@@ -53,7 +53,8 @@ class Worker {
 
  private:
   void session(std::unique_ptr<net::Connection> connection, std::string head_name);
-  // A group peer's link: its GroupLink read, then into the inbox for the member that expects it.
+  // A group peer's link: its GroupLink read, then into the inbox for the member that expects it; or a peer that
+  // measures the link (Pings, then Bye).
   void accept_peer(std::unique_ptr<net::Connection> connection, const net::Hello& self);
 
   WorkerOptions options_;

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "cluster/micro_batches.h"
+#include "cluster/peer_measure.h"
 #include "cluster/sampling_wire.h"
 #include "cluster/stage_memory.h"
 #include "engine/grammar_vocab.h"
@@ -175,7 +176,9 @@ std::vector<net::Message> WorkerSession::handle(net::Message msg) {
       }
     } else if (auto* probe = std::get_if<net::ProbeRequest>(&msg)) {
       try {
-        replies.push_back(probe_reply(probe_cache_, *probe, options_.threads, options_.repack));
+        net::ProbeReply reply = probe_reply(probe_cache_, *probe, options_.threads, options_.repack);
+        reply.peer_links = measure_peers(probe->peers, options_);
+        replies.push_back(std::move(reply));
       } catch (const std::exception& e) {
         reply_error(replies, net::ErrorCode::Internal, fmt::format("probe failed: {}", e.what()));
       }

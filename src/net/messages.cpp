@@ -316,6 +316,13 @@ template <typename IO, typename M>
 void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeRequest> {
   io.f32("seconds", m.seconds, 0.05f, 60.0f);
   io.u32("max_age_s", m.max_age_s, 0, 86400);
+  const size_t n = io.count("n_peers", m.peers.size(), 0, kMaxGroup, 8);
+  io.sized("peers", m.peers, n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto at = static_cast<int64_t>(i);
+    io.string(Field("peers", at, "name"), m.peers[i].name, 1, kMaxNodeName, Charset::NodeName);
+    io.string(Field("peers", at, "address"), m.peers[i].address, 1, kMaxAddress, Charset::Printable);
+  }
 }
 
 template <typename IO, typename M>
@@ -334,6 +341,17 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeR
   io.boolean("repack", m.repack);
   io.string("machine", m.machine, 0, kMaxVersionText, Charset::Printable);
   io.string("cpus", m.cpus, 0, kMaxCpuListText, Charset::Printable);
+  const size_t n = io.count("n_peer_links", m.peer_links.size(), 0, kMaxGroup, 21);
+  io.sized("peer_links", m.peer_links, n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto at = static_cast<int64_t>(i);
+    auto& l = m.peer_links[i];
+    io.string(Field("peer_links", at, "name"), l.name, 1, kMaxNodeName, Charset::NodeName);
+    io.f32(Field("peer_links", at, "rtt_s"), l.rtt_s, 0.0f, 600.0f);
+    io.f32(Field("peer_links", at, "up_bytes_per_s"), l.up_bytes_per_s, 0.0f, 1e13f);
+    io.f32(Field("peer_links", at, "down_bytes_per_s"), l.down_bytes_per_s, 0.0f, 1e13f);
+    io.string(Field("peer_links", at, "error"), l.error, 0, kMaxErrorText, Charset::Text);
+  }
 }
 
 template <typename IO, typename M>

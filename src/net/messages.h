@@ -17,7 +17,7 @@ namespace tessera::net {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 8;
+inline constexpr uint16_t kProtocolVersion = 9;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -315,12 +315,33 @@ struct TruncateSequence {
   bool operator==(const TruncateSequence&) const = default;
 };
 
+// A member of a tensor-parallel group (GroupJoin), or a peer a worker measures its link to (ProbeRequest).
+struct GroupMember {
+  std::string name;     // as the head names it (--workers); "head" for rank 0
+  std::string address;  // "host:port" where the member accepts its peers (empty for the head: it dials, never accepts)
+  bool operator==(const GroupMember&) const = default;
+};
+
+// A worker's link to another worker, measured at the head's request (protocol 8): what a tensor-parallel group's
+// collectives between the two would run over.
+struct PeerLinkReport {
+  std::string name;          // the peer as the head named it in ProbeRequest.peers
+  float rtt_s = 0;           // median round trip; 0 with bytes 0 when the peer could not be reached (error says why)
+  float up_bytes_per_s = 0;  // this worker -> peer
+  float down_bytes_per_s = 0;
+  std::string error;
+  bool operator==(const PeerLinkReport&) const = default;
+};
+
 // The planner's view of a worker: the head asks for the worker's profile (as `tessera probe` measures it); the worker
 // measures for about `seconds`, or answers from its own measurement when that is younger than max_age_s.
 struct ProbeRequest {
   static constexpr MsgType kType = MsgType::ProbeRequest;
   float seconds = 1.0f;  // 0.05 to 60
   uint32_t max_age_s = 300;
+  // Other workers this one measures its link to (a few pings and a short burst each way) and reports in
+  // ProbeReply.peer_links: the worker-to-worker links a group's collectives take (protocol 8).
+  std::vector<GroupMember> peers;
   bool operator==(const ProbeRequest&) const = default;
 };
 
@@ -340,16 +361,11 @@ struct ProbeReply {
   bool repack = false;  // the worker packs its weights at load (its --repack): the planner's batch rates and memory
   std::string machine;  // the worker's system (its boot id): nodes on one machine share its CPUs
   std::string cpus;     // the CPUs the worker may run on, "0-3,8"
+  std::vector<PeerLinkReport> peer_links;  // one per ProbeRequest.peers, in its order
   bool operator==(const ProbeReply&) const = default;
 };
 
 // ---- Tensor/expert parallel groups over the worker links (protocol 7; docs/parallel.md, "Over worker links") ----
-
-struct GroupMember {
-  std::string name;     // as the head names it (--workers); "head" for rank 0
-  std::string address;  // "host:port" where the member accepts its peers (empty for the head: it dials, never accepts)
-  bool operator==(const GroupMember&) const = default;
-};
 
 // Head -> worker: join a group as `rank`, opening the model from the worker's --models folder (or taking its share:
 // ShareRequest) and linking to the other workers (a member dials the workers ranked below it and accepts those above),
@@ -402,7 +418,8 @@ struct CollectiveData {
   bool operator==(const CollectiveData&) const = default;
 };
 
-// ---- A member without the model receives just its share (protocol 8; docs/parallel.md, "Shares sent once") ----
+// ---- A member without the model receives just its share (protocol 9; docs/parallel.md, "Members without the model")
+// ----
 
 // Worker -> head, instead of GroupReady: this member has no copy of the model (nor its share in its cache); the head
 // answers ShareTable.

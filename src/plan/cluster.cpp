@@ -66,4 +66,32 @@ LinkProfile Cluster::link(std::string_view a, std::string_view b) const {
   fail("no link profile between '{}' and '{}' and no default network", a, b);
 }
 
+void Cluster::set_group_links(std::vector<LinkProfile> links) {
+  for (const auto& l : links) {
+    node(l.a);
+    node(l.b);
+    if (l.a == l.b) fail("group link {} <-> {}: a link joins two different nodes", l.a, l.b);
+    validate_link(l);
+  }
+  group_links_ = std::move(links);
+}
+
+LinkProfile Cluster::group_link(std::string_view a, std::string_view b) const {
+  for (const auto& l : group_links_) {
+    if ((l.a == a && l.b == b) || (l.a == b && l.b == a)) return l;
+  }
+  return link(a, b);
+}
+
+void Cluster::add_unreachable(std::string a, std::string b, std::string why) {
+  unreachable_.push_back({std::move(a), std::move(b), std::move(why)});
+}
+
+std::optional<std::string> Cluster::unreachable(std::string_view a, std::string_view b) const {
+  for (const auto& u : unreachable_) {
+    if ((u.a == a && u.b == b) || (u.a == b && u.b == a)) return u.why;
+  }
+  return std::nullopt;
+}
+
 }  // namespace tessera::plan

@@ -34,6 +34,19 @@ class Cluster {
   // Throws Error when neither exists.
   LinkProfile link(std::string_view a, std::string_view b) const;
   const std::vector<LinkProfile>& links() const { return links_; }
+  // Direct links between workers for tensor/expert-parallel groups, measured by the workers at the head's request:
+  // a group's collectives take them, while a pipeline hop between two workers is relayed by the head (link()).
+  void set_group_links(std::vector<LinkProfile> links);
+  const std::vector<LinkProfile>& group_links() const { return group_links_; }
+  // The link a group's collectives take between a and b: the group link when one is listed, else link(a, b).
+  LinkProfile group_link(std::string_view a, std::string_view b) const;
+  // Pairs whose direct link failed to open when measured: no group over both can run. Why, or nothing.
+  void add_unreachable(std::string a, std::string b, std::string why);
+  std::optional<std::string> unreachable(std::string_view a, std::string_view b) const;
+  // Groups run over worker links (cluster::LinkCommunicator: a direct exchange up to 32 KiB, a ring above) with
+  // partial sums of this many bytes a float on the wire; 0 (the default): over MPI, a ring over the slowest link.
+  void set_worker_groups(int wire_bytes) { worker_wire_bytes_ = wire_bytes; }
+  int worker_wire_bytes() const { return worker_wire_bytes_; }
   const std::optional<LinkProfile>& default_link() const { return default_link_; }
   // Whether a node packs its weights at load (NodeProfile::repack): a run setting, not something a profile measures,
   // so it is set where the command knows it (the head's --repack, a worker's profile for its own flag, `tessera
@@ -50,6 +63,12 @@ class Cluster {
   std::vector<LinkProfile> links_;
   std::optional<LinkProfile> default_link_;
   std::optional<CollectiveProfile> collectives_;
+  std::vector<LinkProfile> group_links_;
+  struct Unreachable {
+    std::string a, b, why;
+  };
+  std::vector<Unreachable> unreachable_;
+  int worker_wire_bytes_ = 0;
 };
 
 }  // namespace tessera::plan

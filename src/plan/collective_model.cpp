@@ -24,8 +24,42 @@ CollectiveProfile ring_all_reduce(int ranks, double rtt_s, double bytes_per_s, d
   return c;
 }
 
+CollectiveProfile link_all_reduce(int ranks, double rtt_s, double bytes_per_s, double message_overhead_s,
+                                  int wire_bytes, double direct_max_bytes) {
+  if (wire_bytes != 2 && wire_bytes != 4) fail("internal: {} bytes a float on the wire", wire_bytes);
+  CollectiveProfile c = ring_all_reduce(ranks, rtt_s, bytes_per_s, message_overhead_s);
+  c.wire_fraction = wire_bytes / 4.0;
+  c.seconds_per_byte *= c.wire_fraction;
+  c.direct_max_bytes = direct_max_bytes;
+  c.direct_latency_s = rtt_s / 2.0 + (ranks - 1) * message_overhead_s;
+  c.direct_seconds_per_byte = (ranks - 1) * c.wire_fraction / bytes_per_s;
+  c.source = fmt::format("worker links, {:g} Gbit/s, {:g} ms RTT, {} wire", bytes_per_s * 8 / 1e9, rtt_s * 1e3,
+                         wire_bytes == 4 ? "f32" : "16-bit");
+  return c;
+}
+
+std::string collective_formula_text(const CollectiveProfile& c, double bytes) {
+  if (c.measured()) {
+    return fmt::format("{} each, between the sizes measured at start: {}", seconds_text(c.all_reduce_s(bytes)),
+                       collectives_text(c));
+  }
+  const std::string over = c.link_pair.empty() ? "" : fmt::format(" (the slowest link: {})", c.link_pair);
+  const std::string wire = c.wire_fraction < 1 ? " x 1/2 (16-bit on the wire)" : "";
+  const int n = c.ranks;
+  if (c.direct(bytes)) {
+    return fmt::format(
+        "direct exchange among {}: {} RTT/2 + {} x {} per message = {}; each byte x {}{} at {:.2f} GB/s{}", n,
+        seconds_text(c.link_rtt_s / 2), n - 1, seconds_text(c.message_overhead_s), seconds_text(c.direct_latency_s),
+        n - 1, wire, c.link_bytes_per_s / 1e9, over);
+  }
+  return fmt::format(
+      "ring of {}: 2({}-1) x ({} RTT/2 + {} per message) = {}; each byte x 2({}-1)/{}{} at {:.2f} GB/s{}", n, n,
+      seconds_text(c.link_rtt_s / 2), seconds_text(c.message_overhead_s), seconds_text(c.latency_s), n, n, wire,
+      c.link_bytes_per_s / 1e9, over);
+}
+
 double CollectiveProfile::all_reduce_s(double bytes) const {
-  if (samples.size() < 2) return latency_s + bytes * seconds_per_byte;
+  if (samples.size() < 2) return latency_for(bytes) + bytes * seconds_per_byte_for(bytes);
   if (bytes <= samples.front().bytes) return samples.front().seconds;
   size_t i = 1;
   while (i + 1 < samples.size() && samples[i].bytes < bytes) ++i;

@@ -204,20 +204,21 @@ GroupPass CostModel::group_pass(const StageSpec& s, double tokens, double seqs, 
   p.all_reduce_bytes = tokens * reduce_bytes();
   p.all_reduce_s = c.all_reduce_s(p.all_reduce_bytes);
   // Each collective's fixed latency is link latency, the rest of its time link bandwidth.
-  const auto parts = [&](double n, double seconds) {
-    const double lat = std::min(seconds, c.latency_s);
+  const auto parts = [&](double n, double bytes, double seconds) {
+    const double lat = std::min(seconds, c.latency_for(bytes));
     return TimeParts{0, 0, n * lat, n * (seconds - lat)};
   };
-  p.collectives = parts(p.all_reduces, p.all_reduce_s);
+  p.collectives = parts(p.all_reduces, p.all_reduce_bytes, p.all_reduce_s);
   // Rank 0 broadcasts the pass to the others (its size, then the batch), and the last stage gathers each logit
   // row's vocabulary shares on rank 0 (the counts, then the rows); each counted as the all-reduce of its bytes.
-  TimeParts other = parts(1, c.all_reduce_s(8));
-  other += parts(1, c.all_reduce_s(tokens * k_.wire_bytes_per_token_id));
+  const auto one = [&](double bytes) { return parts(1, bytes, c.all_reduce_s(bytes)); };
+  TimeParts other = one(8);
+  other += one(tokens * k_.wire_bytes_per_token_id);
   p.other_collectives = 2;
   if (s.last_stage && logit_tokens > 0) {
     const double rows = logit_tokens * static_cast<double>(model_.config.n_vocab) * 4.0;
-    other += parts(1, c.all_reduce_s(4));
-    other += parts(1, c.gather_s(rows));
+    other += one(4);
+    other += parts(1, rows / 2.0, c.gather_s(rows));
     p.other_collectives += 2;
   }
   p.other_s = other.total();
@@ -246,17 +247,33 @@ CollectiveProfile CostModel::collectives_for(std::span<const size_t> nodes) cons
     for (size_t i = 0; i < nodes.size(); ++i) all = all && nodes[i] == i;
     if (all) return *measured;
   }
-  // A ring: each step waits for the slowest link's latency and moves its chunk at the slowest link's bandwidth.
+  // Each step waits for the slowest link's latency and moves its chunk at the slowest link's bandwidth: the ring's
+  // links under MPI; over worker links every pair (the direct exchange uses them all).
+  const bool mesh = cluster_.worker_wire_bytes() > 0;
   double rtt = 0, bw = INFINITY;
-  for (size_t i = 0; nodes.size() > 1 && i < nodes.size(); ++i) {
-    const size_t a = nodes[i], b = nodes[(i + 1) % nodes.size()];
-    if (a == b) continue;
-    const LinkProfile l = cluster_.link(cluster_.nodes()[a].name, cluster_.nodes()[b].name);
+  std::string slowest;
+  const auto consider = [&](size_t a, size_t b) {
+    if (a == b) return;
+    const std::string &na = cluster_.nodes()[a].name, &nb = cluster_.nodes()[b].name;
+    const LinkProfile l = cluster_.group_link(na, nb);
+    if (l.rtt_s > rtt || l.bytes_per_s() < bw || slowest.empty()) slowest = fmt::format("{} <-> {}", na, nb);
     rtt = std::max(rtt, l.rtt_s);
     bw = std::min(bw, l.bytes_per_s());
+  };
+  for (size_t i = 0; nodes.size() > 1 && i < nodes.size(); ++i) {
+    if (!mesh) {
+      consider(nodes[i], nodes[(i + 1) % nodes.size()]);
+      continue;
+    }
+    for (size_t j = i + 1; j < nodes.size(); ++j) consider(nodes[i], nodes[j]);
   }
   if (!std::isfinite(bw)) bw = 1e12;  // one node: nothing crosses a link
-  return ring_all_reduce(static_cast<int>(nodes.size()), rtt, bw, k_.message_overhead_s);
+  const int n = static_cast<int>(nodes.size());
+  if (!mesh) return ring_all_reduce(n, rtt, bw, k_.message_overhead_s);
+  CollectiveProfile c =
+      link_all_reduce(n, rtt, bw, k_.message_overhead_s, cluster_.worker_wire_bytes(), k_.link_direct_max_bytes);
+  c.link_pair = slowest;
+  return c;
 }
 
 std::shared_ptr<const ParallelGroup> CostModel::make_group(std::span<const size_t> nodes, ParallelMode mode,

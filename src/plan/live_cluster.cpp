@@ -50,7 +50,8 @@ std::string plan_node_name(std::string_view typed) {
   return name;
 }
 
-WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& o) {
+WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& o,
+                         std::span<const WorkerEndpoint> peers) {
   std::optional<net::ClusterKey> key;
   if (!o.key_file.empty()) key = net::load_cluster_key(o.key_file);
   const std::string name = plan_node_name(worker.name);
@@ -71,9 +72,14 @@ WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& o
     net::ProbeRequest req;
     req.seconds = static_cast<float>(std::clamp(o.worker_seconds, 0.05, 60.0));
     req.max_age_s = static_cast<uint32_t>(std::clamp(o.worker_max_age_s, 0.0, 86400.0));
+    if (o.measure_links) {
+      for (const auto& p : peers) req.peers.push_back({plan_node_name(p.name), p.address});
+    }
     conn->send(req);
-    // The worker measures for about `seconds` (plus setting up its buffer) while its heartbeats keep the link alive.
-    const auto wait = o.timeout + std::chrono::milliseconds(static_cast<int64_t>(req.seconds * 3000));
+    // The worker measures for about `seconds` (plus setting up its buffer) while its heartbeats keep the link alive,
+    // then its peer links (each well under a second; 5 s timeouts for each of its exchanges).
+    const auto wait = o.timeout + std::chrono::milliseconds(static_cast<int64_t>(req.seconds * 3000)) +
+                      std::chrono::seconds(20) * static_cast<int64_t>(req.peers.size());
     const auto reply = conn->recv(wait);
     if (!reply) fail("no answer to the profile request within {:.0f} s", std::chrono::duration<double>(wait).count());
     if (const auto* err = std::get_if<net::ErrorMsg>(&*reply)) fail("{}", err->message);
@@ -95,6 +101,22 @@ WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& o
     }
     n.source = p->age_s > 0 ? fmt::format("worker probe, {:.0f} s old", p->age_s) : "worker probe";
     validate_node(n);
+    if (p->peer_links.size() != req.peers.size()) {
+      fail("answered {} peer links for {} peers", p->peer_links.size(), req.peers.size());
+    }
+    for (size_t i = 0; i < req.peers.size(); ++i) {
+      const net::PeerLinkReport& l = p->peer_links[i];
+      const std::string& peer = req.peers[i].name;
+      if (!l.error.empty() || !(l.up_bytes_per_s > 0) || !(l.down_bytes_per_s > 0)) {
+        r.unreachable.push_back({peer, l.error.empty() ? "no figures" : l.error});
+        continue;
+      }
+      // Symmetric for the planner, as the head's links: the slower direction stands for both.
+      const double bytes_per_s = std::min(l.up_bytes_per_s, l.down_bytes_per_s);
+      r.peer_links.push_back(
+          {name, peer, l.rtt_s, std::min(bytes_per_s * 8.0 / 1e9, 10000.0),
+           fmt::format("measured by {}: rtt {:.2f} ms, {:.2f} GB/s", name, l.rtt_s * 1e3, bytes_per_s / 1e9)});
+    }
   } catch (const Error& e) {
     fail("worker {} ({}): cannot get its profile: {}", worker.name, worker.address, e.what());
   }
@@ -108,16 +130,26 @@ Cluster probe_live_cluster(std::span<const WorkerEndpoint> workers, const LivePr
 Cluster live_cluster(NodeProfile head, std::span<const WorkerEndpoint> workers, const LiveProbeOptions& o) {
   head.name = "local";
   std::vector<NodeProfile> nodes = {std::move(head)};
-  std::vector<LinkProfile> links;
+  std::vector<LinkProfile> links, group_links;
+  std::vector<WorkerProbe::Unreachable> unreachable;
+  std::vector<std::string> by;  // who reported each unreachable pair
   std::set<std::string, std::less<>> names = {"local"};
-  for (const auto& w : workers) {
-    WorkerProbe p = probe_worker(w, o);
+  for (size_t i = 0; i < workers.size(); ++i) {
+    const WorkerEndpoint& w = workers[i];
+    WorkerProbe p = probe_worker(w, o, workers.subspan(i + 1));
     if (!names.insert(p.node.name).second) {
       fail("--workers: '{}' and another worker have the same name for the planner ({})", w.name, p.node.name);
     }
     log_info("plan: worker {}: {:.1f} GB/s read, {:.0f} int8 GOPS, {:.1f} GiB free ({}); link {}", w.name,
              p.node.mem_read_gbps, p.node.int8_gops, static_cast<double>(p.node.mem_available_bytes) / (1 << 30),
              p.node.source, p.link.source);
+    for (const auto& l : p.peer_links) log_info("plan: link {} <-> {}: {}", l.a, l.b, l.source);
+    for (auto& u : p.unreachable) {
+      log_warn("plan: worker {} cannot reach {}: {}", w.name, u.peer, u.why);
+      by.push_back(p.node.name);
+      unreachable.push_back(std::move(u));
+    }
+    group_links.insert(group_links.end(), p.peer_links.begin(), p.peer_links.end());
     nodes.push_back(std::move(p.node));
     links.push_back(std::move(p.link));
   }
@@ -132,7 +164,11 @@ Cluster live_cluster(NodeProfile head, std::span<const WorkerEndpoint> workers, 
           {a.b, b.b, a.rtt_s + b.rtt_s, 1.0 / (1.0 / a.gbit_per_s + 1.0 / b.gbit_per_s), "relayed by the head"});
     }
   }
-  return Cluster(std::move(nodes), "local", std::move(links));
+  Cluster c(std::move(nodes), "local", std::move(links));
+  c.set_group_links(std::move(group_links));
+  for (size_t i = 0; i < unreachable.size(); ++i) c.add_unreachable(by[i], unreachable[i].peer, unreachable[i].why);
+  c.set_worker_groups(o.group_wire_bytes);
+  return c;
 }
 
 }  // namespace tessera::plan

@@ -32,19 +32,32 @@ struct LiveProbeOptions {
   double worker_max_age_s = 300;             // a worker reuses its own measurement younger than this
   std::string key_file;                      // the cluster key; empty: loopback without encryption
   std::chrono::milliseconds timeout{20000};  // connect, and each answer
-  bool measure_links = true;                 // RTT and bandwidth of each head-worker link (else loopback defaults)
+  bool measure_links = true;  // RTT and bandwidth of each head-worker and worker-worker link (else loopback defaults)
+  // The partial sums' bytes a float on the wire when the workers form a tensor/expert-parallel group (--wire-type:
+  // 4 f32, 2 f16 or bf16).
+  int group_wire_bytes = 2;
 };
 
-// A worker's profile and its link to the head, from one connection. Throws Error naming the worker when it cannot
-// be reached, refuses (busy with another head), or answers with anything but a profile.
+// A worker's profile and its link to the head, from one connection; with `peers`, also the worker's own links to
+// them (it dials each as a group member would and measures: a few pings and a 4 MiB burst each way). Throws Error
+// naming the worker when it cannot be reached, refuses (busy with another head), or answers with anything but a
+// profile; a peer it cannot reach is reported in `unreachable`, not thrown.
 struct WorkerProbe {
   NodeProfile node;
   LinkProfile link;
+  std::vector<LinkProfile> peer_links;  // measured, named as the planner names the nodes
+  struct Unreachable {
+    std::string peer, why;
+  };
+  std::vector<Unreachable> unreachable;
 };
-WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& options);
+WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& options,
+                         std::span<const WorkerEndpoint> peers = {});
 
-// The head ("local") and every worker, with the measured links. The workers are asked one after another: each
-// closes its connection before the next, so a worker is free again for the run that follows.
+// The head ("local") and every worker, with the measured links: the head's to each worker, and each pair of workers'
+// (Cluster::group_links, the links a group's collectives take; pipeline hops between workers are relayed by the
+// head). The workers are asked one after another, each measuring its links to those after it: each closes its
+// connection before the next, so a worker is free again for the run that follows.
 Cluster probe_live_cluster(std::span<const WorkerEndpoint> workers, const LiveProbeOptions& options);
 // The same with the head's profile given (loaded from a file, or probed by the caller).
 Cluster live_cluster(NodeProfile head, std::span<const WorkerEndpoint> workers, const LiveProbeOptions& options);

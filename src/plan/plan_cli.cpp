@@ -88,6 +88,7 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   lo.local.threads = r.threads;
   lo.worker_seconds = r.probe_seconds;
   lo.key_file = r.key_file;
+  lo.group_wire_bytes = r.wire_type == "f32" ? 4 : 2;
   if (cluster != nullptr) {
     out.cluster.emplace(*cluster);
   } else if (r.parallel) {
@@ -102,7 +103,11 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   out.cluster->set_repack(out.cluster->head_index(), r.repack);
 
   PlanOptions o;
-  o.parallel = workers.empty() ? ParallelRows::Runnable : ParallelRows::Shown;
+  // Over --workers a group runs with the cluster key (its members link to each other, and only the key
+  // authenticates them).
+  o.over_workers = !workers.empty() && !r.parallel;
+  o.parallel = o.over_workers && r.key_file.empty() ? ParallelRows::Shown : ParallelRows::Runnable;
+  if (o.parallel == ParallelRows::Shown) o.parallel_blocked = "over --workers it needs --key-file";
   if (r.parallel) {
     o.mpi_ranks = true;
     o.run = PlanOptions::ParallelRun{r.parallel->mode, r.parallel->shares};

@@ -42,6 +42,9 @@ struct PlanConstants {
   double stage_overhead_s = 60e-6;
   // Fixed time per message on a link, on top of RTT/2: framing, encryption, system calls, a copy on each side.
   double message_overhead_s = 40e-6;
+  // Over worker links an all-reduce of up to this many bytes (f32) is a direct exchange, larger ones a ring
+  // (cluster::LinkOptions::direct_max_bytes).
+  double link_direct_max_bytes = 32.0 * 1024;
   // Activations travel as f16.
   double wire_bytes_per_value = 2.0;
   // A token id message (ids, positions, sequence numbers) per sequence.

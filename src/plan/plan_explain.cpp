@@ -109,11 +109,13 @@ std::string cause_text(const Strategy& s, const ModelCost& m, const Cluster& c, 
                            gib_text(m.decode_bytes_per_token()), rank_rate_text(s));
       case Bottleneck::LinkLatency:
         return fmt::format("{} all-reduces per token at ~{} each dominate", all_reduces(s),
-                           seconds_text(g.collectives.latency_s));
+                           seconds_text(g.collectives.latency_for(g.decode.all_reduce_bytes)));
       case Bottleneck::LinkBandwidth:
         return fmt::format("all-reduces of {} per token saturate the links ({:.2f} GB/s per all-reduced byte)",
                            bytes_text(g.decode.all_reduce_bytes * w.concurrency * all_reduces(s)),
-                           g.collectives.seconds_per_byte > 0 ? 1e-9 / g.collectives.seconds_per_byte : 0.0);
+                           g.collectives.seconds_per_byte_for(g.decode.all_reduce_bytes) > 0
+                               ? 1e-9 / g.collectives.seconds_per_byte_for(g.decode.all_reduce_bytes)
+                               : 0.0);
       case Bottleneck::Compute:
         break;
     }
@@ -204,11 +206,7 @@ std::string shape_text(const Strategy& s, const ModelCost& m, const Workload& w)
         t += fmt::format(", shares {} by read bandwidth", sh);
       }
       t += fmt::format(", then {} all-reduce{} per token", all_reduces(s), all_reduces(s) == 1 ? "" : "s");
-      if (s.kind == StrategyKind::TensorPipeline) {
-        t += " (not in the runtime yet: --tp with --pp)";
-      } else if (!s.runnable) {
-        t += fmt::format(" (under mpirun -np {} with {}, not over --workers)", n, parallel_flags(g.mode, int(n)));
-      }
+      if (!s.blocked.empty()) t += fmt::format(" ({})", s.blocked);
       return t;
     }
     case StrategyKind::Requant:
@@ -296,25 +294,19 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
                                          g.nodes[d.slowest], slow.flops / 1e9, seconds_text(slow.t.compute)));
     }
     const CollectiveProfile& col = g.collectives;
+    const double b = d.all_reduce_bytes;
     if (col.measured()) {
-      s.arithmetic.push_back(fmt::format("  + {} all-reduces of {} x {} = {}", d.all_reduces,
-                                         bytes_text(d.all_reduce_bytes), seconds_text(d.all_reduce_s),
-                                         seconds_text(d.all_reduces * d.all_reduce_s)));
-      s.arithmetic.push_back(fmt::format("    {} each, between the sizes measured at start: {}",
-                                         seconds_text(d.all_reduce_s), collectives_text(col)));
+      s.arithmetic.push_back(fmt::format("  + {} all-reduces of {} x {} = {}", d.all_reduces, bytes_text(b),
+                                         seconds_text(d.all_reduce_s), seconds_text(d.all_reduces * d.all_reduce_s)));
     } else {
-      const std::string per_byte =
-          col.seconds_per_byte > 0
-              ? fmt::format("{} / {:.2f} GB/s", bytes_text(d.all_reduce_bytes), 1e-9 / col.seconds_per_byte)
-              : std::string("0");
-      s.arithmetic.push_back(fmt::format("  + {} all-reduces of {} x ({} + {}) = {}", d.all_reduces,
-                                         bytes_text(d.all_reduce_bytes), seconds_text(col.latency_s), per_byte,
+      const double per_byte = col.seconds_per_byte_for(b);
+      const std::string bytes_part =
+          per_byte > 0 ? fmt::format("{} / {:.2f} GB/s", bytes_text(b), 1e-9 / per_byte) : std::string("0");
+      s.arithmetic.push_back(fmt::format("  + {} all-reduces of {} x ({} + {}) = {}", d.all_reduces, bytes_text(b),
+                                         seconds_text(col.latency_for(b)), bytes_part,
                                          seconds_text(d.all_reduces * d.all_reduce_s)));
-      s.arithmetic.push_back(fmt::format(
-          "    ring of {}: 2({}-1) x ({} RTT/2 + {} per message) = {}; each byte x 2({}-1)/{} at {:.2f} GB/s",
-          col.ranks, col.ranks, seconds_text(col.link_rtt_s / 2), seconds_text(col.message_overhead_s),
-          seconds_text(col.latency_s), col.ranks, col.ranks, col.link_bytes_per_s / 1e9));
     }
+    s.arithmetic.push_back("    " + collective_formula_text(col, b));
     s.arithmetic.push_back(
         fmt::format("  + {} small collectives (rank 0's broadcast of the step, the logits' gather) = {}",
                     d.other_collectives, seconds_text(d.other_s)));
@@ -496,12 +488,19 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
     } else if (ch.is_parallel()) {
       std::string shares;
       for (double x : ch.parallel.front().shares) shares += fmt::format("{}{:g}", shares.empty() ? "" : ",", x);
+      const std::string flags = parallel_flags(ch.parallel.front().mode, static_cast<int>(ch.nodes.size())) +
+                                (shares.empty() ? "" : " --tp-shares " + shares);
+      std::string workers;
+      for (const auto& n : ch.nodes) {
+        if (n != c.head().name) workers += (workers.empty() ? "" : ",") + n;
+      }
+      const std::string run =
+          o.over_workers ? fmt::format("tessera ... {} --workers {} (those workers, in this order)", flags, workers)
+                         : fmt::format("mpirun -np {} tessera ... {}", ch.nodes.size(), flags);
       how = fmt::format(
           "every rank reads its share of each layer at the same time ({} per token instead of {}), for {} "
-          "all-reduces per token (run it as mpirun -np {} tessera ... {}{})",
-          rank_bytes_text(ch), gib_text(m.decode_bytes_per_token()), all_reduces(ch), ch.nodes.size(),
-          parallel_flags(ch.parallel.front().mode, static_cast<int>(ch.nodes.size())),
-          shares.empty() ? "" : " --tp-shares " + shares);
+          "all-reduces per token (run it as {})",
+          rank_bytes_text(ch), gib_text(m.decode_bytes_per_token()), all_reduces(ch), run);
     } else {
       // Which phase the gain comes from: the prompts' prefill or the decode steps.
       const double seqs = static_cast<double>(w.concurrency), n = static_cast<double>(w.n_gen);

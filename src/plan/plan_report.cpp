@@ -97,7 +97,21 @@ ordered_json collectives_json(const CollectiveProfile& c) {
           {"latency_s", c.latency_s},
           {"seconds_per_byte", c.seconds_per_byte},
           {"source", c.source},
-          {"measured", samples}};
+          {"measured", samples},
+          {"link_rtt_s", c.link_rtt_s},
+          {"link_bytes_per_s", c.link_bytes_per_s},
+          {"slowest_link", c.link_pair},
+          {"direct_max_bytes", c.direct_max_bytes},
+          {"direct_latency_s", c.direct_latency_s},
+          {"direct_seconds_per_byte", c.direct_seconds_per_byte}};
+}
+
+ordered_json links_json(const std::vector<LinkProfile>& links) {
+  ordered_json out = ordered_json::array();
+  for (const auto& l : links) {
+    out.push_back({{"between", {l.a, l.b}}, {"rtt_s", l.rtt_s}, {"gbit_per_s", l.gbit_per_s}, {"source", l.source}});
+  }
+  return out;
 }
 
 // A parallel row's groups: ranks, shares, cuts, and one decoded token's arithmetic in numbers.
@@ -175,6 +189,9 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
   }
   j["nodes"] = nodes;
   j["collectives"] = c.collectives() ? collectives_json(*c.collectives()) : ordered_json(nullptr);
+  // The links pipeline hops take, and the direct ones between workers that a group's collectives take.
+  j["links"] = links_json(c.links());
+  j["group_links"] = links_json(c.group_links());
   ordered_json strategies = ordered_json::array();
   for (const auto& s : plan.strategies) {
     ordered_json mem = ordered_json::array();
@@ -229,6 +246,7 @@ ordered_json plan_json(const Plan& plan, const ModelCost& m, const Cluster& c, c
                     {"layer_overhead_s", k.layer_overhead_s},
                     {"stage_overhead_s", k.stage_overhead_s},
                     {"message_overhead_s", k.message_overhead_s},
+                    {"link_direct_max_bytes", k.link_direct_max_bytes},
                     {"node_base_bytes", k.node_base_bytes},
                     {"memory_headroom", k.memory_headroom},
                     {"min_gain_to_add_nodes", k.min_gain_to_add_nodes}};
@@ -267,6 +285,11 @@ std::string plan_text(const Plan& plan, const ModelCost& m, const Cluster& c) {
                          l.rtt_s * 1e3);
     }
     out += "network:   " + net + "\n";
+    for (const auto& l : c.group_links()) {
+      out += fmt::format(
+          "           {} <-> {} direct (tensor/expert-parallel groups): {:.3g} Gbit/s, {:.3g} ms RTT ({})\n", l.a, l.b,
+          l.gbit_per_s, l.rtt_s * 1e3, l.source);
+    }
   }
   out += "\n";
 
@@ -297,7 +320,7 @@ std::string plan_text(const Plan& plan, const ModelCost& m, const Cluster& c) {
   out += render_table(header, rows);
   std::string legend = "  * chosen";
   if (any_missing) legend += "   x does not fit (! marks the node)";
-  if (any_estimate) legend += "   ~ not runnable as is (another file, mpirun, or --tp with --pp)";
+  if (any_estimate) legend += "   ~ not runnable as is (why says what it needs)";
   out += legend + "\n\nwhy:\n";
   for (size_t i = 0; i < plan.strategies.size(); ++i) {
     out += fmt::format("  {:>2}  {}\n", i + 1, plan.strategies[i].why);

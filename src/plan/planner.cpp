@@ -17,10 +17,6 @@
 namespace tessera::plan {
 namespace {
 
-std::string range_text(int64_t first, int64_t last) {
-  return first == last ? std::to_string(first) : fmt::format("{}-{}", first, last);
-}
-
 // Nodes of one machine whose threads outnumber the CPUs they may use between them (workers pinned to the head's
 // core, three one-thread nodes on two cores) would take turns on those CPUs while each node's rates were measured
 // alone: the reason such a set cannot work at the predicted speed, or nothing.
@@ -306,60 +302,6 @@ std::optional<Strategy> Planner::replicas() const {
   return r;
 }
 
-std::vector<double> Planner::speed_shares(const std::vector<size_t>& nodes) const {
-  std::vector<double> rates;
-  for (size_t n : nodes) rates.push_back(c_.nodes()[n].mem_read_gbps);
-  const double lo = *std::min_element(rates.begin(), rates.end());
-  const double hi = *std::max_element(rates.begin(), rates.end());
-  if (hi <= lo * 1.01) return {};
-  for (auto& r : rates) r = std::round(10.0 * r / lo) / 10.0;  // "--tp-shares 1,1.5": a tenth is close enough
-  return rates;
-}
-
-Strategy Planner::evaluate_groups(std::string name, StrategyKind kind, const std::vector<StageSpec>& specs) const {
-  const Workload& w = o_.workload;
-  Strategy s;
-  s.name = std::move(name);
-  s.kind = kind;
-  s.model_label = m_.label;
-  s.model_bytes = m_.total_bytes();
-  s.feasible = true;
-  s.runnable = o_.parallel == ParallelRows::Runnable && kind != StrategyKind::TensorPipeline;
-  const double ctx = static_cast<double>(w.prompt_tokens) + static_cast<double>(w.n_gen) / 2.0;
-  for (const auto& spec : specs) {
-    const ParallelGroup& g = *spec.group;
-    const auto needs = cm_.group_memory(spec, w);
-    ParallelStage ps;
-    ps.first = spec.first;
-    ps.last = spec.last;
-    ps.mode = g.layout.mode;
-    ps.shares = g.layout.shares;
-    ps.cuts = g.layout.cuts;
-    ps.collectives = g.collectives;
-    ps.decode = cm_.group_pass(spec, 1.0, 1.0, ctx, spec.last_stage ? 1.0 : 0.0);
-    for (size_t r = 0; r < g.nodes.size(); ++r) {
-      const std::string& node = c_.nodes()[g.nodes[r]].name;
-      s.nodes.push_back(node);
-      ps.nodes.push_back(node);
-      ps.read_rate.push_back(cm_.read_rate(g.nodes[r]) / cm_.machine_ranks(g, r));
-      NodeMemory mem{node,
-                     fmt::format("rank {} of {}", r, range_text(spec.first, spec.last)),
-                     needs[r].weights,
-                     needs[r].kv_cache,
-                     needs[r].buffers,
-                     needs[r].packed,
-                     needs[r].total(),
-                     needs[r].available};
-      s.feasible = s.feasible && mem.fits();
-      s.memory.push_back(std::move(mem));
-    }
-    s.stages.push_back({ps.nodes.front(), spec.first, spec.last});
-    s.parallel.push_back(std::move(ps));
-  }
-  s.pred = cm_.predict_pipeline(specs, w);
-  return s;
-}
-
 std::vector<Strategy> Planner::requant_rows() const {
   std::vector<Strategy> out;
   for (const char* name : {"q4_k_m", "q3_k_m", "q2_k"}) {
@@ -556,6 +498,7 @@ void Planner::choose(Plan& plan, std::optional<size_t> user) const {
   for (auto& s : plan.strategies) {
     if (s.kind != StrategyKind::Requant) explain_strategy(s, m_, c_, cm_, w);  // requant rows explain themselves
   }
+  explain_tradeoffs(plan);
   explain_plan(plan, m_, c_, o_, user, k_.min_gain_to_add_nodes);
 }
 

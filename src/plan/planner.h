@@ -61,7 +61,8 @@ struct Strategy {
   std::vector<int64_t> sequences;  // replicas: the concurrent sequences each copy decodes
   std::vector<NodeMemory> memory;  // one entry per node
   bool feasible = false;
-  bool runnable = true;     // false: needs another file (requant), mpirun (parallel rows over workers) or TP x PP
+  bool runnable = true;     // false: needs another file (requant), a key, a direct link between workers, or TP x PP
+  std::string blocked;      // why a tensor/expert-parallel row cannot run as it is ("" when it can)
   std::string model_label;  // the model this row predicts (differs for requant rows)
   uint64_t model_bytes = 0;
   Prediction pred;
@@ -77,14 +78,18 @@ struct Skipped {
   std::string reason;
 };
 
-// Tensor/expert-parallel rows: off, shown but not runnable (the nodes are --workers, which the runtime does not
-// join into groups), or runnable (a cluster file's nodes, or the ranks of an mpirun).
+// Tensor/expert-parallel rows: off, shown but not runnable (PlanOptions::parallel_blocked says why), or runnable (a
+// cluster file's nodes under mpirun, the ranks of an mpirun, or --workers with a cluster key).
 enum class ParallelRows { Off, Shown, Runnable };
 
 struct PlanOptions {
   Workload workload;
   bool distribute = false;  // never choose a single node
   ParallelRows parallel = ParallelRows::Runnable;
+  std::string parallel_blocked;  // with Shown: what the rows need ("--key-file: ...")
+  // The nodes are the head and its --workers: a group runs as `--tp N --workers ...` (not mpirun), and a group over
+  // two workers that could not reach each other (Cluster::unreachable) cannot run.
+  bool over_workers = false;
   bool all_subsets = false;  // list every pipeline subset, not only the best per node count
   bool requant_advice = true;
   std::optional<SplitSpec> split;  // the user's override

@@ -2,6 +2,8 @@
 // (local, pipelines, replicas, requantized) and planner_parallel.cpp (tensor/expert parallel groups, TP x PP).
 #pragma once
 
+#include <fmt/format.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,6 +12,11 @@
 #include "plan/planner.h"
 
 namespace tessera::plan::detail {
+
+// "7" or "0-13".
+inline std::string range_text(int64_t first, int64_t last) {
+  return first == last ? std::to_string(first) : fmt::format("{}-{}", first, last);
+}
 
 inline StrategyKind kind_of(ParallelMode m) {
   switch (m) {

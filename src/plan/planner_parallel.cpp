@@ -1,6 +1,8 @@
 // The planner's tensor/expert parallel rows: for each mode and group size the best group that includes the head,
-// and tensor-parallel groups as pipeline stages (TP x PP).
+// and tensor-parallel groups as pipeline stages (TP x PP); a group row's memory, prediction and what it needs to
+// run.
 #include <algorithm>
+#include <cmath>
 
 #include "plan/planner_internal.h"
 #include "plan/split_spec.h"
@@ -24,6 +26,76 @@ void append_found(std::vector<std::optional<Strategy>>& best, std::vector<Strate
 }
 
 }  // namespace
+
+std::vector<double> Planner::speed_shares(const std::vector<size_t>& nodes) const {
+  std::vector<double> rates;
+  for (size_t n : nodes) rates.push_back(c_.nodes()[n].mem_read_gbps);
+  const double lo = *std::min_element(rates.begin(), rates.end());
+  const double hi = *std::max_element(rates.begin(), rates.end());
+  if (hi <= lo * 1.01) return {};
+  for (auto& r : rates) r = std::round(10.0 * r / lo) / 10.0;  // "--tp-shares 1,1.5": a tenth is close enough
+  return rates;
+}
+
+Strategy Planner::evaluate_groups(std::string name, StrategyKind kind, const std::vector<StageSpec>& specs) const {
+  const Workload& w = o_.workload;
+  Strategy s;
+  s.name = std::move(name);
+  s.kind = kind;
+  s.model_label = m_.label;
+  s.model_bytes = m_.total_bytes();
+  s.feasible = true;
+  s.runnable = o_.parallel == ParallelRows::Runnable && kind != StrategyKind::TensorPipeline;
+  if (kind == StrategyKind::TensorPipeline) {
+    s.blocked = o_.over_workers ? "not over --workers yet: --tp with --pp" : "not in the runtime yet: --tp with --pp";
+  } else if (o_.parallel != ParallelRows::Runnable) {
+    s.blocked = o_.parallel_blocked;
+  }
+  for (const auto& spec : specs) {
+    for (size_t i = 0; s.blocked.empty() && i < spec.group->nodes.size(); ++i) {
+      for (size_t j = i + 1; s.blocked.empty() && j < spec.group->nodes.size(); ++j) {
+        const std::string &a = c_.nodes()[spec.group->nodes[i]].name, &b = c_.nodes()[spec.group->nodes[j]].name;
+        if (const auto why = c_.unreachable(a, b)) {
+          s.runnable = false;
+          s.blocked = fmt::format("{} cannot reach {} directly: {}", a, b, *why);
+        }
+      }
+    }
+  }
+  const double ctx = static_cast<double>(w.prompt_tokens) + static_cast<double>(w.n_gen) / 2.0;
+  for (const auto& spec : specs) {
+    const ParallelGroup& g = *spec.group;
+    const auto needs = cm_.group_memory(spec, w);
+    ParallelStage ps;
+    ps.first = spec.first;
+    ps.last = spec.last;
+    ps.mode = g.layout.mode;
+    ps.shares = g.layout.shares;
+    ps.cuts = g.layout.cuts;
+    ps.collectives = g.collectives;
+    ps.decode = cm_.group_pass(spec, 1.0, 1.0, ctx, spec.last_stage ? 1.0 : 0.0);
+    for (size_t r = 0; r < g.nodes.size(); ++r) {
+      const std::string& node = c_.nodes()[g.nodes[r]].name;
+      s.nodes.push_back(node);
+      ps.nodes.push_back(node);
+      ps.read_rate.push_back(cm_.read_rate(g.nodes[r]) / cm_.machine_ranks(g, r));
+      NodeMemory mem{node,
+                     fmt::format("rank {} of {}", r, range_text(spec.first, spec.last)),
+                     needs[r].weights,
+                     needs[r].kv_cache,
+                     needs[r].buffers,
+                     needs[r].packed,
+                     needs[r].total(),
+                     needs[r].available};
+      s.feasible = s.feasible && mem.fits();
+      s.memory.push_back(std::move(mem));
+    }
+    s.stages.push_back({ps.nodes.front(), spec.first, spec.last});
+    s.parallel.push_back(std::move(ps));
+  }
+  s.pred = cm_.predict_pipeline(specs, w);
+  return s;
+}
 
 std::vector<Strategy> Planner::parallel_rows(const std::vector<std::vector<size_t>>& sets,
                                              std::vector<Skipped>& skipped) const {

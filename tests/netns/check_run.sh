@@ -9,7 +9,8 @@
 #                       gives identical logits, which random-weight fixtures need for equal greedy tokens
 #   --rtt-ms / --gbit   ranges every probed link (and, with --head-links, every link the head reports) must meet
 #   --head-links        also require the head's own link figures ("rtt X ms, up R, down R" per worker) from the run
-#   --plan-links        the same from `tessera plan --workers` (its live probe measures each link), first model
+#   --plan-links        the same from `tessera plan --workers` (its live probe measures each link), first model,
+#                       and each pair of workers' own link (at least --rtt-ms's minimum, at most --gbit's maximum)
 #   --tbf-rate TEXT     every veth in the head's namespace must carry a tbf qdisc of this rate ("10Gbit")
 #   --head-arg ARG      an extra argument for the run over the workers (repeatable), e.g. --tp 3
 set -euo pipefail
@@ -157,5 +158,25 @@ if [ "$plan_links" -eq 1 ]; then
   "$tessera" plan -m "${models[0]}" --workers "$TESSERA_NET_WORKERS" --key-file "$TESSERA_NET_KEY" \
     --probe-seconds 0.05 >"$work/plan.txt" 2>&1 || fail "tessera plan --workers failed: $(tail -n 10 "$work/plan.txt")"
   check_head_links "tessera plan" "$work/plan.txt"
+  # Each pair of workers measured its own link (the one a group's collectives take): through the head's namespace
+  # and the dialled worker's relay, at least one link's RTT and at most one link's rate.
+  IFS=, read -r -a entries <<<"$TESSERA_NET_WORKERS"
+  for ((i = 0; i < ${#entries[@]}; i++)); do
+    for ((k = i + 1; k < ${#entries[@]}; k++)); do
+      a="${entries[$i]%%=*}"
+      b="${entries[$k]%%=*}"
+      line=$(grep -E "\b$a <-> $b direct \(tensor/expert-parallel groups\): [0-9.e+-]+ Gbit/s, [0-9.e+-]+ ms RTT" \
+        "$work/plan.txt" | head -n1 || true)
+      [ -n "$line" ] || fail "tessera plan printed no direct link figures for $a <-> $b: $(grep -n '<->' "$work/plan.txt")"
+      [[ "$line" =~ :\ ([0-9.e+-]+)\ Gbit/s,\ ([0-9.e+-]+)\ ms\ RTT ]]
+      echo "tessera plan: $a <-> $b direct: rtt ${BASH_REMATCH[2]} ms, ${BASH_REMATCH[1]} Gbit/s"
+      if [ -n "$rtt_min" ]; then
+        in_range "${BASH_REMATCH[2]}" "$rtt_min" 1e9 || fail "$a <-> $b: RTT ${BASH_REMATCH[2]} ms is below $rtt_min ms"
+      fi
+      if [ -n "$gbit_max" ]; then
+        in_range "${BASH_REMATCH[1]}" 0 "$gbit_max" || fail "$a <-> $b: ${BASH_REMATCH[1]} Gbit/s is above $gbit_max"
+      fi
+    done
+  done
 fi
 echo "PASS"

@@ -10,6 +10,7 @@
 #include "net/messages.h"
 #include "plan/live_cluster.h"
 #include "plan/plan_cli.h"
+#include "plan/plan_report.h"
 #include "support/test_paths.h"
 #include "support/tiny_model.h"
 #include "support/worker_process.h"
@@ -41,10 +42,20 @@ TEST(LiveCluster, ProbeMessagesRoundTrip) {
   reply.age_s = 12.0f;
   reply.cpu = "Some CPU";
   reply.isa = "avx512";
-  for (const net::Message& m : {net::Message(net::ProbeRequest{0.5f, 60}), net::Message(reply)}) {
+  for (const net::Message& m : {net::Message(net::ProbeRequest{0.5f, 60, {}}), net::Message(reply)}) {
     EXPECT_EQ(net::decode_frame(net::encode_frame(m)), m);
   }
-  EXPECT_THROW(net::encode_frame(net::ProbeRequest{0.0f, 60}), Error);  // below 0.05 s
+  EXPECT_THROW(net::encode_frame(net::ProbeRequest{0.0f, 60, {}}), Error);  // below 0.05 s
+  // Peers to measure: node names and addresses; their reports carry figures or an error.
+  const net::ProbeRequest peers{0.5f, 60, {{"b", "127.0.0.1:5001"}}};
+  EXPECT_EQ(net::decode_frame(net::encode_frame(peers)), net::Message(peers));
+  EXPECT_THROW(net::encode_frame(net::ProbeRequest{0.5f, 60, {{"b:1", "127.0.0.1:5001"}}}), Error);
+  EXPECT_THROW(net::encode_frame(net::ProbeRequest{0.5f, 60, {{"b", ""}}}), Error);
+  net::ProbeReply linked = reply;
+  linked.peer_links = {{"b", 1e-4f, 1e9f, 9e8f, ""}, {"c", 0, 0, 0, "refused"}};
+  EXPECT_EQ(net::decode_frame(net::encode_frame(linked)), net::Message(linked));
+  linked.peer_links[0].rtt_s = -1;
+  EXPECT_THROW(net::encode_frame(linked), Error);
   net::ProbeReply bad = reply;
   bad.threads = 0;
   EXPECT_THROW(net::encode_frame(bad), Error);
@@ -130,7 +141,9 @@ TEST(LiveCluster, WorkersReportTheirRepack) {
   }
 }
 
-TEST(LiveCluster, ClusterOfTheHeadAndTwoWorkersRelaysThroughTheHead) {
+// Pipeline hops between workers are relayed by the head; a group's collectives take the workers' own link, which
+// the first worker measures at the head's request.
+TEST(LiveCluster, ClusterOfTheHeadAndTwoWorkersRelaysHopsAndMeasuresTheWorkersLink) {
   test::TempDir dir;
   test::WorkerProcess a, b;
   const std::vector<WorkerEndpoint> ws = {{"a", a.address()}, {"b", b.address()}};
@@ -140,6 +153,76 @@ TEST(LiveCluster, ClusterOfTheHeadAndTwoWorkersRelaysThroughTheHead) {
   const LinkProfile la = c.link("local", "a"), lb = c.link("local", "b"), ab = c.link("a", "b");
   EXPECT_DOUBLE_EQ(ab.rtt_s, la.rtt_s + lb.rtt_s);
   EXPECT_LT(ab.gbit_per_s, std::min(la.gbit_per_s, lb.gbit_per_s));
+  ASSERT_EQ(c.group_links().size(), 1u);
+  const LinkProfile direct = c.group_link("a", "b");
+  EXPECT_EQ(direct.a, "a");
+  EXPECT_EQ(direct.b, "b");
+  EXPECT_GT(direct.rtt_s, 0);
+  EXPECT_LT(direct.rtt_s, 0.5);
+  EXPECT_GT(direct.gbit_per_s, 0);
+  EXPECT_EQ(direct.source.rfind("measured by a: rtt", 0), 0u) << direct.source;
+  EXPECT_EQ(c.group_link("local", "b").source, lb.source);  // the head's own link is direct already
+  EXPECT_FALSE(c.unreachable("a", "b"));
+  // Both workers are free again for the run that follows.
+  EXPECT_TRUE(a.running());
+  EXPECT_TRUE(b.running());
+  EXPECT_EQ(probe_worker({"b", b.address()}, quick(dir / "probe.json")).node.name, "b");
+
+  // A peer that cannot be reached is reported, not thrown: groups over it cannot run.
+  const WorkerProbe p =
+      probe_worker({"a", a.address()}, quick(dir / "probe.json"), std::vector<WorkerEndpoint>{{"gone", "127.0.0.1:1"}});
+  EXPECT_TRUE(p.peer_links.empty());
+  ASSERT_EQ(p.unreachable.size(), 1u);
+  EXPECT_EQ(p.unreachable[0].peer, "gone");
+  EXPECT_FALSE(p.unreachable[0].why.empty());
+}
+
+// The measured pair figures are what the plan's group rows use and show: `plan --workers` and the placement log of
+// run/bench/serve print the workers' own link, and the JSON lists it.
+TEST(LiveCluster, CliPlanShowsTheWorkersLinkAndUsesItForGroups) {
+  test::TempDir dir;
+  test::write_tiny_model(dir / "m.gguf", "llama", "q8_0");
+  test::WorkerProcess a, b;
+  CliPlanRequest r;
+  r.model_path = (dir / "m.gguf").string();
+  r.workers = fmt::format("a={},b={}", a.address(), b.address());
+  r.prompt_tokens = 64;
+  r.n_gen = 16;
+  r.probe_seconds = 0.05;
+  r.threads = 1;  // the head and one worker on 2 CPUs are not crowded: their groups get rows
+  const CliPlan plan = make_cli_plan(r);
+  const Cluster& c = *plan.cluster;
+  ASSERT_EQ(c.group_links().size(), 1u);
+  const LinkProfile direct = c.group_links().front();
+  EXPECT_NE(plan.text.find("a <-> b direct (tensor/expert-parallel groups)"), std::string::npos) << plan.text;
+  EXPECT_NE(plan.text.find("measured by a: rtt"), std::string::npos) << plan.text;
+  const nlohmann::ordered_json j = plan_json(plan.plan, plan.model, c);
+  ASSERT_EQ(j["group_links"].size(), 1u);
+  EXPECT_EQ(j["group_links"][0]["between"][0], "a");
+  EXPECT_DOUBLE_EQ(j["group_links"][0]["rtt_s"].get<double>(), direct.rtt_s);
+  int groups = 0;
+  for (const Strategy& s : plan.plan.strategies) {
+    if (!s.is_parallel() || s.kind == StrategyKind::TensorPipeline) continue;
+    ++groups;
+    // The group's slowest link of every pair: the workers' own one among them.
+    double slowest = 0;
+    for (size_t i = 0; i < s.nodes.size(); ++i) {
+      for (size_t k = i + 1; k < s.nodes.size(); ++k)
+        slowest = std::max(slowest, c.group_link(s.nodes[i], s.nodes[k]).rtt_s);
+    }
+    EXPECT_DOUBLE_EQ(s.parallel.front().collectives.link_rtt_s, slowest) << s.name;
+    // Without --key-file the workers cannot form a group: the row says so and is not chosen.
+    EXPECT_FALSE(s.runnable);
+    EXPECT_NE(s.why.find("over --workers it needs --key-file"), std::string::npos) << s.why;
+    EXPECT_TRUE(s.why.find("Beats ") != std::string::npos || s.why.find("Loses to ") != std::string::npos) << s.why;
+  }
+  EXPECT_GT(groups, 0) << plan.text;
+  // A group of all three (crowded on this machine, so not a row here) waits for the slowest of its three links.
+  const CostModel cm(plan.model, c, PlanConstants{});
+  const CollectiveProfile all = cm.collectives_for(std::vector<size_t>{0, 1, 2});
+  const double slowest = std::max({c.group_link("local", "a").rtt_s, c.group_link("local", "b").rtt_s, direct.rtt_s});
+  EXPECT_DOUBLE_EQ(all.link_rtt_s, slowest);
+  EXPECT_TRUE(all.direct(8192));  // a decode step's all-reduce: the direct exchange over the worker links
 }
 
 TEST(LiveCluster, CliPlanShowsTheSplitThatRuns) {

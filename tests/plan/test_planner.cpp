@@ -368,11 +368,13 @@ TEST(Planner, ReplicasAtConcurrency) {
   for (const auto& s : make_plan(m, c, options(1)).strategies) EXPECT_NE(s.kind, StrategyKind::Replicas);
 }
 
-TEST(Planner, ParallelRowsOverWorkersAreShownButNeverChosen) {
+TEST(Planner, ShownParallelRowsSayWhatTheyNeedAndAreNeverChosen) {
   const ModelCost m = shape("qwen3-30b-a3b");
   const Cluster c = cluster({vm("vm1"), vm("vm2")}, 100, 0.01);
   PlanOptions o = options();
-  o.parallel = ParallelRows::Shown;  // --workers: the runtime does not join them into groups
+  o.parallel = ParallelRows::Shown;  // --workers without --key-file: they cannot link to each other
+  o.parallel_blocked = "over --workers it needs --key-file";
+  o.over_workers = true;
   o.distribute = true;
   const Plan p = make_plan(m, c, o);
   int rows = 0;
@@ -380,7 +382,8 @@ TEST(Planner, ParallelRowsOverWorkersAreShownButNeverChosen) {
     if (s.is_parallel()) {
       ++rows;
       EXPECT_FALSE(s.runnable) << s.name;
-      EXPECT_NE(s.why.find("under mpirun -np 2"), std::string::npos) << s.why;
+      EXPECT_EQ(s.blocked, o.parallel_blocked) << s.name;
+      EXPECT_NE(s.why.find("(over --workers it needs --key-file)"), std::string::npos) << s.why;
     }
   }
   EXPECT_EQ(rows, 3);  // tensor, expert, tensor+expert over the two nodes
