@@ -165,13 +165,13 @@ std::vector<Message> seeds() {
   join.tp = true;
   join.n_ctx = 256;
   out.push_back(join);
-  out.push_back(GroupReady{7});
+  out.push_back(GroupReady{7, "its cache"});
   out.push_back(GroupLink{7, 1});
   out.push_back(CollectiveData{1, 3, {0, 0, 128, 63}});
   out.push_back(ShareRequest{7});
   ShareTable share;
   share.group_id = 7;
-  share.tensors.push_back({"output.weight", {}, 32 * 4 * 4, GgmlType::F32, {32, 4}});
+  share.tensors.push_back({"output.weight", {}, 32 * 4 * 4, tessera::GgmlType::F32, {32, 4}});
   share.runs.push_back({0, 0, 64, 128, 4});
   out.push_back(share);
   out.push_back(ShareAccept{7});
