@@ -17,6 +17,7 @@
 #include <thread>
 #include <tuple>
 
+#include "support/mpi_environment.h"
 #include "support/test_paths.h"
 
 namespace tessera {
@@ -28,17 +29,7 @@ std::filesystem::path fixture(const std::string& name) {
   return test::shared_dir() / "fixtures/models" / (name + ".gguf");
 }
 
-// mpirun as root needs both variables; the scalar kernels keep one node and the ranks on the same arithmetic.
-class MpiEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);  // no CMA inside containers
-    setenv("TESSERA_ISA", "scalar", 1);
-  }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new test::MpiTestEnvironment);
 
 // A program from PATH (scripts/setup.sh installs openmpi-bin and curl); a machine without it fails, never passes.
 std::string on_path(const std::string& program) {
@@ -60,13 +51,6 @@ std::vector<std::string> mpirun(int n, std::vector<std::string> args) {
                                    test::tessera_bin().string()};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
-}
-
-std::vector<float> read_floats(const std::filesystem::path& p) {
-  const auto bytes = test::read_file(p);
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
 }
 
 struct Case {
@@ -113,8 +97,8 @@ TEST_P(MpiRun, SameTextAndLogitsAsOneNode) {
   const std::string table =
       c.pp > 1 ? std::to_string(c.ranks * c.pp) + " ranks, a pipeline of stages" : std::to_string(c.ranks) + " ranks (";
   EXPECT_NE(par.err.find(table), std::string::npos) << par.err;
-  const auto a = read_floats(dir / "one.f32");
-  const auto b = read_floats(dir / "par.f32");
+  const auto a = test::read_floats(dir / "one.f32");
+  const auto b = test::read_floats(dir / "par.f32");
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GT(a.size(), 0u);
   float max_diff = 0;

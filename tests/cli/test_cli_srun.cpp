@@ -12,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "support/mpi_environment.h"
 #include "support/test_paths.h"
 
 namespace tessera {
@@ -19,18 +20,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// mpirun as root needs both variables; scalar kernels keep every run on the same arithmetic. srun passes the
-// environment on to its tasks.
-class SrunEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override {
-    setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
-    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);  // no CMA inside containers
-    setenv("TESSERA_ISA", "scalar", 1);
-  }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new SrunEnvironment);
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new test::MpiTestEnvironment);
 
 std::string model() { return (test::source_dir() / "models/stories260K.gguf").string(); }
 

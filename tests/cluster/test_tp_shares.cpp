@@ -27,13 +27,6 @@ test::CommandResult tessera(std::vector<std::string> args) {
   return test::run_command(args);
 }
 
-std::vector<float> read_floats(const std::filesystem::path& p) {
-  const auto bytes = test::read_file(p);
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
-}
-
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -100,8 +93,8 @@ TEST_P(TpShares, ShareSentOnceLogitsAsOneNode) {
     EXPECT_NE(first.err.find("weights from its --models copy, 0 weight bytes sent"), std::string::npos);
   }
   EXPECT_EQ(first.err.find("group: 0 weight bytes sent to the members"), std::string::npos) << first.err;
-  const auto a = read_floats(dir / "one.f32");
-  const auto b = read_floats(dir / "first.f32");
+  const auto a = test::read_floats(dir / "one.f32");
+  const auto b = test::read_floats(dir / "first.f32");
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GT(a.size(), 0u);
   float max_diff = 0;
@@ -115,7 +108,7 @@ TEST_P(TpShares, ShareSentOnceLogitsAsOneNode) {
   EXPECT_NE(second.err.find("group: 0 weight bytes sent to the members"), std::string::npos) << second.err;
   EXPECT_EQ(count(second.err, "weights from its cache, 0 weight bytes sent"), static_cast<size_t>(receivers))
       << second.err;
-  EXPECT_EQ(read_floats(dir / "second.f32"), b);
+  EXPECT_EQ(test::read_floats(dir / "second.f32"), b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, TpShares,

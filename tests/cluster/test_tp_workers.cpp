@@ -36,13 +36,6 @@ test::CommandResult tessera(std::vector<std::string> args) {
   return test::run_command(args);
 }
 
-std::vector<float> read_floats(const std::filesystem::path& p) {
-  const auto bytes = test::read_file(p);
-  std::vector<float> v(bytes.size() / 4);
-  std::memcpy(v.data(), bytes.data(), v.size() * 4);
-  return v;
-}
-
 // A key file in `dir`, and workers that hold it and map models from `models`.
 struct Group {
   Group(const test::TempDir& dir, int n_workers, const std::filesystem::path& models, const std::string& name = "k") {
@@ -111,8 +104,8 @@ TEST_P(TpWorkers, SameTextAndLogitsAsOneNode) {
   EXPECT_NE(par.err.find(std::to_string(c.ranks) + " ranks ("), std::string::npos) << par.err;
   EXPECT_NE(par.err.find("group: " + std::to_string(c.ranks) + " members linked over TLS (f32 wire"), std::string::npos)
       << par.err;
-  const auto a = read_floats(dir / "one.f32");
-  const auto b = read_floats(dir / "par.f32");
+  const auto a = test::read_floats(dir / "one.f32");
+  const auto b = test::read_floats(dir / "par.f32");
   ASSERT_EQ(a.size(), b.size());
   ASSERT_GT(a.size(), 0u);
   float max_diff = 0;

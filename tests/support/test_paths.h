@@ -26,6 +26,8 @@ class TempDir {
 };
 
 std::vector<uint8_t> read_file(const std::filesystem::path& path);
+// A file of native-endian floats (--logits-out, the quant fixtures' values), whole.
+std::vector<float> read_floats(const std::filesystem::path& path);
 void write_file(const std::filesystem::path& path, const std::vector<uint8_t>& bytes);
 
 struct CommandResult {

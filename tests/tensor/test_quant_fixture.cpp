@@ -30,13 +30,6 @@ std::string stem(GgmlType type) {
   return s;
 }
 
-std::vector<float> read_floats(const std::filesystem::path& path) {
-  const auto bytes = test::read_file(path);
-  std::vector<float> out(bytes.size() / sizeof(float));
-  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(float));
-  return out;
-}
-
 // The raw tensor bytes of <T>.gguf: 8 rows, starting at byte 256 (float types) or 320 (quantized).
 std::vector<uint8_t> tensor_bytes(GgmlType type) {
   const auto file = test::read_file(fixture(stem(type) + ".gguf"));
@@ -76,7 +69,7 @@ TEST_P(FixtureDequant, MatchesGgmlBitForBit) {
   const GgmlType type = GetParam();
   const auto bytes = tensor_bytes(type);
   ASSERT_FALSE(bytes.empty());
-  const auto expected = read_floats(fixture(stem(type) + ".dequant.f32"));
+  const auto expected = test::read_floats(fixture(stem(type) + ".dequant.f32"));
   ASSERT_EQ(expected.size(), static_cast<size_t>(kRows * kRowLen));
   const size_t rs = row_size(type, kRowLen);
   std::vector<float> got(kRowLen);
@@ -99,7 +92,7 @@ TEST_P(FixtureQuantize, MatchesGgmlBytes) {
   ASSERT_TRUE(can_quantize(type));
   const auto expected = tensor_bytes(type);
   ASSERT_FALSE(expected.empty());
-  const auto src = read_floats(fixture("src.f32"));
+  const auto src = test::read_floats(fixture("src.f32"));
   ASSERT_EQ(src.size(), static_cast<size_t>(kRows * kRowLen));
   const size_t rs = row_size(type, kRowLen);
   std::vector<uint8_t> got(rs);
@@ -116,8 +109,8 @@ TEST_P(FixtureQuantize, MatchesGgmlBytes) {
 // Independent of byte equality: our round trip must not lose more than ggml's, row by row.
 TEST_P(FixtureQuantize, RoundTripRmseWithinFivePercentOfGgml) {
   const GgmlType type = GetParam();
-  const auto src = read_floats(fixture("src.f32"));
-  const auto ggml = read_floats(fixture(stem(type) + ".dequant.f32"));
+  const auto src = test::read_floats(fixture("src.f32"));
+  const auto ggml = test::read_floats(fixture(stem(type) + ".dequant.f32"));
   ASSERT_EQ(src.size(), static_cast<size_t>(kRows * kRowLen));
   ASSERT_EQ(ggml.size(), src.size());
   std::vector<uint8_t> q(row_size(type, kRowLen));
@@ -145,7 +138,7 @@ class FixtureActivation : public ::testing::TestWithParam<ActivationCase> {};
 
 TEST_P(FixtureActivation, MatchesGgmlFromFloat) {
   const auto [type, file] = GetParam();
-  const auto x = read_floats(fixture("x.f32"));
+  const auto x = test::read_floats(fixture("x.f32"));
   ASSERT_EQ(x.size(), static_cast<size_t>(kRowLen));
   const auto expected = test::read_file(fixture(file));
   std::vector<uint8_t> got(row_size(type, kRowLen));
@@ -174,7 +167,7 @@ TEST_P(FixtureDot, MatchesExactDotPerRow) {
   ASSERT_EQ(json.at("vec_dot_type_id").get<uint32_t>(), static_cast<uint32_t>(act));
   const auto weights = tensor_bytes(type);
   ASSERT_FALSE(weights.empty());
-  const auto x = read_floats(fixture("x.f32"));
+  const auto x = test::read_floats(fixture("x.f32"));
   std::vector<uint8_t> xq(row_size(act, kRowLen));
   quantize_row_activation(act, x.data(), xq.data(), kRowLen);
   const bool uses_q8_1_s = act == GgmlType::Q8_1;
