@@ -97,6 +97,19 @@ void tensor_fields(IO& io, T& t, int64_t i) {
   }
 }
 
+// n tensor entries, each name once.
+template <typename IO, typename V>
+void tensor_table(IO& io, V& tensors, size_t n) {
+  io.sized("tensors", tensors, n);
+  std::unordered_set<std::string_view> names;
+  for (size_t i = 0; i < n; ++i) {
+    tensor_fields(io, tensors[i], static_cast<int64_t>(i));
+    if (!names.insert(tensors[i].name).second) {
+      io.bad(Field("tensors", static_cast<int64_t>(i), "name"), fmt::format("'{}' appears twice", tensors[i].name));
+    }
+  }
+}
+
 template <typename IO, typename M>
 void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadStage> {
   io.string("file_name", m.file_name, 1, kMaxFileName, Charset::FileName);
@@ -105,14 +118,7 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadSt
   io.bytes("model_metadata", m.model_metadata, 0, kMaxModelMetadata);
   // Smallest tensor entry: name length 4, hash 16, n_bytes 8, type 4, n_dims 4, one dimension 8.
   const size_t n = io.count("n_tensors", m.tensors.size(), 0, kMaxTensors, 44);
-  io.sized("tensors", m.tensors, n);
-  std::unordered_set<std::string_view> names;
-  for (size_t i = 0; i < n; ++i) {
-    tensor_fields(io, m.tensors[i], static_cast<int64_t>(i));
-    if (!names.insert(m.tensors[i].name).second) {
-      io.bad(Field("tensors", static_cast<int64_t>(i), "name"), fmt::format("'{}' appears twice", m.tensors[i].name));
-    }
-  }
+  tensor_table(io, m.tensors, n);
   io.u32("layer_begin", m.layer_begin, 0, kMaxLayers);
   io.u32("layer_end", m.layer_end, m.layer_begin, kMaxLayers);
   io.boolean("has_embedding", m.has_embedding);
@@ -422,14 +428,7 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ShareT
   io.hash("share_hash", m.share_hash);
   io.bytes("model_metadata", m.model_metadata, 0, kMaxModelMetadata);
   const size_t n = io.count("n_tensors", m.tensors.size(), 1, kMaxTensors, 44);
-  io.sized("tensors", m.tensors, n);
-  std::unordered_set<std::string_view> names;
-  for (size_t i = 0; i < n; ++i) {
-    tensor_fields(io, m.tensors[i], static_cast<int64_t>(i));
-    if (!names.insert(m.tensors[i].name).second) {
-      io.bad(Field("tensors", static_cast<int64_t>(i), "name"), fmt::format("'{}' appears twice", m.tensors[i].name));
-    }
-  }
+  tensor_table(io, m.tensors, n);
   // Smallest run: tensor 4, offset, bytes, stride and count 8 each.
   const size_t n_runs = io.count("n_runs", m.runs.size(), 0, kMaxShareRuns, 36);
   io.sized("runs", m.runs, n_runs);
@@ -472,35 +471,6 @@ Message decode_as(std::span<const uint8_t> body) {
 
 MsgType type_of(const Message& message) {
   return std::visit([](const auto& m) { return kTypeOf<std::decay_t<decltype(m)>>; }, message);
-}
-
-FrameHeader parse_frame_header(std::span<const uint8_t, kFrameHeaderBytes> header) {
-  uint32_t length;
-  uint16_t id;
-  uint16_t flags;
-  std::memcpy(&length, header.data(), 4);
-  std::memcpy(&id, header.data() + 4, 2);
-  std::memcpy(&flags, header.data() + 6, 2);
-  const auto type = msg_type_from_id(id);
-  if (!type) fail("bad frame: unknown message type {} (this node speaks protocol {})", id, kProtocolVersion);
-  if (flags != 0) fail("bad frame: {} with flags 0x{:04x} (must be 0)", msg_type_name(*type), flags);
-  if (length > max_body_bytes(*type)) {
-    fail("bad frame: {} of {} bytes exceeds its limit of {} bytes", msg_type_name(*type), length,
-         max_body_bytes(*type));
-  }
-  return {*type, length};
-}
-
-void write_frame_header(MsgType type, size_t body_bytes, uint8_t* out) {
-  if (body_bytes > max_body_bytes(type)) {
-    fail("cannot send {} of {} bytes: its limit is {} bytes", msg_type_name(type), body_bytes, max_body_bytes(type));
-  }
-  const auto length = static_cast<uint32_t>(body_bytes);
-  const auto id = static_cast<uint16_t>(type);
-  const uint16_t flags = 0;
-  std::memcpy(out, &length, 4);
-  std::memcpy(out + 4, &id, 2);
-  std::memcpy(out + 6, &flags, 2);
 }
 
 namespace {

@@ -31,23 +31,8 @@ std::filesystem::path fixture(const std::string& name) {
 
 const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new test::MpiTestEnvironment);
 
-// A program from PATH (scripts/setup.sh installs openmpi-bin and curl); a machine without it fails, never passes.
-std::string on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/usr/bin";
-  size_t at = 0;
-  while (at <= dirs.size()) {
-    const size_t end = std::min(dirs.find(':', at), dirs.size());
-    const auto candidate = std::filesystem::path(dirs.substr(at, end - at)) / program;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
-    at = end + 1;
-  }
-  ADD_FAILURE() << program << " is not on PATH (scripts/setup.sh installs it)";
-  return program;
-}
-
 std::vector<std::string> mpirun(int n, std::vector<std::string> args) {
-  std::vector<std::string> argv = {on_path("mpirun"), "--oversubscribe", "-np", std::to_string(n),
+  std::vector<std::string> argv = {test::on_path("mpirun"), "--oversubscribe", "-np", std::to_string(n),
                                    test::tessera_bin().string()};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
@@ -353,12 +338,12 @@ TEST(MpiRun, ServeAnswersLikeOneNode) {
   bool ready = false;
   for (int i = 0; i < 200 && !ready; ++i) {
     std::this_thread::sleep_for(100ms);
-    ready = test::run_command({on_path("curl"), "-s", url + "/health"}).out.find("ok") != std::string::npos;
+    ready = test::run_command({test::on_path("curl"), "-s", url + "/health"}).out.find("ok") != std::string::npos;
   }
   ASSERT_TRUE(ready) << serve.output();
   const auto r =
-      test::run_command({on_path("curl"), "-s", url + "/v1/completions", "-H", "Content-Type: application/json", "-d",
-                         R"({"prompt":"Once upon a time","max_tokens":16,"temperature":0})"});
+      test::run_command({test::on_path("curl"), "-s", url + "/v1/completions", "-H", "Content-Type: application/json",
+                         "-d", R"({"prompt":"Once upon a time","max_tokens":16,"temperature":0})"});
   const auto one = test::run_command(
       {test::tessera_bin().string(), "run", "-p", "Once upon a time", "-n", "16", "--temp", "0", "-t", "1"});
   ASSERT_EQ(one.exit_code, 0) << one.err;
@@ -367,7 +352,7 @@ TEST(MpiRun, ServeAnswersLikeOneNode) {
       << r.out << " vs " << one.out;
   // /metrics counts rank 0's collectives: two all-reduces per layer (5 in stories260K) for the prompt's pass and
   // for each token after it.
-  const std::string metrics = test::run_command({on_path("curl"), "-s", url + "/metrics"}).out;
+  const std::string metrics = test::run_command({test::on_path("curl"), "-s", url + "/metrics"}).out;
   const std::string key = "tessera_collectives_total{replica=\"0\"} ";
   const auto at = metrics.find(key);
   ASSERT_NE(at, std::string::npos) << metrics;

@@ -33,31 +33,16 @@ bool in_cluster() {
   return false;
 }
 
-// A program from PATH, as a full path (run_command does not search PATH).
-std::string on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  const std::string dirs = path != nullptr ? path : "/usr/bin";
-  size_t at = 0;
-  while (at <= dirs.size()) {
-    const size_t end = std::min(dirs.find(':', at), dirs.size());
-    const auto candidate = std::filesystem::path(dirs.substr(at, end - at)) / program;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
-    at = end + 1;
-  }
-  ADD_FAILURE() << program << " is not on PATH (scripts/setup.sh installs it)";
-  return program;
-}
-
 // --overcommit: a CI machine with one CPU still runs two tasks, as mpirun --oversubscribe does.
 std::vector<std::string> srun(int n, const std::string& mpi, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {on_path("srun"),   "--overcommit", "-n",
-                                   std::to_string(n), "--mpi=" + mpi, test::tessera_bin().string()};
+  std::vector<std::string> argv = {test::on_path("srun"), "--overcommit", "-n",
+                                   std::to_string(n),     "--mpi=" + mpi, test::tessera_bin().string()};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
 
 std::vector<std::string> mpirun(int n, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {on_path("mpirun"), "--oversubscribe", "-np", std::to_string(n),
+  std::vector<std::string> argv = {test::on_path("mpirun"), "--oversubscribe", "-np", std::to_string(n),
                                    test::tessera_bin().string()};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;

@@ -2,10 +2,12 @@
 #include "support/test_paths.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -97,6 +99,20 @@ CommandResult run_command(const std::vector<std::string>& argv) {
   waitpid(pid, &status, 0);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+std::string on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path != nullptr ? path : "/usr/bin";
+  size_t at = 0;
+  while (at <= dirs.size()) {
+    const size_t end = std::min(dirs.find(':', at), dirs.size());
+    const auto candidate = std::filesystem::path(dirs.substr(at, end - at)) / program;
+    if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+    at = end + 1;
+  }
+  ADD_FAILURE() << program << " is not on PATH (scripts/setup.sh installs it)";
+  return program;
 }
 
 }  // namespace tessera::test

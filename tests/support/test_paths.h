@@ -28,6 +28,9 @@ class TempDir {
 std::vector<uint8_t> read_file(const std::filesystem::path& path);
 // A file of native-endian floats (--logits-out, the quant fixtures' values), whole.
 std::vector<float> read_floats(const std::filesystem::path& path);
+// A program from PATH as a full path (run_command does not search PATH); a failed test when it is not there
+// (scripts/setup.sh installs what the tests start), never a pass.
+std::string on_path(const std::string& program);
 void write_file(const std::filesystem::path& path, const std::vector<uint8_t>& bytes);
 
 struct CommandResult {
