@@ -312,8 +312,26 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
                     d.other_collectives, seconds_text(d.other_s)));
     accounted += d.total.total();
   }
+  if (s.parallel.size() > 1) {
+    // TP x PP: each stage hands one token's activations to the next stage's ranks.
+    const double act = cm.activation_bytes();
+    double hops_s = 0;
+    for (size_t i = 0; i + 1 < s.parallel.size(); ++i) {
+      hops_s +=
+          cm.hop_time(*c.find(s.parallel[i].nodes.front()), *c.find(s.parallel[i + 1].nodes.front()), act).total();
+    }
+    const LinkProfile l = c.link(s.parallel[0].nodes.front(), s.parallel[1].nodes.front());
+    s.arithmetic.push_back(
+        fmt::format("  + {} hop{} of {} activations between stages x ({} + {} / {:.2f} GB/s; {}) = {}",
+                    s.parallel.size() - 1, s.parallel.size() == 2 ? "" : "s", bytes_text(act),
+                    seconds_text(l.rtt_s / 2.0 + cm.constants().message_overhead_s), bytes_text(act),
+                    l.bytes_per_s() / 1e9, l.source, seconds_text(hops_s)));
+    accounted += hops_s;
+  }
   const double rest = total_s - accounted;
-  const std::string hops = rest > 1e-6 ? fmt::format(" + {} of hops", seconds_text(rest)) : "";
+  const std::string hops =
+      rest > 1e-6 ? fmt::format(" + {} of {}", seconds_text(rest), s.parallel.size() > 1 ? "token ids' hops" : "hops")
+                  : "";
   s.arithmetic.push_back(
       fmt::format("  ={} {} per token: {} tok/s decode", hops, seconds_text(total_s), tps_text(s.pred.decode_tps_1)));
 }

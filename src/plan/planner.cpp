@@ -361,10 +361,24 @@ std::optional<size_t> Planner::mpi_rows(Plan& plan) const {
   if (why) plan.skipped.push_back({names(all), *why});
   std::vector<Strategy> rows;
   if (!why && all.size() > 1) rows = parallel_rows({all}, plan.skipped);
+  const bool piped = o_.run && o_.run->pp > 1;
   for (auto& s : rows) {
     // The run's own layout is the user's row below.
-    const bool same = o_.run && s.parallel.front().mode == o_.run->mode && s.parallel.front().shares == o_.run->shares;
+    const bool same =
+        o_.run && !piped && s.parallel.front().mode == o_.run->mode && s.parallel.front().shares == o_.run->shares;
     if (!same) plan.strategies.push_back(std::move(s));
+  }
+  // Under --pp, the other ways to cut the ranks into groups as stages (--tp N --pp P); the run's own below.
+  if (!why && piped) {
+    for (auto& s : tensor_pipeline_rows({all})) {
+      const std::string own =
+          fmt::format("tensor x{} pipeline x{}", all.size() / static_cast<size_t>(o_.run->pp), o_.run->pp);
+      if (s.name != own) plan.strategies.push_back(std::move(s));
+    }
+  }
+  if (piped) {
+    plan.strategies.push_back(run_pipeline_row());
+    return plan.strategies.size() - 1;
   }
   if (!o_.run || all.size() < 2) return std::nullopt;
   std::vector<double> shares = o_.run->shares;

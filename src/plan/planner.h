@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plan/cluster.h"
@@ -99,6 +100,12 @@ struct PlanOptions {
   struct ParallelRun {
     ParallelMode mode = ParallelMode::Tensor;
     std::vector<double> shares;
+    // --pp P: the nodes are P stages of N = size / P ranks, world rank r rank r % N of stage P - 1 - r / N, with
+    // these layers (first, last) and each stage's collectives as measured in rank 0's (the ranks of a stage all
+    // swept at once); hops between stages cost the cluster's default link (the measured point-to-point).
+    int pp = 1;
+    std::vector<std::pair<int64_t, int64_t>> stage_layers = {};
+    std::optional<CollectiveProfile> stage_collectives = std::nullopt;
   };
   std::optional<ParallelRun> run;
 };

@@ -45,8 +45,10 @@ Strategy Planner::evaluate_groups(std::string name, StrategyKind kind, const std
   s.model_label = m_.label;
   s.model_bytes = m_.total_bytes();
   s.feasible = true;
-  s.runnable = o_.parallel == ParallelRows::Runnable && kind != StrategyKind::TensorPipeline;
-  if (kind == StrategyKind::TensorPipeline) {
+  // Under mpirun, groups as stages run (--tp N --pp P); over --workers not yet.
+  const bool piped_runs = o_.mpi_ranks;
+  s.runnable = o_.parallel == ParallelRows::Runnable && (kind != StrategyKind::TensorPipeline || piped_runs);
+  if (kind == StrategyKind::TensorPipeline && !piped_runs) {
     s.blocked = o_.over_workers ? "not over --workers yet: --tp with --pp" : "not in the runtime yet: --tp with --pp";
   } else if (o_.parallel != ParallelRows::Runnable) {
     s.blocked = o_.parallel_blocked;
@@ -159,6 +161,38 @@ std::vector<Strategy> Planner::tensor_pipeline_rows(const std::vector<std::vecto
   }
   append_found(best, out);
   return out;
+}
+
+Strategy Planner::run_pipeline_row() const {
+  const PlanOptions::ParallelRun& run = *o_.run;
+  const auto stages = static_cast<size_t>(run.pp);
+  const size_t n = c_.size() / stages;
+  if (n * stages != c_.size() || run.stage_layers.size() != stages) {
+    fail("internal: {} ranks in {} stages with {} layer ranges", c_.size(), stages, run.stage_layers.size());
+  }
+  std::vector<StageSpec> specs;
+  for (size_t st = 0; st < stages; ++st) {
+    // The runtime's order: rank 0 leads the last stage, where the tokens are sampled.
+    std::vector<size_t> nodes;
+    for (size_t j = 0; j < n; ++j) nodes.push_back((stages - 1 - st) * n + j);
+    StageSpec spec{nodes.front(), run.stage_layers[st].first, run.stage_layers[st].second, st == 0, st + 1 == stages};
+    if (n > 1) {
+      auto g = std::make_shared<ParallelGroup>(*cm_.make_group(nodes, run.mode, run.shares));
+      if (run.stage_collectives) g->collectives = *run.stage_collectives;
+      spec.group = std::move(g);
+    }
+    specs.push_back(std::move(spec));
+  }
+  if (n == 1) {
+    Strategy s = evaluate_stages(fmt::format("your --pp {}", run.pp), StrategyKind::Pipeline, specs, cm_, o_.workload);
+    s.runnable = true;
+    return s;
+  }
+  Strategy s = evaluate_groups(fmt::format("your {} --pp {}", parallel_flags(run.mode, static_cast<int>(n)), run.pp),
+                               StrategyKind::TensorPipeline, specs);
+  s.runnable = true;
+  s.blocked.clear();
+  return s;
 }
 
 }  // namespace tessera::plan::detail

@@ -190,6 +190,29 @@ std::vector<LayerRange> resolve_split(const SplitSpec& spec, std::span<const std
   return out;
 }
 
+StageSplit split_by_speed(std::span<const uint64_t> layer_bytes, std::span<const double> speeds, double alike) {
+  if (speeds.empty()) fail("internal: a split over no stages");
+  const double lo = *std::min_element(speeds.begin(), speeds.end());
+  const double hi = *std::max_element(speeds.begin(), speeds.end());
+  StageSplit out;
+  // Speeds within the probe's noise of each other split by bytes, as a run on alike machines always has.
+  out.by_speed = lo > 0 && hi > lo * (1.0 + alike);
+  const std::vector<double> even(speeds.size(), 1.0);
+  out.counts = proportional_counts(layer_bytes, out.by_speed ? speeds : std::span<const double>(even));
+  std::string rates;
+  for (double v : speeds) rates += fmt::format("{}{:.1f}", rates.empty() ? "" : "/", v / 1e9);
+  out.reason = out.by_speed
+                   ? fmt::format("by speed: the stages read at {} GB/s, more than {:.0f}% apart", rates, 100.0 * alike)
+                   : fmt::format("by bytes: the stages read at {} GB/s, alike within {:.0f}%", rates, 100.0 * alike);
+  for (size_t i = 0; i < out.counts.size(); ++i) {
+    if (out.counts[i] <= 0) {
+      fail("a pipeline of {} stages over {} layers leaves stage {} without a layer", speeds.size(), layer_bytes.size(),
+           i);
+    }
+  }
+  return out;
+}
+
 std::string format_ranges(std::span<const LayerRange> ranges) {
   std::string out;
   for (const auto& r : ranges) {

@@ -47,6 +47,17 @@ std::vector<LayerRange> resolve_split(const SplitSpec& spec, std::span<const std
 // decide what that means. Returns the layer count of each run.
 std::vector<int64_t> proportional_counts(std::span<const uint64_t> layer_bytes, std::span<const double> weights);
 
+// The layers of a pipeline's stages (mpirun --pp) in contiguous runs: by bytes alone when the stages are alike
+// (their speeds within `alike` of each other, or equal), else by bytes weighted with each stage's speed (a stage
+// twice as fast gets about twice the bytes), so that every stage takes about as long. Why, in `reason`, for the
+// table at load. Throws Error when a stage would get no layer.
+struct StageSplit {
+  std::vector<int64_t> counts;  // layers of each stage, in pipeline order
+  bool by_speed = false;
+  std::string reason;
+};
+StageSplit split_by_speed(std::span<const uint64_t> layer_bytes, std::span<const double> speeds, double alike = 0.10);
+
 // "0-13@a,14-27@b": the ranges in --split syntax.
 std::string format_ranges(std::span<const LayerRange> ranges);
 
