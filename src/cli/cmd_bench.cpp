@@ -139,6 +139,7 @@ std::string check_label(const plan::Strategy& s) {
     return fmt::format("pipeline {}", plan::format_ranges(s.stages));
   }
   if (s.kind == plan::StrategyKind::Replicas) return fmt::format("replicas {}", fmt::join(s.nodes, ","));
+  if (s.kind == plan::StrategyKind::TensorPipeline) return s.name;
   if (s.is_parallel()) {
     return fmt::format("{} x{}", plan::parallel_mode_name(s.parallel.front().mode), s.parallel.front().nodes.size());
   }
@@ -216,8 +217,8 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
   std::string text = fmt::format("\nPlanner check (predicted against measured):\n{}", table.render(""));
   if (!per_token.empty()) {
     text +=
-        "\nPer token, rank 0's own shard and its collectives (waits for the other ranks included) against the "
-        "planner's slowest shard and collectives:\n";
+        "\nPer token, rank 0's own shard and its collectives (waits for the other ranks included; under --pp also its "
+        "wait for the stage before) against the planner's slowest shard and collectives:\n";
     for (const auto& l : per_token) text += l + "\n";
   }
   TextTable verdicts({"test", "threads", "planner's choice", "measured fastest", "verdict"});
@@ -276,7 +277,6 @@ int run_bench(const BenchArgs& a) {
     // Each rank reads its own share of the weights: the head's bandwidth is no ceiling for the group.
     config.probe = false;
   }
-  if (mo.pp > 1 && a.check_plan) fail("bench --check-plan: a pipeline of rank groups (--pp) is not predicted yet");
   mo.profile_ranks = !a.no_plan || a.check_plan;
   const std::string grammar_text = a.grammar.grammar_text();
   LoadedModel first = load_model(mo, n_slots, !distributed || a.check_plan);

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "cli/parallel_start.h"
+#include "cli/pipeline_start.h"
 #include "cli/table.h"
 #include "cluster/link_group.h"
 #include "cluster/model_identity.h"
@@ -15,7 +17,6 @@
 #endif
 #include "hw/probe.h"
 #include "model/kv_cache.h"
-#include "model/model_profile.h"
 #include "plan/live_cluster.h"
 #include "plan/split_spec.h"
 #include "util/error.h"
@@ -134,23 +135,6 @@ StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t 
 
 namespace {
 
-// The layers of each of `stages` pipeline stages: contiguous runs of about equal bytes.
-std::vector<LayerRange> pipeline_ranges(const ModelOptions& o, const ModelWeights& w, int stages) {
-  const ModelConfig& c = w.config();
-  const ModelProfile profile = profile_model(w.source(), c);
-  const std::vector<double> even(static_cast<size_t>(stages), 1.0);
-  const auto counts = plan::proportional_counts(profile.layer_bytes, even);
-  std::vector<LayerRange> ranges;
-  int64_t first = 0;
-  for (int s = 0; s < stages; ++s) {
-    const int64_t n = counts[static_cast<size_t>(s)];
-    if (n <= 0) fail("--pp {}: {} has {} layers, too few for {} stages", stages, o.model, c.n_layer, stages);
-    ranges.push_back({first, first + n});
-    first += n;
-  }
-  return ranges;
-}
-
 // This rank's share of every layer (m.comm is its group), and the collectives measured at start (and the ranks
 // profiled, for the plan).
 void share_out(const ModelOptions& o, LoadedModel& m, StageOptions& so, int threads, const char* backend) {
@@ -168,10 +152,10 @@ void share_out(const ModelOptions& o, LoadedModel& m, StageOptions& so, int thre
   po.shares = so.shard.shares;
   po.threads = threads;
   po.backend = backend;
-  // The planner predicts one group of ranks; the pipeline of groups is not predicted under mpirun.
+  po.show = !m.world || m.world->rank() == 0;
+  // Under --pp every rank was probed before the layers were cut (cut_pipeline).
   po.profile = o.profile_ranks && o.pp == 1;
-  auto parallel = start_parallel(*m.comm, po);
-  if (o.pp == 1) m.parallel = std::move(parallel);
+  m.parallel = start_parallel(*m.comm, po);
 }
 
 // The head of a group over worker daemons (--workers with --tp/--ep): rank 0 of the workers it names.
@@ -273,10 +257,11 @@ void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so, int th
   auto world = std::make_shared<collective::MpiCommunicator>(
       session, std::chrono::milliseconds(static_cast<int64_t>(o.collective_timeout * 1000)));
   m.comm = world;
+  std::optional<PipelineCut> cut;
   if (o.pp > 1) {
     const int stage = o.pp - 1 - world->rank() / n;
-    const auto ranges = pipeline_ranges(o, *m.weights, o.pp);
-    const LayerRange r = ranges[static_cast<size_t>(stage)];
+    cut = cut_pipeline(*world, o, *m.weights, n, threads);
+    const LayerRange r = cut->ranges[static_cast<size_t>(stage)];
     m.weights = ModelWeights::load(o.model, r, stage == 0, stage == o.pp - 1);
     m.world = world;
     m.comm = world->split(stage);
@@ -287,6 +272,7 @@ void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so, int th
     m.stage = stage;
   }
   share_out(o, m, so, threads, "MPI");
+  if (cut) m.parallel = finish_pipeline(*world, *cut, std::move(m.parallel), n);
 #else
   (void)m;
   (void)so;
@@ -301,7 +287,7 @@ void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so, int th
 }  // namespace
 
 // Each rank's share, on rank 0, as a table: what it holds and where.
-void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage) {
+void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage, std::string_view split) {
   const Stage& s = e.stage();
   const double mib = 1.0 / (1024.0 * 1024.0);
   std::vector<float> mine = {static_cast<float>(comm.rank()),
@@ -324,10 +310,10 @@ void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage
   }
   const ShardSpec& spec = s.shard();
   if (piped) {
-    log_info("{} ranks, a pipeline of stages{}:\n{}", comm.size(),
+    log_info("{} ranks, a pipeline of stages{}{}:\n{}", comm.size(),
              spec.sharded() ? fmt::format(" of {} ranks each holding its share of the stage's layers", spec.n_ranks)
                             : std::string(" of one rank each"),
-             table);
+             split.empty() ? std::string() : fmt::format("; layers {}", split), table);
     return;
   }
   log_info("{} ranks ({}{}{}), each holding its share of every layer:\n{}", comm.size(), spec.tp ? "tensor" : "",
@@ -400,7 +386,7 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executo
     m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads, o.pin, m.comm, m.pipe);
     if (so.repack) log_repack(m.executor->stage().packed_bytes(), "");
     collective::Communicator* everyone = m.world ? m.world.get() : m.comm.get();
-    if (everyone) log_shard(*m.executor, *everyone, m.stage);
+    if (everyone) log_shard(*m.executor, *everyone, m.stage, m.parallel ? m.parallel->split : std::string());
     if (everyone && everyone->rank() != 0) {
       m.executor->follow();
       m.follower_done = true;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "engine/local_executor.h"
 #include "engine/sampler.h"
@@ -85,7 +86,7 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1, bool with_exe
                        std::shared_ptr<const gguf::TensorSource> source = nullptr);
 StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots);
 // The ranks' shares as a table on rank 0 (a collective: every rank calls it).
-void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage = 0);
+void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage = 0, std::string_view split = {});
 // The log line of --repack: the memory the packed weights took, or why nothing was packed.
 void log_repack(uint64_t packed_bytes, std::string_view node);
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);

@@ -119,7 +119,7 @@ std::shared_ptr<const plan::ParallelRun> start_parallel(collective::Communicator
   }
   run->collectives =
       plan::fit_collectives(comm.size(), std::move(samples), fmt::format("measured over {} at start", o.backend));
-  if (comm.rank() == 0) log_info("collectives: {}", plan::collectives_text(run->collectives));
+  if (comm.rank() == 0 && o.show) log_info("collectives: {}", plan::collectives_text(run->collectives));
   if (!o.profile) return run;
   const RankReports reports = report_ranks(comm, o.threads, true, o.probe_seconds);
   if (comm.rank() == 0) run->ranks = reports.nodes();

@@ -19,6 +19,7 @@ struct ParallelStartOptions {
   bool profile = false;        // also probe every rank (about probe_seconds, all ranks at once)
   double probe_seconds = 0.5;
   const char* backend = "MPI";  // what the collectives run over, for the figures' source
+  bool show = true;             // rank 0 shows the collectives (under --pp only world rank 0, not every stage's)
 };
 
 // Every rank's report (its machine, threads, CPUs and, with `probe`, its probe taken while every rank probes), on
