@@ -146,6 +146,11 @@ std::string check_label(const plan::Strategy& s) {
   return s.name;
 }
 
+// The planner's tokens/s for a test on a row: prefill for a prompt, decode of one sequence or of several.
+double predicted_ts(const plan::Strategy& s, const BenchTest& t) {
+  return t.n_prompt > 0 ? s.pred.prefill_tps : t.n_seq > 1 ? s.pred.decode_tps_c : s.pred.decode_tps_1;
+}
+
 // Whether the planner's own choice for a test is what ran fastest (within 5%: the machines are noisy).
 std::string choice_verdict(const std::string& choice, const std::map<std::string, double>& measured) {
   const auto fastest = std::max_element(measured.begin(), measured.end(),
@@ -198,7 +203,7 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     if (row >= n_rows) fail("internal: the plan has no row for the strategy that ran ({})", r.split);
     const plan::Strategy& s = p.plan.strategies[row];
     const BenchTest& t = r.timing.test;
-    const double pred = t.n_prompt > 0 ? s.pred.prefill_tps : t.n_seq > 1 ? s.pred.decode_tps_c : s.pred.decode_tps_1;
+    const double pred = predicted_ts(s, t);
     const std::string name = !dist    ? (mo.parallel ? check_label(s) : "local")
                              : copies ? r.split
                                       : fmt::format("pipeline {}", r.split);
@@ -329,7 +334,18 @@ int run_bench(const BenchArgs& a) {
   std::unique_ptr<BenchPrinter> printer = make_printer(a, config, model);
   printer->header();
   std::fflush(stdout);
-  const auto print = [&](const BenchResult& r) { printer->row(r); };
+  ClusterCache clusters;
+  const auto print = [&](const BenchResult& r) {
+    if (!parallel || !a.check_plan || !mo.parallel) return printer->row(r);
+    // Under mpirun the row that ran is the plan's own (--tp/--ep/--pp): its prediction goes beside the measured.
+    const plan::CliPlan p =
+        cached_plan(plan_request(a, mo, r.timing.test, r.n_threads, false), r.n_threads, false, clusters);
+    BenchResult with = r;
+    if (p.user && p.plan.strategies[*p.user].feasible) {
+      with.predicted_ts = predicted_ts(p.plan.strategies[*p.user], r.timing.test);
+    }
+    printer->row(with);
+  };
   std::vector<BenchResult> results;
   // Under --tp/--ep the bytes each rank sends into collectives per token stand where a pipeline's wire bytes do (and
   // run_bench_test records their calls, bytes and seconds per token).
@@ -375,7 +391,6 @@ int run_bench(const BenchArgs& a) {
     r.timing = run_bench_copies(ptrs, s.nodes, s.sequences, t.n_gen, t.n_depth, config.run);
     return r;
   };
-  ClusterCache clusters;
   if (distributed && a.check_plan) {
     // The planner's own choice for a test, when it is not what ran above, runs too: the check then says whether
     // the choice was the fastest.

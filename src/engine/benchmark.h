@@ -158,6 +158,8 @@ struct BenchResult {
   std::optional<double> roofline_ts;  // tg tests of one sequence
   std::optional<double> roofline_fraction;
   std::optional<double> roofline_fraction_best;
+  // bench --check-plan under mpirun (--tp/--ep/--pp): the planner's tokens/s for the run that was measured.
+  std::optional<double> predicted_ts;
   int n_workers = 0;  // 0: a local run
   std::string split;  // "0-10@a,11-21@b" for a distributed run
 };

@@ -56,10 +56,17 @@ TEST(MpiPipeline, BenchCheckPlanPutsThePredictionBesideTheMeasured) {
   const auto bench = test::run_command(mpirun(4, {"bench", "-m", fixture("llama-f32"), "-p", "16", "-n", "4", "-t", "1",
                                                   "-r", "1", "--tp", "2", "--pp", "2", "--check-plan", "-o", "json"}));
   ASSERT_EQ(bench.exit_code, 0) << bench.err;
-  // Standard output: the measured results as JSON; standard error: the check.
+  // Standard output: each result as JSON, measured and predicted; standard error: the check.
   const auto results = nlohmann::json::parse(bench.out);
   ASSERT_EQ(results.size(), 2u) << bench.out;
-  for (const auto& r : results) EXPECT_GT(r["avg_ts"].get<double>(), 0) << r.dump();
+  for (const auto& r : results) {
+    EXPECT_GT(r["avg_ts"].get<double>(), 0) << r.dump();
+    ASSERT_TRUE(r["predicted_ts"].is_number()) << r.dump();
+    EXPECT_GT(r["predicted_ts"].get<double>(), 0) << r.dump();
+    // Rank 0 leads the last stage: it waits for the first one's activations.
+    ASSERT_TRUE(r["pipeline_wait_seconds_per_token"].is_number()) << r.dump();
+    EXPECT_GT(r["pipeline_wait_seconds_per_token"].get<double>(), 0) << r.dump();
+  }
   EXPECT_NE(bench.err.find("Planner check (predicted against measured):"), std::string::npos) << bench.err;
   const std::regex row(R"(your --tp 2 --pp 2 +1 +(pp16|tg4) +([0-9.]+) +([0-9.]+) +([0-9.]+))");
   int rows = 0;
