@@ -371,9 +371,10 @@ std::optional<size_t> Planner::mpi_rows(Plan& plan) const {
   // Under --pp, the other ways to cut the ranks into groups as stages (--tp N --pp P); the run's own below.
   if (!why && piped) {
     for (auto& s : tensor_pipeline_rows({all})) {
-      const std::string own =
-          fmt::format("tensor x{} pipeline x{}", all.size() / static_cast<size_t>(o_.run->pp), o_.run->pp);
-      if (s.name != own) plan.strategies.push_back(std::move(s));
+      const bool own =
+          o_.run->mode == ParallelMode::Tensor && o_.run->shares.empty() &&
+          s.name == fmt::format("tensor x{} pipeline x{}", all.size() / static_cast<size_t>(o_.run->pp), o_.run->pp);
+      if (!own) plan.strategies.push_back(std::move(s));
     }
   }
   if (piped) {

@@ -184,7 +184,7 @@ Strategy Planner::run_pipeline_row() const {
     specs.push_back(std::move(spec));
   }
   if (n == 1) {
-    Strategy s = evaluate_stages(fmt::format("your --pp {}", run.pp), StrategyKind::Pipeline, specs, cm_, o_.workload);
+    Strategy s = evaluate_stages(fmt::format("your --pp {}", run.pp), StrategyKind::UserSplit, specs, cm_, o_.workload);
     s.runnable = true;
     return s;
   }

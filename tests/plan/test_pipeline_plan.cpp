@@ -3,6 +3,10 @@
 // by bytes when their machines are alike, by speed when they differ.
 #include <gtest/gtest.h>
 
+#include <thread>
+
+#include "collective/sweep.h"
+#include "collective/thread_group.h"
 #include "plan/collective_model.h"
 #include "plan/planner.h"
 #include "plan/split_spec.h"
@@ -129,6 +133,7 @@ TEST(PipelinePlan, PlainPipelineOfRanksIsTheRunsRow) {
   const Plan p = make_plan(m, c, o);
   const Strategy& mine = p.strategies.back();
   EXPECT_EQ(mine.name, "your --pp 2");
+  EXPECT_EQ(mine.kind, StrategyKind::UserSplit);
   EXPECT_TRUE(mine.runnable);
   ASSERT_EQ(mine.stages.size(), 2u);
   EXPECT_EQ(mine.stages[0].node, "rank1");
@@ -158,6 +163,32 @@ TEST(StageSplit, AlikeStagesSplitByBytesAndUnequalOnesBySpeed) {
   const std::vector<uint64_t> two(2, 100);
   const std::vector<double> lopsided = {1e9, 100e9};
   EXPECT_THROW(split_by_speed(two, lopsided), Error);
+}
+
+// Peers of adjacent stages time one message each way: with 2 ranks a stage, 0 with 2 and 1 with 3; with 3 ranks a
+// stage of 4, only 0 with 3 (ranks 1 and 2 have no peer in a next block).
+TEST(PointToPointSweep, PeersOfAdjacentBlocksTimeTheSameSizes) {
+  for (const int block : {2, 3}) {
+    collective::ThreadGroup group(4);
+    std::vector<std::vector<collective::SweepPoint>> out(4);
+    const std::vector<size_t> bytes = {4, 16384};
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 4; ++r) {
+      threads.emplace_back(
+          [&, r] { out[static_cast<size_t>(r)] = collective::sweep_point_to_point(group.rank(r), block, bytes, 3); });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 4; ++r) {
+      const auto& points = out[static_cast<size_t>(r)];
+      const bool paired = block == 2 || r == 0 || r == 3;
+      ASSERT_EQ(points.size(), paired ? 2u : 0u) << "block " << block << " rank " << r;
+      for (size_t i = 0; i < points.size(); ++i) {
+        EXPECT_EQ(points[i].bytes, bytes[i]);
+        EXPECT_GT(points[i].seconds, 0.0);
+      }
+      EXPECT_EQ(group.rank(r).stats().calls, 0u);  // not the run's traffic
+    }
+  }
 }
 
 }  // namespace
