@@ -3,8 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "collective/sweep.h"
 #include "model/model_profile.h"
 #include "model/shard.h"
@@ -14,28 +12,6 @@
 
 namespace tessera {
 namespace {
-
-// The world ranks of a stage, in its group's rank order.
-std::vector<int> stage_ranks(int stage, int stages, int group) {
-  std::vector<int> out;
-  for (int j = 0; j < group; ++j) out.push_back((stages - 1 - stage) * group + j);
-  return out;
-}
-
-// Whether every stage runs on the same kinds of machines (the same machine ids, as many ranks on each): then their
-// speeds differ by the probe's noise only.
-bool machines_alike(const RankReports& r, int stages, int group) {
-  std::vector<uint64_t> first;
-  for (int s = 0; s < stages; ++s) {
-    std::vector<uint64_t> ids;
-    for (int rank : stage_ranks(s, stages, group)) ids.push_back(r.machine(rank));
-    if (std::find(ids.begin(), ids.end(), uint64_t{0}) != ids.end()) return false;
-    std::sort(ids.begin(), ids.end());
-    if (s == 0) first = ids;
-    if (ids != first) return false;
-  }
-  return true;
-}
 
 // "4 B 6 us, 16 KiB 9 us, 1.0 MiB 180 us (fit: 6 us + 5.9 GB/s)"
 std::string p2p_text(const plan::CollectiveProfile& c) {
@@ -56,38 +32,28 @@ PipelineCut cut_pipeline(collective::Communicator& world, const ModelOptions& o,
   PipelineCut cut;
   // Machine ids first (cheap): alike stages need no probe unless the plan is printed.
   cut.reports = report_ranks(world, threads, false, 0);
-  const bool alike = machines_alike(cut.reports, stages, group);
-  if (o.profile_ranks || !alike) cut.reports = report_ranks(world, threads, true, 0.5);
-  const ModelConfig& c = w.config();
-  const ModelProfile profile = profile_model(w.source(), c);
-  std::vector<int64_t> counts;
-  if (alike) {
-    const std::vector<double> even(static_cast<size_t>(stages), 1.0);
-    counts = plan::proportional_counts(profile.layer_bytes, even);
-    cut.reason = "by bytes: every stage runs on the same machines";
-  } else {
-    // A stage's speed: its group finishes a layer when its slowest share does (shares in proportion, or equal).
-    const std::vector<double> shares =
-        o.tp_shares.empty() ? std::vector<double>(static_cast<size_t>(group), 1.0) : parse_shares(o.tp_shares, group);
-    double total = 0;
-    for (double s : shares) total += s;
-    std::vector<double> speeds;
-    for (int s = 0; s < stages; ++s) {
-      double speed = INFINITY;
-      const auto ranks = stage_ranks(s, stages, group);
-      for (size_t j = 0; j < ranks.size(); ++j) {
-        speed = std::min(speed, cut.reports.read_gbps(ranks[j]) * 1e9 * total / shares[j]);
-      }
-      speeds.push_back(speed);
-    }
-    const plan::StageSplit split = plan::split_by_speed(profile.layer_bytes, speeds);
-    counts = split.counts;
-    cut.reason = split.reason;
+  const auto machines = [&] {
+    std::vector<uint64_t> ids;
+    for (int r = 0; r < cut.reports.ranks(); ++r) ids.push_back(cut.reports.machine(r));
+    return ids;
+  };
+  if (o.profile_ranks || !plan::stages_alike(machines(), stages, group)) {
+    cut.reports = report_ranks(world, threads, true, 0.5);
   }
+  std::vector<double> rates;
+  for (int r = 0; r < cut.reports.ranks(); ++r) rates.push_back(cut.reports.read_gbps(r) * 1e9);
+  const std::vector<double> shares = o.tp_shares.empty() ? std::vector<double>() : parse_shares(o.tp_shares, group);
+  const ModelConfig& c = w.config();
+  plan::StageSplit split;
+  try {
+    split = plan::split_rank_stages(profile_model(w.source(), c).layer_bytes, machines(), rates, stages, group, shares);
+  } catch (const Error& e) {
+    fail("--pp {}: {} has {} layers: {}", stages, o.model, c.n_layer, e.what());
+  }
+  cut.reason = split.reason;
   int64_t first = 0;
   for (int s = 0; s < stages; ++s) {
-    const int64_t n = counts[static_cast<size_t>(s)];
-    if (n <= 0) fail("--pp {}: {} has {} layers, too few for {} stages", stages, o.model, c.n_layer, stages);
+    const int64_t n = split.counts[static_cast<size_t>(s)];
     cut.ranges.push_back({first, first + n});
     first += n;
   }

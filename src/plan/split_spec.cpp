@@ -213,6 +213,43 @@ StageSplit split_by_speed(std::span<const uint64_t> layer_bytes, std::span<const
   return out;
 }
 
+bool stages_alike(std::span<const uint64_t> rank_machines, int stages, int group) {
+  std::vector<uint64_t> first;
+  for (int s = 0; s < stages; ++s) {
+    std::vector<uint64_t> ids;
+    for (int j = 0; j < group; ++j) ids.push_back(rank_machines[static_cast<size_t>((stages - 1 - s) * group + j)]);
+    if (std::find(ids.begin(), ids.end(), uint64_t{0}) != ids.end()) return false;
+    std::sort(ids.begin(), ids.end());
+    if (s == 0) first = ids;
+    if (ids != first) return false;
+  }
+  return true;
+}
+
+StageSplit split_rank_stages(std::span<const uint64_t> layer_bytes, std::span<const uint64_t> rank_machines,
+                             std::span<const double> rank_read_bps, int stages, int group,
+                             std::span<const double> shares) {
+  if (stages_alike(rank_machines, stages, group)) {
+    const std::vector<double> even(static_cast<size_t>(stages), 1.0);
+    StageSplit out = split_by_speed(layer_bytes, even);
+    out.reason = "by bytes: every stage runs on the same machines";
+    return out;
+  }
+  double total = 0;
+  for (int j = 0; j < group; ++j) total += shares.empty() ? 1.0 : shares[static_cast<size_t>(j)];
+  std::vector<double> speeds;
+  for (int s = 0; s < stages; ++s) {
+    // A stage finishes a layer when its slowest share does.
+    double speed = INFINITY;
+    for (int j = 0; j < group; ++j) {
+      const double share = shares.empty() ? 1.0 : shares[static_cast<size_t>(j)];
+      speed = std::min(speed, rank_read_bps[static_cast<size_t>((stages - 1 - s) * group + j)] * total / share);
+    }
+    speeds.push_back(speed);
+  }
+  return split_by_speed(layer_bytes, speeds);
+}
+
 std::string format_ranges(std::span<const LayerRange> ranges) {
   std::string out;
   for (const auto& r : ranges) {

@@ -58,6 +58,15 @@ struct StageSplit {
 };
 StageSplit split_by_speed(std::span<const uint64_t> layer_bytes, std::span<const double> speeds, double alike = 0.10);
 
+// The ranks of an mpirun --pp: world rank r is rank r % group of stage stages - 1 - r / group. Whether every stage
+// runs on the same machines (the same machine ids, as many ranks on each; an id of 0 is unknown and never alike).
+bool stages_alike(std::span<const uint64_t> rank_machines, int stages, int group);
+// The stages' layers from the ranks' reports: by bytes when the stages are alike, else split_by_speed over each
+// stage's speed, its slowest rank's read rate over that rank's fraction of the stage (`shares`, empty: equal).
+StageSplit split_rank_stages(std::span<const uint64_t> layer_bytes, std::span<const uint64_t> rank_machines,
+                             std::span<const double> rank_read_bps, int stages, int group,
+                             std::span<const double> shares = {});
+
 // "0-13@a,14-27@b": the ranges in --split syntax.
 std::string format_ranges(std::span<const LayerRange> ranges);
 

@@ -165,6 +165,40 @@ TEST(StageSplit, AlikeStagesSplitByBytesAndUnequalOnesBySpeed) {
   EXPECT_THROW(split_by_speed(two, lopsided), Error);
 }
 
+// The ranks' reports decide the cut: stages on the same machines split by bytes whatever the probes say (their
+// differences are noise), stages on different machines by each stage's slowest rank over its share.
+TEST(StageSplit, FromTheRanksReportsInTheRuntimesOrder) {
+  const std::vector<uint64_t> bytes(12, 100);
+  // Four ranks, two a stage: world ranks 0 and 1 are the last stage, 2 and 3 the first.
+  const std::vector<uint64_t> one_box = {7, 7, 7, 7};
+  const std::vector<double> noisy = {20e9, 14e9, 21e9, 19e9};
+  const StageSplit same = split_rank_stages(bytes, one_box, noisy, 2, 2);
+  EXPECT_FALSE(same.by_speed);
+  EXPECT_EQ(same.counts, (std::vector<int64_t>{6, 6}));
+  EXPECT_EQ(same.reason, "by bytes: every stage runs on the same machines");
+  EXPECT_TRUE(stages_alike(std::vector<uint64_t>{1, 2, 2, 1}, 2, 2));   // one rank of each machine a stage
+  EXPECT_FALSE(stages_alike(std::vector<uint64_t>{1, 1, 0, 0}, 2, 2));  // unknown machines are never alike
+
+  // The first stage (ranks 2, 3) on a machine twice as fast: it gets about twice the layers.
+  const std::vector<uint64_t> two_boxes = {1, 1, 2, 2};
+  const std::vector<double> rates = {10e9, 10e9, 20e9, 20e9};
+  const StageSplit fast_first = split_rank_stages(bytes, two_boxes, rates, 2, 2);
+  EXPECT_TRUE(fast_first.by_speed);
+  EXPECT_EQ(fast_first.counts, (std::vector<int64_t>{8, 4}));
+  // A stage waits for its slowest rank: 20 and 10 GB/s ranks are a 20 GB/s stage (2 x 10), as fast as 10 + 10.
+  const std::vector<double> mixed = {10e9, 10e9, 20e9, 10e9};
+  EXPECT_EQ(split_rank_stages(bytes, two_boxes, mixed, 2, 2).counts, (std::vector<int64_t>{6, 6}));
+  // Shares 2,1: a stage's first rank holds two thirds. The first stage (20 and 10 GB/s) runs at 30 GB/s, the last
+  // (10 and 10) at 15, its first rank's two thirds at 10 GB/s: twice the layers for the first.
+  const std::vector<double> shares = {2, 1};
+  EXPECT_EQ(split_rank_stages(bytes, two_boxes, mixed, 2, 2, shares).counts, (std::vector<int64_t>{8, 4}));
+  // Equal machines apart (different ids, alike rates): by bytes, and the reason says how alike.
+  const StageSplit alike = split_rank_stages(bytes, two_boxes, std::vector<double>{20e9, 20e9, 21e9, 21e9}, 2, 2);
+  EXPECT_FALSE(alike.by_speed);
+  EXPECT_EQ(alike.counts, (std::vector<int64_t>{6, 6}));
+  EXPECT_NE(alike.reason.find("alike within 10%"), std::string::npos) << alike.reason;
+}
+
 // Peers of adjacent stages time one message each way: with 2 ranks a stage, 0 with 2 and 1 with 3; with 3 ranks a
 // stage of 4, only 0 with 3 (ranks 1 and 2 have no peer in a next block).
 TEST(PointToPointSweep, PeersOfAdjacentBlocksTimeTheSameSizes) {
