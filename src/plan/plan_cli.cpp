@@ -118,7 +118,7 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   PlanConstants constants;
   if (r.parallel) {
     o.mpi_ranks = true;
-    o.run = PlanOptions::ParallelRun{r.parallel->mode, r.parallel->shares};
+    o.run = PlanOptions::ParallelRun{r.parallel->mode, r.parallel->shares, r.parallel->ep_redundancy};
     if (r.parallel->pp > 1) {
       o.run->pp = r.parallel->pp;
       o.run->stage_layers = r.parallel->stage_layers;
