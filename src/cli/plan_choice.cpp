@@ -112,10 +112,14 @@ std::string follow_plan(plan::CliPlanRequest r, ModelOptions& mo, ClusterOptions
   if (!p.plan.best) return p.text;
   const plan::Strategy& s = p.plan.strategies[*p.plan.best];
   const bool group = is_group(s.kind) && s.is_parallel();
-  const bool pipeline = s.kind == plan::StrategyKind::Pipeline ||
-                        (s.kind == plan::StrategyKind::Single && !s.stages.empty() && s.stages.front().node != "local");
-  // One machine (or a row the runtime cannot run from these options): the even pipeline, as without a plan, and the
-  // plan's own sentence about it.
+  // The planner's pipeline (or one worker alone) replaces the even split only where the even split does not fit:
+  // where both run, the even split stays, as before (its rate against the planner's is in the plan).
+  const bool even_fits = p.user && p.plan.strategies[*p.user].feasible;
+  const bool pipeline =
+      !even_fits && (s.kind == plan::StrategyKind::Pipeline ||
+                     (s.kind == plan::StrategyKind::Single && !s.stages.empty() && s.stages.front().node != "local"));
+  // One machine, the even split, or a row the runtime cannot run from these options: the even pipeline, as without
+  // a plan, and the plan's own sentence about it.
   if (!group && !pipeline) return p.text;
   std::string what;
   if (group) {

@@ -27,14 +27,14 @@ test::CommandResult tessera(std::vector<std::string> args) {
   return test::run_command(args);
 }
 
-// Three nodes named as the run names them: each node's memory bandwidth (GB/s) and the network between them.
+// Three nodes named as the run names them: each node's memory bandwidth (GB/s), b's memory and the network.
 std::string cluster(const test::TempDir& dir, const std::string& name, double local_gbps, double a_gbps, double gbit,
-                    double rtt_ms) {
+                    double rtt_ms, double b_memory_gb = 60) {
   const auto path = dir / name;
   std::ofstream out(path);
   out << "{\"head\": \"local\", \"nodes\": [{\"name\": \"local\", \"memory_gb\": 60, \"bandwidth_gbps\": " << local_gbps
       << ", \"cores\": 16}, {\"name\": \"a\", \"memory_gb\": 60, \"bandwidth_gbps\": " << a_gbps
-      << ", \"cores\": 16}, {\"name\": \"b\", \"memory_gb\": 60, \"bandwidth_gbps\": " << local_gbps
+      << ", \"cores\": 16}, {\"name\": \"b\", \"memory_gb\": " << b_memory_gb << ", \"bandwidth_gbps\": " << local_gbps
       << ", \"cores\": 16}], \"network\": {\"gbit_per_s\": " << gbit << ", \"rtt_ms\": " << rtt_ms << "}}";
   return path.string();
 }
@@ -93,21 +93,27 @@ TEST(PlanChoice, GroupWhenThePlanPicksIt) {
   EXPECT_EQ(none.out, one.out);
 }
 
-// Without a cluster key no group can run; a worker far faster than the head wins alone, and runs as a one-stage
-// pipeline. On a slow network one machine wins: the even pipeline runs as before, saying so.
+// A worker far faster than the head wins alone; while the even split fits too it runs, as before. Where b has no room
+// for its half the planner's choice runs: a alone, as a one-stage pipeline. On a slow network one machine wins: the
+// even pipeline runs as before, saying so.
 TEST(PlanChoice, PipelineOrTheEvenSplitOtherwise) {
   test::TempDir dir;
   Workers w(dir);
   const auto one = run({});
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  const auto r =
-      run({"--workers", w.list(), "--key-file", w.key, "--plan-cluster", cluster(dir, "one.json", 0.01, 1, 10, 0.1)});
+  const auto even = run(
+      {"--workers", w.list(), "--key-file", w.key, "--plan-cluster", cluster(dir, "fits.json", 0.01, 1, 10, 0.1, 60)});
+  ASSERT_EQ(even.exit_code, 0) << even.err;
+  EXPECT_EQ(even.err.find("plan: running the planner's choice"), std::string::npos) << even.err;
+  EXPECT_NE(even.err.find("pipeline: 0-2@a,3-4@b"), std::string::npos) << even.err;
+  const auto r = run({"--workers", w.list(), "--key-file", w.key, "--plan-cluster",
+                      cluster(dir, "small_b.json", 0.01, 1, 10, 0.1, 0.001)});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("plan: running the planner's choice, on a (as --split 0-4@a)"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("pipeline: 0-4@a"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, one.out);
   const auto slow =
-      run({"--workers", w.list(), "--key-file", w.key, "--plan-cluster", cluster(dir, "slow.json", 10, 10, 1, 10)});
+      run({"--workers", w.list(), "--key-file", w.key, "--plan-cluster", cluster(dir, "slow.json", 10, 10, 1, 10, 60)});
   ASSERT_EQ(slow.exit_code, 0) << slow.err;
   EXPECT_NE(slow.err.find("One machine would be faster"), std::string::npos) << slow.err;
   EXPECT_EQ(slow.err.find("plan: running the planner's choice"), std::string::npos) << slow.err;
