@@ -78,6 +78,13 @@ TEST(PlanChoice, GroupWhenThePlanPicksIt) {
   EXPECT_EQ(r.err.find("pipeline: "), std::string::npos) << r.err;
   EXPECT_EQ(r.out, one.out);
 
+  // bench follows it too.
+  const auto bench = tessera({"bench", "-m", stories().string(), "-p", "8", "-n", "4", "-r", "1", "-t", "1",
+                              "--no-probe", "--workers", w.list(), "--key-file", w.key, "--plan-cluster", fast});
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_NE(bench.err.find("plan: running the planner's choice, tensor parallel x3"), std::string::npos) << bench.err;
+  EXPECT_NE(bench.err.find("3 ranks (tensor parallel)"), std::string::npos) << bench.err;
+
   // The user's layout wins over the plan: --split runs that pipeline, --tp 2 that group, --no-plan the even
   // pipeline.
   const auto split = run({"--workers", w.list(), "--key-file", w.key, "--plan-cluster", fast, "--split", "0-4@b"});
