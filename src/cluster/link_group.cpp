@@ -4,6 +4,7 @@
 #include "cluster/link_group.h"
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -21,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 
 // A member without the model: its table, its answer (ShareAccept, or an Error: too little memory), its bytes.
 uint64_t send_share_to(net::Connection& link, const GroupStart& start, int rank, uint64_t group_id,
-                       const std::string& who) {
+                       const std::string& who, const std::function<bool()>& cancelled) {
   if (!start.share) fail("{} has no copy of the model, and this head sends none", who);
   ShareSource share = start.share(rank);
   share.table.group_id = group_id;
@@ -39,7 +40,7 @@ uint64_t send_share_to(net::Connection& link, const GroupStart& start, int rank,
     if (std::holds_alternative<net::ShareAccept>(*msg)) break;
     fail("{} answered its share's table with {}", who, net::msg_type_name(net::type_of(*msg)));
   }
-  return send_share(link, share);
+  return send_share(link, share, cancelled);
 }
 
 // What the members' threads share: the first failure (which ends every other member's wait) and its message.
@@ -87,7 +88,8 @@ bool start_member(const GroupStart& start, net::GroupJoin join, int rank, LinkMe
     }
     if (const auto* error = std::get_if<net::ErrorMsg>(&*msg)) fail("{}", error->message);
     if (std::holds_alternative<net::ShareRequest>(*msg)) {
-      sent = send_share_to(*m.link, start, rank, join.group_id, who);
+      // Another member's failure ends this stream too: the start fails at once, not after the whole share.
+      sent = send_share_to(*m.link, start, rank, join.group_id, who, [&] { return state.failed(); });
       until = Clock::now() + start.ready_timeout;
       continue;
     }
