@@ -66,6 +66,7 @@ void choose_group(const plan::Strategy& s, const std::vector<WorkerAddress>& wor
   const int n = static_cast<int>(g.nodes.size());
   mo.tp = s.kind == plan::StrategyKind::ExpertParallel ? 1 : n;
   mo.ep = s.kind == plan::StrategyKind::TensorParallel ? 1 : n;
+  if (mo.ep > 1) mo.ep_redundancy = static_cast<float>(g.ep_redundancy);  // the copies the planner counted
   mo.tp_shares.clear();
   for (double share : g.shares) mo.tp_shares += fmt::format("{}{:g}", mo.tp_shares.empty() ? "" : ",", share);
   co.workers = ranks;
@@ -124,8 +125,11 @@ std::string follow_plan(plan::CliPlanRequest r, ModelOptions& mo, ClusterOptions
   std::string what;
   if (group) {
     choose_group(s, workers, mo, co);
-    what = fmt::format("{} {}{} --workers {}", mo.tp > 1 ? "--tp" : "--ep", std::max(mo.tp, mo.ep),
-                       mo.tp_shares.empty() ? "" : " --tp-shares " + mo.tp_shares, mo.rank_workers);
+    const std::string flags = mo.tp > 1 && mo.ep > 1 ? fmt::format("--tp {} --ep {}", mo.tp, mo.ep)
+                              : mo.tp > 1            ? fmt::format("--tp {}", mo.tp)
+                                                     : fmt::format("--ep {}", mo.ep);
+    what = fmt::format("{}{}{} --workers {}", flags, mo.tp_shares.empty() ? "" : " --tp-shares " + mo.tp_shares,
+                       mo.ep > 1 ? fmt::format(" --ep-redundancy {:g}", mo.ep_redundancy) : "", mo.rank_workers);
   } else {
     choose_pipeline(s, workers, co);
     what = "--split " + co.split;
