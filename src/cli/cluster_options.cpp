@@ -28,6 +28,9 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o) {
       ->capture_default_str();
   app.add_option("--micro-batch", o.micro_batch, "Prompt tokens per pipeline micro-batch (0: automatic)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  app.add_option("--plan-cluster", o.plan_cluster,
+                 "Plan with the nodes and links of this cluster.json (docs/planner.md; the head named local, the "
+                 "workers as --workers names them) instead of probing the workers");
   app.add_option("--spare", o.spares,
                  "A spare worker HOST:PORT that takes a failed stage (repeatable); 'local': this process, if it fits");
   app.add_option("--deadline-factor", o.deadline_factor,

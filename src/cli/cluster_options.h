@@ -22,6 +22,9 @@ struct ClusterOptions {
   std::string key_file;
   std::string wire_type = "f16";
   int64_t micro_batch = 0;
+  // --plan-cluster: the planner's nodes and links from a cluster.json instead of probing the workers (the run still
+  // uses the live workers).
+  std::string plan_cluster;
   // Faults: where a failed stage goes, when a step is a fault, how long a recovery may take (0: none).
   std::vector<std::string> spares;  // HOST:PORT of spare workers, or "local"
   double deadline_factor = 4.0;

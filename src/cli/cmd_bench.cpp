@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/grammar_options.h"
 #include "cli/model_options.h"
+#include "cli/plan_choice.h"
 #include "cli/table.h"
 #include "cluster/pipeline_executor.h"
 #include "cluster/remote_stage_endpoint.h"
@@ -242,7 +243,19 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
   fmt::print(a.output == "md" ? stdout : stderr, "{}", text);
 }
 
-int run_bench(const BenchArgs& a) {
+// The plan's workload: the longest prompt, generation and most sequences of the tests.
+BenchTest largest_test(const BenchConfig& config) {
+  const std::vector<BenchTest> tests = bench_tests(config.n_prompt, config.n_gen, config.concurrency, config.n_depth);
+  BenchTest t = tests.front();
+  for (const auto& x : tests) {
+    t.n_prompt = std::max(t.n_prompt, x.n_prompt);
+    t.n_gen = std::max(t.n_gen, x.n_gen);
+    t.n_seq = std::max(t.n_seq, x.n_seq);
+  }
+  return t;
+}
+
+int run_bench(BenchArgs& a) {
   BenchConfig config;
   config.n_prompt = parse_lists(a.prompts, "-p", 0);
   config.n_gen = parse_lists(a.gens, "-n", 0);
@@ -266,6 +279,15 @@ int run_bench(const BenchArgs& a) {
   if (bench_tests(config.n_prompt, config.n_gen, config.concurrency, config.n_depth).empty()) {
     fail("nothing to run: every prompt (-p) and generation (-n) length is 0");
   }
+  // --workers without a layout: the planner's choice runs (plan_choice.h), planned for the largest test.
+  const bool follow = !a.no_plan && !a.check_plan && config.threads.size() == 1 && plan_may_choose(a.model, a.cluster);
+  if (follow) {
+    ModelOptions planned = a.model;
+    if (planned.model.empty()) planned.model = default_model_path();
+    planned.n_ctx = bench_context(config);
+    const auto request = plan_request(a, planned, largest_test(config), config.threads.front(), true);
+    fmt::print(stderr, "{}", follow_plan(request, a.model, a.cluster));
+  }
   const bool distributed = a.cluster.enabled();
   if (!distributed && !a.cluster.split.empty()) fail("--split needs --workers");
 
@@ -282,7 +304,7 @@ int run_bench(const BenchArgs& a) {
     // Each rank reads its own share of the weights: the head's bandwidth is no ceiling for the group.
     config.probe = false;
   }
-  mo.profile_ranks = !a.no_plan || a.check_plan;
+  mo.profile_ranks = (!a.no_plan && !follow) || a.check_plan;
   const std::string grammar_text = a.grammar.grammar_text();
   LoadedModel first = load_model(mo, n_slots, !distributed || a.check_plan);
   if (first.follower_done) return 0;
@@ -299,15 +321,9 @@ int run_bench(const BenchArgs& a) {
   const BenchModel model = describe_bench_model(mo.model, *first.weights);
   log_info("bench: {} ({}, {:.2f} MB read per decoded token), context {}, {} sequence slot(s)", mo.model, model.type,
            static_cast<double>(model.decode_bytes_per_token) / 1e6, mo.n_ctx, n_slots);
-  if (!a.no_plan && !a.check_plan && (!parallel || mo.parallel)) {
-    const std::vector<BenchTest> tests = bench_tests(config.n_prompt, config.n_gen, config.concurrency, config.n_depth);
-    BenchTest t = tests.front();
-    for (const auto& x : tests) {
-      t.n_prompt = std::max(t.n_prompt, x.n_prompt);
-      t.n_gen = std::max(t.n_gen, x.n_gen);
-      t.n_seq = std::max(t.n_seq, x.n_seq);
-    }
-    fmt::print(stderr, "{}", plan::plan_for_cli(plan_request(a, mo, t, config.threads.front(), distributed)));
+  if (!a.no_plan && !a.check_plan && !follow && (!parallel || mo.parallel)) {
+    fmt::print(stderr, "{}",
+               plan::plan_for_cli(plan_request(a, mo, largest_test(config), config.threads.front(), distributed)));
   }
 
   // Local runs: the first thread count reuses the executor loaded above; each other gets its own.

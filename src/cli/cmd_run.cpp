@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/grammar_options.h"
 #include "cli/model_options.h"
+#include "cli/plan_choice.h"
 #include "cluster/pipeline_executor.h"
 #include "engine/generator.h"
 #include "engine/grammar_vocab.h"
@@ -37,16 +38,13 @@ struct RunArgs {
   std::string system_prompt;
   std::string logits_out;
   bool no_plan = false;
+  bool planned = false;  // the plan was printed and followed before loading (plan_choice.h)
   GrammarOptions grammar;
 };
 
-// With --workers (or under mpirun --tp/--ep): what the planner predicts for the nodes given (the ranks), the split
-// (layout) that will run against its choice and against this machine alone (one line when planning is not possible;
-// the run goes on as asked either way).
-void print_plan(const RunArgs& a, int64_t prompt_tokens, const LoadedModel& m) {
-  if ((!a.cluster.enabled() && !m.parallel) || a.no_plan) return;
+// The workload the plan predicts: this run's prompt and generation, over the nodes given.
+plan::CliPlanRequest plan_request(const RunArgs& a, int64_t prompt_tokens) {
   plan::CliPlanRequest r;
-  r.parallel = m.parallel;
   r.model_path = a.model.model.empty() ? default_model_path() : a.model.model;
   r.workers = a.cluster.workers;
   r.split = a.cluster.split;
@@ -60,7 +58,28 @@ void print_plan(const RunArgs& a, int64_t prompt_tokens, const LoadedModel& m) {
   r.micro_batch = a.cluster.micro_batch;
   r.kv_type = a.model.kv_type;
   r.repack = a.model.repack;
+  return r;
+}
+
+// With --workers (or under mpirun --tp/--ep): what the planner predicts for the nodes given (the ranks), the split
+// (layout) that will run against its choice and against this machine alone (one line when planning is not possible;
+// the run goes on as asked either way).
+void print_plan(const RunArgs& a, int64_t prompt_tokens, const LoadedModel& m) {
+  if ((!a.cluster.enabled() && !m.parallel) || a.no_plan || a.planned) return;
+  plan::CliPlanRequest r = plan_request(a, prompt_tokens);
+  r.parallel = m.parallel;
   std::fputs(plan::plan_for_cli(r).c_str(), stderr);
+}
+
+// --workers without a layout: the planner's choice runs (a group, its pipeline, or the even pipeline). `text`: the
+// prompt (none for --chat: 128 tokens, as its plan assumes).
+void follow_the_plan(RunArgs& a, const std::string* text) {
+  if (a.no_plan || !plan_may_choose(a.model, a.cluster)) return;
+  const int64_t tokens =
+      text ? static_cast<int64_t>(load_tokenizer(a.model.model)->encode(*text, true, true).size()) : 128;
+  std::fputs(follow_plan(plan_request(a, tokens), a.model, a.cluster).c_str(), stderr);
+  a.planned = true;
+  a.model.profile_ranks = false;  // planned already: the group's ranks need not probe again
 }
 
 std::string read_text_file(const std::string& path) {
@@ -101,9 +120,10 @@ class LogitsWriter {
   int64_t rows_ = 0;
 };
 
-int run_once(const RunArgs& a) {
+int run_once(RunArgs& a) {
   std::string text = a.prompt_file.empty() ? a.prompt.value_or("") : read_text_file(a.prompt_file);
   if (!a.no_escape && a.prompt_file.empty()) text = process_escapes(text);
+  follow_the_plan(a, &text);
   LoadedModel m = load_model(a.model, 1, !a.cluster.enabled());
   if (m.follower_done) return 0;
   print_plan(a, static_cast<int64_t>(m.tokenizer->encode(text, true, true).size()), m);
@@ -157,7 +177,8 @@ int run_once(const RunArgs& a) {
   return 0;
 }
 
-int run_chat(const RunArgs& a) {
+int run_chat(RunArgs& a) {
+  follow_the_plan(a, nullptr);
   LoadedModel m = load_model(a.model, 1, !a.cluster.enabled());
   if (m.follower_done) return 0;
   print_plan(a, 128, m);

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/plan_choice.h"
 #include "cli/serve_replicas.h"
 #include "cluster/stage_recovery.h"
 #include "gguf/gguf_file.h"
@@ -117,8 +118,29 @@ server::ServedModel describe_model(const ServeArgs& a) {
   return m;
 }
 
+// The plan of one replica over `workers`: its sequences decoding together, on the server's context.
+plan::CliPlanRequest plan_request(const ServeArgs& a, const std::string& workers) {
+  plan::CliPlanRequest r;
+  r.model_path = a.model.model.empty() ? default_model_path() : a.model.model;
+  r.workers = workers;
+  r.split = a.cluster.split;
+  r.key_file = a.cluster.key_file;
+  r.wire_type = a.cluster.wire_type;
+  r.threads = a.model.threads;
+  r.concurrency = a.parallel;
+  r.n_ctx = a.model.n_ctx;
+  r.n_batch = a.model.n_batch;
+  r.micro_batch = a.cluster.micro_batch;
+  r.kv_type = a.model.kv_type;
+  r.repack = a.model.repack;
+  return r;
+}
+
 int run_serve(ServeArgs a) {
   a.sampler.validate();
+  // One replica over --workers without a layout: the planner's choice runs (plan_choice.h).
+  const bool follow = !a.no_plan && a.replicas == 1 && plan_may_choose(a.model, a.cluster);
+  if (follow) std::fputs(follow_plan(plan_request(a, a.cluster.workers), a.model, a.cluster).c_str(), stderr);
   use_workers_as_ranks(a.model, a.cluster);  // --workers with --tp/--ep: one group, not pipelines
   // Checked before anything binds or loads, so a mistyped worker list fails at once.
   const std::vector<std::string> groups = group_workers(a.cluster.workers, a.replicas);
@@ -126,21 +148,8 @@ int run_serve(ServeArgs a) {
     fail("--split applies to one pipeline; with --replicas {} each replica splits its own workers evenly", a.replicas);
   }
   for (const auto& g : groups) {
-    if (g.empty() || a.no_plan) continue;
-    plan::CliPlanRequest r;
-    r.model_path = a.model.model.empty() ? default_model_path() : a.model.model;
-    r.workers = g;
-    r.split = a.cluster.split;
-    r.key_file = a.cluster.key_file;
-    r.wire_type = a.cluster.wire_type;
-    r.threads = a.model.threads;
-    r.concurrency = a.parallel;
-    r.n_ctx = a.model.n_ctx;
-    r.n_batch = a.model.n_batch;
-    r.micro_batch = a.cluster.micro_batch;
-    r.kv_type = a.model.kv_type;
-    r.repack = a.model.repack;
-    std::fputs(plan::plan_for_cli(r).c_str(), stderr);
+    if (g.empty() || a.no_plan || follow) continue;
+    std::fputs(plan::plan_for_cli(plan_request(a, g)).c_str(), stderr);
   }
   if (!a.api_key_file.empty()) a.server.api_key = read_key_file(a.api_key_file);
   if (!is_loopback(a.server.host) && a.server.api_key.empty()) {
@@ -165,13 +174,13 @@ int run_serve(ServeArgs a) {
     }
     ModelOptions o = a.model;
     o.n_ctx = srv.model().n_ctx;
-    o.profile_ranks = !a.no_plan;
+    o.profile_ranks = !a.no_plan && !follow;
     LoadedModel m = load_model(o, a.parallel);
     if (m.follower_done) {
       signals.drain();
       return 0;
     }
-    if (!a.no_plan && m.parallel) {  // --tp/--ep, and pipelines of rank groups (--pp)
+    if (!a.no_plan && !follow && m.parallel) {  // --tp/--ep, and pipelines of rank groups (--pp)
       plan::CliPlanRequest r;
       r.model_path = o.model.empty() ? default_model_path() : o.model;
       r.parallel = m.parallel;

@@ -62,12 +62,13 @@ ShareSource share_source(const std::shared_ptr<const ModelWeights>& weights, con
   return s;
 }
 
-uint64_t send_share(net::Connection& link, const ShareSource& share) {
+uint64_t send_share(net::Connection& link, const ShareSource& share, const std::function<bool()>& cancelled) {
   net::WeightChunk chunk;
   chunk.hash = share.table.key;
   uint64_t sent = 0;
   const auto flush = [&] {
     if (chunk.data.empty()) return;
+    if (cancelled && cancelled()) fail("the share's stream was stopped after {} bytes", sent);
     link.send(chunk);
     sent += chunk.data.size();
     chunk.offset = sent;

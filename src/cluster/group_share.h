@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -31,7 +32,8 @@ ShareSource share_source(const std::shared_ptr<const ModelWeights>& weights, con
                          const net::Hash128& key);
 
 // Streams the share as WeightChunks (hash = the key, offset = the place in the run order); returns the bytes sent.
-uint64_t send_share(net::Connection& link, const ShareSource& share);
+// `cancelled`, asked before each chunk: true stops the stream with an Error (another member's start failed).
+uint64_t send_share(net::Connection& link, const ShareSource& share, const std::function<bool()>& cancelled = {});
 
 // Calls fn(bytes) for each run's rows in order: what the share's bytes are, on both sides.
 template <class Fn>

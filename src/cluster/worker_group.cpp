@@ -9,10 +9,16 @@
 #include "cluster/model_identity.h"
 #include "cluster/progress.h"
 #include "cluster/share_store.h"
+#include "cluster/stage_assembler.h"
+#include "cluster/stage_memory.h"
 #include "cluster/worker.h"
 #include "gguf/gguf_file.h"
 #include "hw/probe.h"
+#include "model/kv_cache.h"
+#include "model/model_config.h"
+#include "model/shard.h"
 #include "net/handshake.h"
+#include "tensor/ggml_type.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -61,7 +67,17 @@ void ActiveGroup::abort(const std::string& why) {
   if (comm_) comm_->abort(why);
 }
 
+std::string ActiveGroup::stop_reason() const {
+  std::lock_guard lock(mutex_);
+  return aborted_;
+}
+
 namespace {
+
+// A member told to stop while it joins leaves at once: the head's start fails with the reason, naming it.
+void check_stop(const ActiveGroup& active) {
+  if (auto why = active.stop_reason(); !why.empty()) fail("{}", why);
+}
 
 // Where a member's weights come from: its own file, or its share (cache or head).
 struct GroupModel {
@@ -89,9 +105,11 @@ std::optional<std::filesystem::path> own_copy(const net::GroupJoin& join, const 
 
 // The next message from the head within `limit`, which must be an M (an Error from the head ends the join).
 template <class M>
-M expect_from_head(net::Connection& head, std::chrono::milliseconds limit, const std::string& me, const char* what) {
+M expect_from_head(net::Connection& head, std::chrono::milliseconds limit, const std::string& me, const char* what,
+                   const ActiveGroup& active) {
   const auto until = std::chrono::steady_clock::now() + limit;
   for (;;) {
+    check_stop(active);
     auto msg = head.recv(200ms);
     if (!msg) {
       if (std::chrono::steady_clock::now() >= until) fail("{}: the head sent no {} in time", me, what);
@@ -103,8 +121,56 @@ M expect_from_head(net::Connection& head, std::chrono::milliseconds limit, const
   }
 }
 
+// What a member holds besides its share's weights: the KV cache of its KV heads for the group's sequences and
+// context, and the compute buffers of a prompt batch (the follower's default -b, as cmd_worker loads it).
+struct MemberNeeds {
+  uint64_t kv = 0;
+  uint64_t buffers = 0;
+  int64_t kv_heads = 0;  // this rank's, over every layer
+  int64_t model_kv_heads = 0;
+  int64_t n_ctx = 0;
+};
+
+MemberNeeds member_needs(const net::GroupJoin& join, const net::ShareTable& table) {
+  AssembledSource shape(join.file_name, table.model_metadata);  // tensor names and types only: no bytes
+  for (const auto& t : table.tensors) shape.add(t, {}, nullptr);
+  const ModelConfig c = ModelConfig::from_gguf(shape);
+  const int n = static_cast<int>(join.members.size());
+  ShardSpec spec;
+  spec.rank = static_cast<int>(join.rank);
+  spec.n_ranks = n;
+  spec.tp = join.tp;
+  spec.ep = join.ep;
+  if (!join.shares.empty()) spec.shares = parse_shares(join.shares, n);
+  MemberNeeds needs;
+  // Under --tp a rank keeps the KV heads its query heads read (ModelWeights::sharded's cut).
+  const auto rank_shape = [&](int64_t il) {
+    LayerShape s = c.layer(il);
+    if (join.tp && s.n_head_kv > 0) {
+      const auto* wo = shape.find_tensor(fmt::format("blk.{}.attn_output.weight", il));
+      const int64_t bs = wo == nullptr ? 1 : type_traits(wo->type).block_size;
+      const AttentionCut cut =
+          attention_cut(s.n_head, s.n_head_kv, s.head_dim_v, bs, spec, fmt::format("layer {}", il));
+      s.n_head = cut.q1 - cut.q0;
+      s.n_head_kv = cut.k1 - cut.k0;
+    }
+    return s;
+  };
+  for (int64_t il = 0; il < c.n_layer; ++il) {
+    needs.model_kv_heads += c.layer(il).n_head_kv;
+    needs.kv_heads += rank_shape(il).n_head_kv;
+  }
+  const int64_t n_ctx = join.n_ctx > 0 ? join.n_ctx : c.n_ctx_train;
+  needs.n_ctx = n_ctx;
+  needs.kv = kv_cache_config(c, 0, c.n_layer, join.n_slots, n_ctx, join.kv_type, kWindowBatch, rank_shape).bytes();
+  constexpr int64_t kFollowerBatch = 512;
+  needs.buffers = stage_buffer_bytes(c, std::max<int64_t>(kFollowerBatch, join.n_slots), n_ctx, true);
+  return needs;
+}
+
 // The member's share, from its --cache or from the head (admitted against --mem-limit before any byte is sent).
-GroupModel receive_share(const net::GroupJoin& join, net::Connection& head, const WorkerOptions& o) {
+GroupModel receive_share(const net::GroupJoin& join, net::Connection& head, const WorkerOptions& o,
+                         const ActiveGroup& active) {
   const std::string me = fmt::format("worker {}", o.name);
   const net::Hash128 key = share_key(join);
   if (o.weights.cache_dir) {
@@ -118,20 +184,26 @@ GroupModel receive_share(const net::GroupJoin& join, net::Connection& head, cons
   }
   head.send(net::ShareRequest{join.group_id});
   net::ShareTable table =
-      expect_from_head<net::ShareTable>(head, 600s, me, "share table");  // the head may be sending another's
+      expect_from_head<net::ShareTable>(head, 600s, me, "share table", active);  // the head may be sending another's
   if (table.key != key) fail("{}: the head's share table is for another layout", me);
+  const MemberNeeds needs = member_needs(join, table);
   ShareReceiver receiver(std::move(table), o.weights.cache_dir, join.file_name);
   const bool by_flag = o.mem_limit > 0;
   const uint64_t limit = by_flag ? o.mem_limit : read_meminfo().available_bytes;
-  if (limit > 0 && receiver.bytes_needed() > limit) {
-    fail("{}: not enough memory: its share of {} is {} and it may use {} ({}); refused before any was sent", me,
-         join.file_name, TransferProgress::format_bytes(receiver.bytes_needed()), TransferProgress::format_bytes(limit),
-         by_flag ? "--mem-limit" : "the memory available");
+  const uint64_t total = receiver.bytes_needed() + needs.kv + needs.buffers;
+  if (limit > 0 && total > limit) {
+    const auto bytes = [](uint64_t b) { return TransferProgress::format_bytes(b); };
+    fail(
+        "{}: not enough memory: it may use {} ({}) and needs {}: its share of {} is {}, its KV cache {} ({} "
+        "sequence(s) of {} positions, {} of the model's {} KV heads, {}) and buffers {}; refused before any was sent",
+        me, bytes(limit), by_flag ? "--mem-limit" : "the memory available", bytes(total), join.file_name,
+        bytes(receiver.bytes_needed()), bytes(needs.kv), join.n_slots, needs.n_ctx, needs.kv_heads,
+        needs.model_kv_heads, join.kv_type == GgmlType::F32 ? "f32" : "f16", bytes(needs.buffers));
   }
   head.send(net::ShareAccept{join.group_id});
   TransferProgress progress(fmt::format("{}: receiving its share from the head", me), receiver.bytes_needed());
   while (!receiver.complete()) {
-    const auto chunk = expect_from_head<net::WeightChunk>(head, 60s, me, "share chunk");
+    const auto chunk = expect_from_head<net::WeightChunk>(head, 60s, me, "share chunk", active);
     receiver.receive(chunk);
     progress.update(receiver.bytes_received());
   }
@@ -158,7 +230,7 @@ void join_group(const net::GroupJoin& join, std::shared_ptr<net::Connection> hea
   if (auto path = own_copy(join, o)) {
     model = {*path, nullptr, "its --models copy"};
   } else {
-    model = receive_share(join, *head, o);
+    model = receive_share(join, *head, o, active);
   }
   const int n = static_cast<int>(join.members.size());
   const int rank = static_cast<int>(join.rank);
@@ -190,6 +262,7 @@ void join_group(const net::GroupJoin& join, std::shared_ptr<net::Connection> hea
   for (int q = rank + 1; q < n; ++q) {
     auto& m = members[static_cast<size_t>(q)];
     while (!m.link) {
+      check_stop(active);
       const auto now = std::chrono::steady_clock::now();
       if (now >= until) fail("{}: its peer {} did not link to it in time", me, describe(q));
       m.link = inbox.take(join.group_id, static_cast<uint32_t>(q), std::min(until, now + 200ms));

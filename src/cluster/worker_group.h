@@ -50,9 +50,11 @@ class ActiveGroup {
   void set(std::shared_ptr<LinkCommunicator> comm);
   void clear();
   void abort(const std::string& why);
+  // Why the worker is stopping ("" while it is not): a member still joining gives up with it.
+  std::string stop_reason() const;
 
  private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::shared_ptr<LinkCommunicator> comm_;
   std::string aborted_;
 };

@@ -177,24 +177,10 @@ std::shared_ptr<const ModelWeights> ModelWeights::shard_impl(const std::shared_p
     // Attention: whole KV-head groups per rank when there are at least as many KV heads as ranks; else a share of
     // the query heads, each rank holding (and computing) the KV heads its query heads read.
     if (spec.tp) {
-      const int64_t group = s.n_head / s.n_head_kv;
-      // The attention output's columns are cut between heads, in whole quant blocks: a unit of `unit` query heads
-      // (whole KV groups when each rank holds whole groups). A layer with fewer units than ranks keeps its
-      // attention whole on every rank.
       const int64_t bs = lw.wo.empty() ? 1 : type_traits(lw.wo.type).block_size;
-      const int64_t unit = bs / std::gcd(bs, s.head_dim_v);
-      auto fits = [&](int64_t step) { return s.n_head % step == 0 && s.n_head / step >= spec.n_ranks; };
-      int64_t step = std::lcm(unit, group);
-      if (!fits(step)) step = unit;
-      int64_t q0 = 0, q1 = s.n_head, k0 = 0, k1 = s.n_head_kv;
-      lw.attn_split = fits(step);
-      if (lw.attn_split) {
-        const auto [u0, u1] = share_range(s.n_head / step, spec, where + "'s attention heads");
-        q0 = u0 * step;
-        q1 = u1 * step;
-        k0 = q0 / group;
-        k1 = (q1 - 1) / group + 1;
-      }
+      const AttentionCut cut = attention_cut(s.n_head, s.n_head_kv, s.head_dim_v, bs, spec, where);
+      const int64_t q0 = cut.q0, q1 = cut.q1, k0 = cut.k0, k1 = cut.k1;
+      lw.attn_split = cut.split;
       const int64_t hd = s.head_dim;
       const int64_t hv = s.head_dim_v;
       if (lw.attn_split) {

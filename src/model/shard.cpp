@@ -35,6 +35,24 @@ std::pair<int64_t, int64_t> share_range(int64_t units, const ShardSpec& spec, co
   return {begin, end};
 }
 
+AttentionCut attention_cut(int64_t n_head, int64_t n_head_kv, int64_t head_dim_v, int64_t wo_block_size,
+                           const ShardSpec& spec, const std::string& where) {
+  const int64_t group = n_head / n_head_kv;
+  const int64_t unit = wo_block_size / std::gcd(wo_block_size, head_dim_v);
+  auto fits = [&](int64_t step) { return n_head % step == 0 && n_head / step >= spec.n_ranks; };
+  int64_t step = std::lcm(unit, group);
+  if (!fits(step)) step = unit;
+  AttentionCut cut{fits(step), 0, n_head, 0, n_head_kv};
+  if (cut.split) {
+    const auto [u0, u1] = share_range(n_head / step, spec, where + "'s attention heads");
+    cut.q0 = u0 * step;
+    cut.q1 = u1 * step;
+    cut.k0 = cut.q0 / group;
+    cut.k1 = (cut.q1 - 1) / group + 1;
+  }
+  return cut;
+}
+
 std::vector<ExpertPiece> expert_pieces(int64_t n_expert, int64_t units, const ShardSpec& spec,
                                        const std::string& what) {
   const auto [u0, u1] = share_range(units, spec, what, true);

@@ -25,6 +25,18 @@ struct ShardSpec {
 std::pair<int64_t, int64_t> share_range(int64_t units, const ShardSpec& spec, const std::string& what,
                                         bool allow_empty = false);
 
+// Rank spec.rank's attention heads under --tp: query heads [q0, q1) and the KV heads [k0, k1) they read. Whole
+// KV-head groups per rank when there are at least as many KV heads as ranks; else a share of the query heads. The
+// cut falls between heads in whole quant blocks of the output projection (wo_block_size elements); a layer with
+// fewer such units than ranks keeps its attention whole on every rank (split false). The group's member memory
+// check counts the KV heads from it as sharded weights hold them.
+struct AttentionCut {
+  bool split = false;
+  int64_t q0 = 0, q1 = 0, k0 = 0, k1 = 0;
+};
+AttentionCut attention_cut(int64_t n_head, int64_t n_head_kv, int64_t head_dim_v, int64_t wo_block_size,
+                           const ShardSpec& spec, const std::string& where);
+
 // A piece of one expert's FFN that a rank holds under --tp: quant blocks [first, first + count) of its rows (gate,
 // up) and of the down projection's columns.
 struct ExpertPiece {

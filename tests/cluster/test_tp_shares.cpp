@@ -113,6 +113,7 @@ TEST_P(TpShares, ShareSentOnceLogitsAsOneNode) {
 
 INSTANTIATE_TEST_SUITE_P(Models, TpShares,
                          ::testing::Values(Case{"stories260K", 2, "--tp", false}, Case{"stories260K", 3, "--tp", true},
+                                           Case{"stories260K", 3, "--tp", false},
                                            Case{"qwen3moe-f32", 2, "--ep", false},
                                            Case{"mixtral-f32", 3, "--ep", true}),
                          [](const auto& p) {
@@ -136,6 +137,28 @@ TEST(TpSharesMemory, TooSmallMemLimitIsRefusedAndNamed) {
   EXPECT_NE(r.err.find("--mem-limit"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("group: 0 weight bytes sent"), std::string::npos) << r.err;
   // The worker is still there for the next head.
+  EXPECT_TRUE(small.running());
+}
+
+// The check counts what the member holds besides its share: a --mem-limit that holds the share's weights but not its
+// KV cache and buffers for the group's context is refused, with each figure named.
+TEST(TpSharesMemory, KvCacheAndBuffersAreCounted) {
+  test::TempDir dir;
+  const std::string key = (dir / "k.key").string();
+  ASSERT_EQ(tessera({"keygen", "-o", key}).exit_code, 0);
+  test::WorkerProcess small({"--key-file", key, "--name", "tight", "--mem-limit", "2000000"});
+  const auto run = [&](const char* ctx) {
+    return tessera({"run", "-m", stories().string(), "-p", "Once", "-n", "4", "-t", "1", "-c", ctx, "--tp", "2",
+                    "--workers", "b=" + small.address(), "--key-file", key, "--no-plan"});
+  };
+  const auto r = run("512");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("worker b (" + small.address() + ") cannot join the group"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("worker tight: not enough memory: it may use"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("its KV cache"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1 sequence(s) of 512 positions"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("of the model's"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("and buffers"), std::string::npos) << r.err;
   EXPECT_TRUE(small.running());
 }
 

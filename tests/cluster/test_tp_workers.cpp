@@ -2,7 +2,9 @@
 // text as one node and F32 logits within 1e-4, a worker without the key or the model cannot join, and a worker
 // killed or stopped mid-step ends the head's run with an error naming it while the others take a new head.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -316,6 +318,40 @@ TEST(TpWorkersFaults, SigtermEndsTheGroupAndTheHeadNamesTheWorker) {
   EXPECT_EQ(head.output().find("the other ranks were not told to stop"), std::string::npos) << head.output();
 }
 TEST(TpWorkersFaults, StoppedWorkerIsNamedAndTheOthersTakeANewHead) { fault_mid_step(SIGSTOP); }
+
+// A worker told to stop (SIGTERM) while its group starts: it waits for a peer that never links (a listener that never
+// answers its TLS handshake stands for it), ends promptly and cleanly, and the head's start fails naming it.
+TEST(TpWorkersFaults, SigtermDuringStartEndsTheWorkerAndTheHeadNamesIt) {
+  test::TempDir dir;
+  Group g(dir, 1, stories().parent_path());
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof at;
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+  ASSERT_EQ(::listen(silent, 4), 0);
+  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr*>(&at), &len), 0);
+  const std::string address = g.workers[0]->address();
+  Background head({"run", "-m", stories().string(), "-p", "Once", "-n", "4", "-t", "1", "--tp", "3", "--workers",
+                   g.list() + ",z=127.0.0.1:" + std::to_string(ntohs(at.sin_port)), "--key-file", g.key, "--no-plan"});
+  ASSERT_TRUE(head.wait_for("worker a (" + address + ") is rank 1 of 3", 60s)) << head.output();
+  std::this_thread::sleep_for(500ms);
+  const auto start = std::chrono::steady_clock::now();
+  const int status = g.workers[0]->stop(SIGTERM);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(status, 0);
+  EXPECT_LT(seconds, 5.0);
+  const int code = head.wait_exit(60s);
+  ::close(silent);
+  EXPECT_NE(code, 0) << head.output();
+  EXPECT_NE(code, -1) << "the head did not end: " << head.output();
+  EXPECT_NE(head.output().find("worker a (" + address + ") cannot join the group: "), std::string::npos)
+      << head.output();
+  EXPECT_NE(head.output().find("is stopping (SIGTERM or SIGINT) and left the group"), std::string::npos)
+      << head.output();
+}
 
 }  // namespace
 }  // namespace tessera
