@@ -313,10 +313,11 @@ class Compiler {
 std::string json_base_rules() { return kBase; }
 
 std::string gemma_base_rules() {
-  return std::string(R"grammar(gm-value ::= gm-object | gm-array | gm-string | json-number | json-boolean | json-null
+  // Exponents of two digits: the reader parses the numbers, and 1e400 is none.
+  return std::string(R"grammar(gm-value ::= gm-object | gm-array | gm-string | gm-number | json-boolean | json-null
 gm-object ::= "{" ws ( gm-string ":" ws gm-value ( ws "," ws gm-string ":" ws gm-value )* )? ws "}"
 gm-array ::= "[" ws ( gm-value ( ws "," ws gm-value )* )? ws "]"
-gm-number ::= json-number
+gm-number ::= json-integer ( "." [0-9]{1,16} )? ( [eE] [+-]? [0-9]{1,2} )?
 gm-integer ::= json-integer
 gm-boolean ::= json-boolean
 gm-null ::= json-null
@@ -346,6 +347,9 @@ std::string json_base_rules(const std::string& base, std::string_view tag) {
     return cls + "]";
   };
   rules.replace(at, ascii.size(), ascii_class(-1));
+  // Exponents of two digits: a reader that parses the value (these are) must not meet 1e400.
+  const std::string exponent = "[eE] [+-]? [0-9]{1,3}";
+  rules.replace(rules.find(exponent), exponent.size(), "[eE] [+-]? [0-9]{1,2}");
   // Unbounded strings may hold the byte where the tag's second byte does not follow it: a run of it, then a
   // character other than the second byte (char-after: char with that class), or the string's end.
   const auto second = static_cast<uint8_t>(tag.size() > 1 ? tag[1] : 0);

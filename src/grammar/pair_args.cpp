@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <nlohmann/json.hpp>
 
@@ -65,6 +66,31 @@ bool text_schema(const Json& s) {
   return s.contains("type") && s["type"] == "string";
 }
 
+// Keys as Jinja's dictsort orders them (ignoring case).
+void sort_keys(std::vector<std::string>& keys) {
+  auto lower = [](std::string k) {
+    for (char& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return k;
+  };
+  std::stable_sort(keys.begin(), keys.end(),
+                   [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
+}
+
+// A number, integer, boolean or null (or a list of those types).
+bool scalar(const Json& s) {
+  if (!s.is_object() || !s.contains("type") || s.contains("enum") || s.contains("const") || s.contains("anyOf") ||
+      s.contains("oneOf") || s.contains("$ref"))
+    return false;
+  auto one = [](const Json& t) { return t == "number" || t == "integer" || t == "boolean" || t == "null"; };
+  if (s["type"].is_array()) {
+    for (const auto& t : s["type"]) {
+      if (!one(t)) return false;
+    }
+    return !s["type"].empty();
+  }
+  return one(s["type"]);
+}
+
 Json parse_parameters(std::string_view parameters_json) {
   Json p = Json::parse(parameters_json, nullptr, false);
   if (p.is_discarded()) fail("the parameters are not valid JSON");
@@ -89,11 +115,9 @@ class PairCompiler {
       }
     }
     std::vector<std::string> keys, pairs;
-    size_t i = 0;
-    for (const auto& [key, sub] : props.items()) {
-      keys.push_back(key);
-      pairs.push_back(pair(key, sub, i++));
-    }
+    for (const auto& [key, sub] : props.items()) keys.push_back(key);
+    if (syntax_.sorted_keys) sort_keys(keys);
+    for (size_t i = 0; i < keys.size(); ++i) pairs.push_back(pair(keys[i], props[keys[i]], i));
     // first[i]: properties i.. with none written yet; rest[i]: the same after one (a separator first).
     const size_t n = keys.size();
     std::vector<std::string> first(n + 1), rest(n + 1);
@@ -144,7 +168,7 @@ class PairCompiler {
         if (t.stop.empty()) fail("the call markup has no text after a value");
         const std::string hint = fmt::format("{}v{}", prefix_, index);
         try {
-          e += text ? text_value(sub, hint, t) : json_value(key, hint, t);
+          e += text ? text_value(sub, hint, t) : json_value(sub, key, hint, t);
         } catch (const Error& err) {
           fail("parameter '{}': {}", key, err.what());
         }
@@ -188,12 +212,15 @@ class PairCompiler {
     return fmt::format("{}-char{} {} ", hint, reps, after);
   }
 
-  // A JSON value (its strings without the tag's first byte, which JSON's own punctuation never is) and the literal.
-  std::string json_value(const std::string& key, const std::string& hint, const Terminator& t) {
+  // A JSON value (its strings without the tag's first byte followed by its second) and the literal after it. JSON
+  // punctuation never is the tag's first byte, except where the tag is a lone bracket (MiniMax M3's "]"): then only
+  // scalars, which hold no punctuation.
+  std::string json_value(const Json& sub, const std::string& key, const std::string& hint, const Terminator& t) {
     const auto first = static_cast<uint8_t>(t.stop[0]);
+    const bool punct = std::string_view("{}[],:").find(static_cast<char>(first)) != std::string::npos;
     if (first < 0x21 || first >= 0x7f || std::isalnum(first) ||
-        std::string_view("{}[],:\"\\+-.").find(static_cast<char>(first)) != std::string::npos)
-      fail("a JSON value cannot be told from the tag '{}' after it", t.stop);
+        std::string_view("\"\\+-.").find(static_cast<char>(first)) != std::string::npos || (punct && !scalar(sub)))
+      fail("a value of this type cannot be told from the tag '{}' after it in this model's call markup", t.stop);
     out_.json_tags.insert(t.stop);
     std::string pointer = "/properties/";
     for (char c : key) pointer += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);

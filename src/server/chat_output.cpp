@@ -74,6 +74,7 @@ grammar::CallSyntax call_syntax(const chat::DerivedSyntax& d) {
     out.pair = pieces(d.pair);
     out.pair_json = pieces(d.pair_json);
     out.pair_sep = d.pair_sep;
+    out.sorted_keys = d.sorted_keys;
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include "grammar/matcher.h"
 #include "grammar/random_walk.h"
 #include "server/chat_output.h"
+#include "server/markup_literals.h"
 #include "server/openai_api.h"
 #include "support/test_paths.h"
 
@@ -55,7 +56,7 @@ TEST(ChatToolsDerived, ForcedGrammarAcceptsTheTemplatesOwnCalls) {
     int seen = 0;
     for (int i = 0; i < 20; ++i) {
       std::string out;
-      if (!test::random_sentence(g.compiled, rng, out)) continue;
+      if (!test::random_sentence(g.compiled, rng, out, test::markup_literals(f))) continue;
       ++seen;
       const auto p = chat::parse_output(out, f, true);
       ASSERT_GE(p.calls.size(), 1u) << out;

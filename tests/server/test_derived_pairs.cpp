@@ -12,6 +12,7 @@
 #include "grammar/random_walk.h"
 #include "jinja/template.h"
 #include "server/chat_output.h"
+#include "server/markup_literals.h"
 #include "server/openai_api.h"
 #include "support/json_validate.h"
 #include "support/test_paths.h"
@@ -19,7 +20,13 @@
 namespace tessera::server {
 namespace {
 
-using nlohmann::json;
+// Ordered: the schema's declared order is the order the grammar writes pairs in.
+using json = nlohmann::ordered_json;
+
+// Equal as JSON, whatever the key order.
+bool same(std::string_view text, const json& want) {
+  return nlohmann::json::parse(text, nullptr, false) == nlohmann::json::parse(want.dump());
+}
 
 const json kWeather = json::parse(R"({"type": "object", "properties": {
   "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
@@ -29,10 +36,25 @@ const json kWeather = json::parse(R"({"type": "object", "properties": {
   "required": ["city", "unit"], "additionalProperties": false})");
 const json kTime = json::parse(R"({"type": "object", "properties": {"zone": {"type": "string"}}, "required": []})");
 
-json tools() {
-  return json::array({{{"type", "function"}, {"function", {{"name", "get_weather"}, {"parameters", kWeather}}}},
-                      {{"type", "function"}, {"function", {{"name", "get_time"}, {"parameters", kTime}}}}});
+// Without lists and objects: for MiniMax M3, whose values end at a lone "]", where only text and scalars fit.
+json weather(bool scalars) {
+  json w = kWeather;
+  if (scalars) {
+    w["properties"].erase("tags");
+    w["properties"].erase("where");
+  }
+  return w;
 }
+
+json tools(bool scalars = false) {
+  return json::array(
+      {{{"type", "function"},
+        {"function", {{"name", "get_weather"}, {"description", "Weather"}, {"parameters", weather(scalars)}}}},
+       {{"type", "function"}, {"function", {{"name", "get_time"}, {"description", "Time"}, {"parameters", kTime}}}}});
+}
+
+// MiniMax M3's markup takes no lists or objects (a 400 naming the parameter); the others take all.
+bool scalars_only(const std::string& name) { return name == "MiniMax-M3.jinja"; }
 
 struct Corpus {
   std::string name, source, bos, eos;
@@ -59,9 +81,9 @@ std::vector<Corpus> markup_templates() {
   return out;
 }
 
-CompletionRequest request(const std::string& choice, bool parallel) {
+CompletionRequest request(const std::string& choice, bool parallel, bool scalars = false) {
   json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
-               {"tools", tools()},
+               {"tools", tools(scalars)},
                {"parallel_tool_calls", parallel},
                {"tool_choice", choice == "required" ? json("required")
                                                     : json{{"type", "function"}, {"function", {{"name", choice}}}}}};
@@ -69,10 +91,11 @@ CompletionRequest request(const std::string& choice, bool parallel) {
 }
 
 std::string validate(const chat::ToolCall& c) {
-  const json args = json::parse(c.arguments, nullptr, false);
+  const auto args = nlohmann::json::parse(c.arguments, nullptr, false);
   if (!args.is_object()) return "arguments are not an object: " + c.arguments;
-  if (c.name == "get_weather") return test::json_invalid(args, kWeather, kWeather);
-  if (c.name == "get_time") return test::json_invalid(args, kTime, kTime);
+  // (The scalar-only schema is a subset of the whole.)
+  const auto schema = nlohmann::json::parse((c.name == "get_weather" ? kWeather : kTime).dump());
+  if (c.name == "get_weather" || c.name == "get_time") return test::json_invalid(args, schema, schema);
   return "unknown function " + c.name;
 }
 
@@ -83,15 +106,19 @@ TEST(ChatToolsDerivedPairs, RandomForcedCallsReadBackAndValidate) {
   for (const auto& c : corpus) {
     SCOPED_TRACE(c.name);
     gemma = gemma || c.format.tools == chat::ToolFamily::Gemma4;
+    if (scalars_only(c.name)) {
+      const auto all = request("required", true);
+      EXPECT_THROW(forced_tool_grammar(all.tools, output_format(c.format, all.tools, ""), c.source), ApiError);
+    }
     for (const std::string choice : {"required", "get_weather"}) {
-      const auto r = request(choice, true);
+      const auto r = request(choice, true, scalars_only(c.name));
       const chat::OutputFormat f = output_format(c.format, r.tools, "");
       const OutputGrammar g = forced_tool_grammar(r.tools, f, c.source);
       std::mt19937 rng(17);
       int seen = 0, several = 0;
       for (int i = 0; i < 60; ++i) {
         std::string out;
-        if (!test::random_sentence(g.compiled, rng, out, 20000)) continue;
+        if (!test::random_sentence(g.compiled, rng, out, test::markup_literals(f), 8000)) continue;
         ++seen;
         const auto p = chat::parse_output(out, f, true);
         ASSERT_GE(p.calls.size(), 1u) << out;
@@ -99,11 +126,15 @@ TEST(ChatToolsDerivedPairs, RandomForcedCallsReadBackAndValidate) {
         EXPECT_TRUE(p.content.find_first_not_of(" \n") == std::string::npos) << out;
         for (const auto& call : p.calls) {
           EXPECT_EQ(validate(call), "") << out;
-          if (choice != "required") EXPECT_EQ(call.name, choice);
+          if (choice != "required") {
+            EXPECT_EQ(call.name, choice);
+          }
         }
       }
       EXPECT_GT(seen, 40);
-      if (choice == "required" && c.format.derived && !c.format.derived->several) EXPECT_EQ(several, 0);
+      if (choice == "required" && c.format.derived && !c.format.derived->several) {
+        EXPECT_EQ(several, 0);
+      }
     }
   }
   EXPECT_TRUE(gemma);
@@ -116,26 +147,32 @@ TEST(ChatToolsDerivedPairs, TheTemplatesOwnCallsAreSentences) {
   const std::vector<json> cases = {{{"city", "Paris"}, {"unit", "celsius"}},
                                    {{"city", "42"},
                                     {"unit", "celsius"},
-                                    {"note", "a<b"},
+                                    {"note", "a>b&c"},
                                     {"days", 3},
                                     {"tags", {"x", "<y>"}},
                                     {"where", {{"lat", 1.5}}}},
                                    {{"city", "Paris <b>\"x\"</b>\nand more"}, {"unit", "fahrenheit"}}};
+  size_t rich = 0;  // the renders of the harder cases the reader reads back, each a sentence
   for (const auto& c : markup_templates()) {
     SCOPED_TRACE(c.name);
-    const auto r = request("required", true);
+    const bool scalars = scalars_only(c.name);
+    const auto r = request("required", true, scalars);
     const chat::OutputFormat f = output_format(c.format, r.tools, "");
     const OutputGrammar g = forced_tool_grammar(r.tools, f, c.source);
     const std::string marker = c.format.derived ? c.format.derived->marker : "<|tool_call>";
     const jinja::Template t(c.source);
     for (size_t k = 0; k < cases.size(); ++k) {
-      const json& a = cases[k];
+      json a = cases[k];
+      if (scalars) {
+        a.erase("tags");
+        a.erase("where");
+      }
       const json call = {
           {"id", "call00001"}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", a}}}};
       const json ctx = {
           {"messages",
            {{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}}}},
-          {"tools", tools()},
+          {"tools", tools(scalars)},
           {"add_generation_prompt", false},
           {"bos_token", c.bos},
           {"eos_token", c.eos}};
@@ -147,7 +184,7 @@ TEST(ChatToolsDerivedPairs, TheTemplatesOwnCallsAreSentences) {
       const size_t open = text.rfind(marker, name);
       ASSERT_NE(open, std::string::npos) << text;
       const auto read = chat::parse_output(text.substr(open), f, true);
-      if (read.calls.empty() || json::parse(read.calls[0].arguments) != a) {
+      if (read.calls.empty() || !same(read.calls[0].arguments, a)) {
         EXPECT_GT(k, 0u) << "the reader does not read the template's plain call: " << text.substr(open);
         continue;
       }
@@ -159,13 +196,17 @@ TEST(ChatToolsDerivedPairs, TheTemplatesOwnCallsAreSentences) {
           ++i;
           if (!m.can_end() || i <= name) continue;
           const auto p = chat::parse_output(text.substr(start, i - start), f, true);
-          sentence = p.calls.size() == 1 && json::parse(p.calls[0].arguments) == a;
+          sentence = p.calls.size() == 1 && same(p.calls[0].arguments, a);
           if (sentence) break;
         }
       }
       EXPECT_TRUE(sentence) << text.substr(open);
+      rich += k > 0;
     }
   }
+  // 8 templates, 2 harder cases each: Seed-OSS and MiniCPM write lists as Python does, MiniCPM wraps text in
+  // CDATA, Kimi K3 marks lists and objects with types of their own; the rest read back.
+  EXPECT_GE(rich, 12u);
 }
 
 }  // namespace
