@@ -59,6 +59,12 @@ void add_parallel_options(CLI::App& app, ModelOptions& o) {
                  "Under mpirun: a pipeline of P groups of ranks, each holding a range of layers (with --tp N, "
                  "mpirun -np N*P: tensor parallel inside each group; docs/parallel.md)")
       ->check(CLI::Range(1, 4096));
+  app.add_option("--ep-redundancy", o.ep_redundancy,
+                 "Under --ep: each rank also holds copies of this fraction of its own count of experts (the next "
+                 "rank's first ones), so a token's picks can be dealt evenly; 0: every expert on one rank, the least "
+                 "memory")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--tp-shares", o.tp_shares,
                  "Uneven shares of the ranks under --tp/--ep, one per rank, like 2,1,1 (default: equal)");
   app.add_option("--collective-timeout", o.collective_timeout,
@@ -159,6 +165,7 @@ void share_out(const ModelOptions& o, LoadedModel& m, StageOptions& so, int thre
   so.shard.n_ranks = n;
   so.shard.tp = o.tp > 1;
   so.shard.ep = o.ep > 1;
+  so.shard.ep_redundancy = o.ep > 1 ? o.ep_redundancy : 0.0;
   if (!o.tp_shares.empty()) so.shard.shares = parse_shares(o.tp_shares, n);
   if (n == 1) return;  // a pipeline of single ranks: nothing to measure between the ranks of a stage
   ParallelStartOptions po;
@@ -166,6 +173,7 @@ void share_out(const ModelOptions& o, LoadedModel& m, StageOptions& so, int thre
             : o.tp > 1           ? plan::ParallelMode::Tensor
                                  : plan::ParallelMode::Expert;
   po.shares = so.shard.shares;
+  po.ep_redundancy = so.shard.ep_redundancy;
   po.threads = threads;
   po.backend = backend;
   // The planner predicts one group of ranks; the pipeline of groups is not predicted under mpirun.
@@ -211,6 +219,7 @@ std::shared_ptr<collective::Communicator> start_worker_group(const ModelOptions&
   j.model_hash = cluster::model_identity(file);
   j.tp = o.tp > 1;
   j.ep = o.ep > 1;
+  j.ep_redundancy = o.ep > 1 ? o.ep_redundancy : 0.0f;
   j.shares = o.tp_shares;
   j.n_slots = static_cast<uint32_t>(n_slots);
   j.n_ctx = static_cast<uint32_t>(so.n_ctx);
@@ -229,6 +238,7 @@ std::shared_ptr<collective::Communicator> start_worker_group(const ModelOptions&
     spec.n_ranks = n;
     spec.tp = o.tp > 1;
     spec.ep = o.ep > 1;
+    spec.ep_redundancy = o.ep > 1 ? o.ep_redundancy : 0.0;
     if (!o.tp_shares.empty()) spec.shares = parse_shares(o.tp_shares, n);
     net::GroupJoin mine = start.join;
     mine.rank = static_cast<uint32_t>(rank);

@@ -33,6 +33,8 @@ struct ModelOptions {
   int pp = 1;
   bool parallel_ranks() const { return tp > 1 || ep > 1 || pp > 1; }
   std::string tp_shares;  // "2,1,1": uneven shares
+  // --ep-redundancy: copies of other ranks' experts, as a fraction of a rank's own (a float: sent as one to workers).
+  float ep_redundancy = static_cast<float>(kDefaultEpRedundancy);
   // --tp/--ep over worker daemons instead of MPI ranks (--workers with --tp/--ep; use_workers_as_ranks sets them):
   // the workers as ranks 1..N-1, the cluster key's file, the partial sums' wire type.
   std::string rank_workers;

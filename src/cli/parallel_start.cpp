@@ -32,6 +32,7 @@ std::shared_ptr<const plan::ParallelRun> start_parallel(collective::Communicator
   auto run = std::make_shared<plan::ParallelRun>();
   run->mode = o.mode;
   run->shares = o.shares;
+  run->ep_redundancy = o.ep_redundancy;
   const auto floats = collective::default_sweep_floats();
   std::vector<plan::CollectiveSample> samples;
   for (const auto& p : collective::sweep_all_reduce(comm, floats)) {

@@ -14,6 +14,7 @@ namespace tessera {
 struct ParallelStartOptions {
   plan::ParallelMode mode = plan::ParallelMode::Tensor;
   std::vector<double> shares;  // --tp-shares; empty: equal
+  double ep_redundancy = 0;    // --ep-redundancy, as the run holds the experts
   int threads = 1;             // each rank's compute threads
   bool profile = false;        // also probe every rank (about probe_seconds, all ranks at once)
   double probe_seconds = 0.5;

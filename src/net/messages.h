@@ -17,7 +17,7 @@ namespace tessera::net {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 9;
+inline constexpr uint16_t kProtocolVersion = 10;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -380,7 +380,8 @@ struct GroupJoin {
   Hash128 model_hash{};  // the model's identity (cluster/model_identity.h)
   bool tp = false;
   bool ep = false;
-  std::string shares;  // --tp-shares text ("" : equal)
+  std::string shares;       // --tp-shares text ("" : equal)
+  float ep_redundancy = 0;  // --ep-redundancy (ShardSpec)
   uint32_t n_slots = 1;
   uint32_t n_ctx = 0;
   GgmlType kv_type = GgmlType::F16;

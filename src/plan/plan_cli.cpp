@@ -110,7 +110,7 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   if (o.parallel == ParallelRows::Shown) o.parallel_blocked = "over --workers it needs --key-file";
   if (r.parallel) {
     o.mpi_ranks = true;
-    o.run = PlanOptions::ParallelRun{r.parallel->mode, r.parallel->shares};
+    o.run = PlanOptions::ParallelRun{r.parallel->mode, r.parallel->shares, r.parallel->ep_redundancy};
   }
   o.workload.prompt_tokens = r.prompt_tokens;
   o.workload.n_gen = r.n_gen;

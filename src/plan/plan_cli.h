@@ -18,9 +18,10 @@ namespace tessera::plan {
 // A run under mpirun with --tp/--ep: what the ranks measured at start (src/cli/parallel_start.h).
 struct ParallelRun {
   ParallelMode mode = ParallelMode::Tensor;
-  std::vector<double> shares;      // --tp-shares; empty: equal
-  std::vector<NodeProfile> ranks;  // rank 0 first; empty: not profiled (rank 0 probes and stands for all)
-  CollectiveProfile collectives;   // the all-reduce sweep over the real communicator
+  std::vector<double> shares;                   // --tp-shares; empty: equal
+  double ep_redundancy = kDefaultEpRedundancy;  // --ep-redundancy
+  std::vector<NodeProfile> ranks;               // rank 0 first; empty: not profiled (rank 0 probes and stands for all)
+  CollectiveProfile collectives;                // the all-reduce sweep over the real communicator
 };
 
 struct CliPlanRequest {

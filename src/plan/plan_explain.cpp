@@ -281,7 +281,8 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
     }
     const std::string layers = s.parallel.size() > 1 ? fmt::format("layers {}-{}: ", g.first, g.last) : "";
     s.arithmetic.push_back(fmt::format("{}{} read per token ({}; {})", layers, reads,
-                                       parallel_flags(g.mode, static_cast<int>(g.nodes.size())), g.cuts));
+                                       parallel_flags(g.mode, static_cast<int>(g.nodes.size()), g.ep_redundancy),
+                                       g.cuts));
     const RankPass& slow = d.ranks[d.slowest];
     const double overheads = slow.t.compute;  // memory-bound: the compute part is the fixed overheads
     if (slow.t.memory > 0) {
@@ -488,7 +489,8 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
     } else if (ch.is_parallel()) {
       std::string shares;
       for (double x : ch.parallel.front().shares) shares += fmt::format("{}{:g}", shares.empty() ? "" : ",", x);
-      const std::string flags = parallel_flags(ch.parallel.front().mode, static_cast<int>(ch.nodes.size())) +
+      const std::string flags = parallel_flags(ch.parallel.front().mode, static_cast<int>(ch.nodes.size()),
+                                               ch.parallel.front().ep_redundancy) +
                                 (shares.empty() ? "" : " --tp-shares " + shares);
       std::string workers;
       for (const auto& n : ch.nodes) {

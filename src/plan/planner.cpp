@@ -363,15 +363,19 @@ std::optional<size_t> Planner::mpi_rows(Plan& plan) const {
   if (!why && all.size() > 1) rows = parallel_rows({all}, plan.skipped);
   for (auto& s : rows) {
     // The run's own layout is the user's row below.
-    const bool same = o_.run && s.parallel.front().mode == o_.run->mode && s.parallel.front().shares == o_.run->shares;
+    const bool same = o_.run && s.parallel.front().mode == o_.run->mode &&
+                      s.parallel.front().shares == o_.run->shares &&
+                      s.parallel.front().ep_redundancy == o_.run->ep_redundancy;
     if (!same) plan.strategies.push_back(std::move(s));
   }
   if (!o_.run || all.size() < 2) return std::nullopt;
   std::vector<double> shares = o_.run->shares;
-  const auto group = cm_.make_group(all, o_.run->mode, shares);  // the run itself cut it this way: no error here
+  // The run itself cut it this way: no error here.
+  const auto group = cm_.make_group(all, o_.run->mode, shares, o_.run->ep_redundancy);
   const std::vector<StageSpec> specs{{all.front(), 0, m_.n_layer() - 1, true, true, group}};
-  Strategy s = evaluate_groups(fmt::format("your {}", parallel_flags(o_.run->mode, static_cast<int>(all.size()))),
-                               kind_of(o_.run->mode), specs);
+  Strategy s = evaluate_groups(
+      fmt::format("your {}", parallel_flags(o_.run->mode, static_cast<int>(all.size()), o_.run->ep_redundancy)),
+      kind_of(o_.run->mode), specs);
   s.runnable = true;
   plan.strategies.push_back(std::move(s));
   return plan.strategies.size() - 1;

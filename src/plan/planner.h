@@ -47,6 +47,7 @@ struct ParallelStage {
   int64_t first = 0, last = -1;
   ParallelMode mode = ParallelMode::Tensor;
   std::vector<double> shares;  // empty: equal
+  double ep_redundancy = 0;    // --ep-redundancy
   std::string cuts;            // ParallelLayout::cuts
   CollectiveProfile collectives;
   GroupPass decode;               // one token of one sequence
@@ -99,6 +100,7 @@ struct PlanOptions {
   struct ParallelRun {
     ParallelMode mode = ParallelMode::Tensor;
     std::vector<double> shares;
+    double ep_redundancy = kDefaultEpRedundancy;
   };
   std::optional<ParallelRun> run;
 };

@@ -71,6 +71,7 @@ Strategy Planner::evaluate_groups(std::string name, StrategyKind kind, const std
     ps.last = spec.last;
     ps.mode = g.layout.mode;
     ps.shares = g.layout.shares;
+    ps.ep_redundancy = g.layout.ep_redundancy;
     ps.cuts = g.layout.cuts;
     ps.collectives = g.collectives;
     ps.decode = cm_.group_pass(spec, 1.0, 1.0, ctx, spec.last_stage ? 1.0 : 0.0);
@@ -106,16 +107,21 @@ std::vector<Strategy> Planner::parallel_rows(const std::vector<std::vector<size_
     for (const auto& set : sets) {
       // Rank 0 is where requests arrive: the head leads every group.
       if (set.size() < 2 || set.front() != c_.head_index()) continue;
-      std::shared_ptr<const ParallelGroup> g;
-      try {
-        g = cm_.make_group(set, mode, speed_shares(set));
-      } catch (const Error& e) {
-        skipped.push_back({names(set), fmt::format("{} x{}: {}", parallel_mode_name(mode), set.size(), e.what())});
-        continue;
+      // Under --ep: copies of experts where they fit (an even deal), none where only that fits.
+      const std::vector<double> copies =
+          mode == ParallelMode::Tensor ? std::vector<double>{0.0} : std::vector<double>{kDefaultEpRedundancy, 0.0};
+      for (const double redundancy : copies) {
+        std::shared_ptr<const ParallelGroup> g;
+        try {
+          g = cm_.make_group(set, mode, speed_shares(set), redundancy);
+        } catch (const Error& e) {
+          skipped.push_back({names(set), fmt::format("{} x{}: {}", parallel_mode_name(mode), set.size(), e.what())});
+          break;
+        }
+        const std::vector<StageSpec> specs{{set.front(), 0, n_layer - 1, true, true, g}};
+        Strategy s = evaluate_groups(fmt::format("{} x{}", parallel_mode_name(mode), set.size()), kind_of(mode), specs);
+        keep_better(best[set.size()], std::move(s));
       }
-      const std::vector<StageSpec> specs{{set.front(), 0, n_layer - 1, true, true, g}};
-      Strategy s = evaluate_groups(fmt::format("{} x{}", parallel_mode_name(mode), set.size()), kind_of(mode), specs);
-      keep_better(best[set.size()], std::move(s));
     }
     append_found(best, out);
   }
