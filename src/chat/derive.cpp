@@ -438,6 +438,9 @@ Derivation derive_tool_syntax(std::string_view template_source, std::string_view
     return out;
   const auto two = fr->cut(s.calls(Json::array({call(kSentinelName, {{kKa, kVa}, {kKb, kVb}}, kId1)})));
   if (two && !reads_back(d, *two, {{std::string(kSentinelName), {{kKa, kVa}, {kKb, kVb}}}})) return out;
+  // Arguments given out of order: a template that sorts them (dictsort) writes ka first all the same.
+  const auto reversed = fr->cut(s.calls(Json::array({call(kSentinelName, {{kKb, kVb}, {kKa, kVa}}, kId1)})));
+  d.sorted_keys = reversed && reversed->find(kKa) != npos && reversed->find(kKa) < reversed->find(kKb);
   out.syntax = std::move(d);
   return out;
 }

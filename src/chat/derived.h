@@ -23,16 +23,17 @@ constexpr char kKey = '\x05';    // an argument's name (pairs)
 constexpr char kValue = '\x06';  // an argument's value (pairs)
 
 struct DerivedSyntax {
-  std::string open;       // before the first call
-  std::string call;       // one call: text with kName, kArgs, kId, kIndex slots
-  std::string sep;        // between two calls
-  std::string close;      // after the last call
-  bool several = false;   // the template wrote two calls in one turn
-  bool json_args = true;  // kArgs is a JSON object; otherwise pairs
-  std::string pair;       // one argument: text with kKey and kValue slots
-  std::string pair_json;  // a non-string argument where the template marks it apart ("" when it does not)
-  std::string pair_sep;   // between two arguments
-  std::string marker;     // the text that opens a block in the output (where the reader looks)
+  std::string open;          // before the first call
+  std::string call;          // one call: text with kName, kArgs, kId, kIndex slots
+  std::string sep;           // between two calls
+  std::string close;         // after the last call
+  bool several = false;      // the template wrote two calls in one turn
+  bool json_args = true;     // kArgs is a JSON object; otherwise pairs
+  std::string pair;          // one argument: text with kKey and kValue slots
+  std::string pair_json;     // a non-string argument where the template marks it apart ("" when it does not)
+  std::string pair_sep;      // between two arguments
+  std::string marker;        // the text that opens a block in the output (where the reader looks)
+  bool sorted_keys = false;  // the template writes arguments sorted by name, whatever their order (dictsort)
 };
 
 // What a template's sentinel conversations show: the learned syntax (when the template renders calls in a way the

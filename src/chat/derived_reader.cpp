@@ -80,7 +80,8 @@ nlohmann::ordered_json typed_value(std::string_view raw) {
 // Walks one pattern (a call or a pair) over the text.
 class PatternReader {
  public:
-  PatternReader(const DerivedSyntax& syntax, std::string_view text) : d_(syntax), text_(text) {}
+  PatternReader(const DerivedSyntax& syntax, std::string_view text, const TextArguments* text_args)
+      : d_(syntax), text_(text), text_args_(text_args) {}
 
   // A call at text[i]: Complete (i advanced, `call` filled), Incomplete (call: what is known so far; args_started
   // when its arguments have begun) or Invalid.
@@ -220,13 +221,20 @@ class PatternReader {
       if (json) {
         args[key] = typed_value(value);
       } else {
-        args[key] = d_.pair_json.empty() ? typed_value(value) : nlohmann::ordered_json(value);
+        args[key] =
+            d_.pair_json.empty() && !text_arg(out.name, key) ? typed_value(value) : nlohmann::ordered_json(value);
       }
       t = u;
     }
     slots_ = saved;
     out.arguments = args.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     return Scan::Complete;
+  }
+
+  bool text_arg(const std::string& function, const std::string& key) const {
+    if (!text_args_) return false;
+    const auto it = text_args_->find(function);
+    return it != text_args_->end() && it->second.contains(key);
   }
 
   Scan pair(size_t& u, std::string_view p, std::string& key, std::string& value) {
@@ -258,13 +266,15 @@ class PatternReader {
   std::string_view text_;
   std::map<char, std::string> slots_;
   std::string_view prev_lit_;
+  const TextArguments* text_args_;
 };
 
 }  // namespace
 
-CallBlock read_derived_block(const DerivedSyntax& d, std::string_view text, size_t pos, bool final) {
+CallBlock read_derived_block(const DerivedSyntax& d, std::string_view text, size_t pos, bool final,
+                             const TextArguments* text_args) {
   CallBlock b;
-  PatternReader reader(d, text);
+  PatternReader reader(d, text, text_args);
   size_t i = pos;
   if (const Scan s = match_literal(text, i, d.open); s != Scan::Complete) return b.status = s, b;
   const bool closed_each = trim(d.close).empty();

@@ -4,8 +4,10 @@
 // of the final result (what streams rely on; tool-call arguments grow, calls only get added).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +27,7 @@ enum class ToolFamily {
 };
 
 struct DerivedSyntax;
+using TextArguments = std::map<std::string, std::set<std::string>, std::less<>>;
 
 // Reasoning markers around the thinking that precedes the answer.
 enum class ReasoningFormat {
@@ -39,6 +42,9 @@ struct OutputFormat {
   bool parse_tools = false;                      // tools were offered and tool_choice is not "none"
   bool starts_in_reasoning = false;              // the prompt opened the reasoning block itself
   std::shared_ptr<const DerivedSyntax> derived;  // ToolFamily::Derived: the syntax (without one: no calls read)
+  // Derived pair syntaxes: per function, the arguments whose schema is text; their values stay strings even where
+  // they read as JSON (a "42" for a string parameter), as the template wrote them raw.
+  std::shared_ptr<const TextArguments> text_args;
 };
 
 struct ToolCall {

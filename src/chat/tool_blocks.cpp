@@ -353,7 +353,7 @@ CallBlock read_call_block(const OutputFormat& format, std::string_view text, siz
     case ToolFamily::Gemma4:
       return read_gemma4(text, i);
     case ToolFamily::Derived:
-      if (format.derived) return read_derived_block(*format.derived, text, pos, final);
+      if (format.derived) return read_derived_block(*format.derived, text, pos, final, format.text_args.get());
       break;
     case ToolFamily::Harmony:
       break;

@@ -30,7 +30,8 @@ CallBlock read_call_block(const OutputFormat& format, std::string_view text, siz
 CallBlock read_xml_call(std::string_view text, size_t i, bool final);
 
 // A derived syntax's block at text[pos] (where its marker was found).
-CallBlock read_derived_block(const DerivedSyntax& syntax, std::string_view text, size_t pos, bool final);
+CallBlock read_derived_block(const DerivedSyntax& syntax, std::string_view text, size_t pos, bool final,
+                             const TextArguments* text_args = nullptr);
 
 // Gemma 4's argument syntax ({key:<|"|>text<|"|>,n:1,list:[..]}) as JSON text; nullopt when it is not that.
 std::optional<std::string> gemma_arguments_to_json(std::string_view text);

@@ -4,11 +4,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "grammar/free_text.h"
 #include "grammar/parser.h"
 #include "util/error.h"
 
@@ -17,6 +19,9 @@ namespace tessera::grammar {
 namespace {
 
 using Json = nlohmann::ordered_json;
+
+// Gemma 4's string quote and the end of its call, which no value may hold.
+constexpr std::string_view kGemmaQuote = "<|\"|>", kGemmaCallEnd = "<tool_call|>";
 
 // \u escapes stop short of the UTF-16 surrogates (D800-DFFF): a lone one is invalid JSON to strict parsers, and
 // characters beyond the BMP can be written as UTF-8.
@@ -45,10 +50,23 @@ const std::set<std::string> kKnown = {"type",      "properties", "required", "ad
 
 class Compiler {
  public:
-  Compiler(const Json& root, std::string prefix) : root_(root), prefix_(std::move(prefix)) {}
+  Compiler(const Json& root, std::string prefix, const SchemaOptions& options = {})
+      : root_(root), prefix_(std::move(prefix)), base_(options.base), gemma_(options.notation == Notation::Gemma) {
+    if (gemma_) base_ = "gm-";
+  }
 
   // The expression for the whole document; rules() then holds the rules it needs (the base rules aside).
   std::string compile() { return node(root_, "", "root"); }
+  // The expression for the node at a JSON pointer into the document (its $refs still resolve from the top).
+  std::string compile_at(const std::string& pointer) {
+    const Json* at = nullptr;
+    try {
+      at = &root_.at(Json::json_pointer(pointer));
+    } catch (const std::exception&) {
+      error(pointer, "names nothing in the document");
+    }
+    return node(*at, pointer, "root");
+  }
   const std::string& rules() const { return rules_; }
 
  private:
@@ -82,19 +100,19 @@ class Compiler {
   std::string node_inner(const Json& s, const std::string& path, const std::string& hint) {
     if (s.is_boolean()) {
       if (!s.get<bool>()) error(path, "the schema 'false' allows nothing");
-      return "json-value";
+      return base_ + "value";
     }
     if (!s.is_object()) error(path, "a schema must be an object or a boolean");
     for (const auto& [key, value] : s.items()) {
       if (!kKnown.contains(key) && !kIgnored.contains(key)) error(path, "unsupported keyword '" + key + "'");
     }
     if (s.contains("$ref")) return ref(s, path);
-    if (s.contains("const")) return quote_literal(s["const"].dump());
+    if (s.contains("const")) return quote_literal(literal(s["const"], path));
     if (s.contains("enum")) {
       const Json& e = s["enum"];
       if (!e.is_array() || e.empty()) error(path + "/enum", "enum must be a non-empty array");
       std::string body;
-      for (const auto& v : e) body += (body.empty() ? "" : " | ") + quote_literal(v.dump());
+      for (const auto& v : e) body += (body.empty() ? "" : " | ") + quote_literal(literal(v, path));
       return add_rule(hint, body);
     }
     for (const char* key : {"anyOf", "oneOf"}) {
@@ -110,7 +128,7 @@ class Compiler {
     if (!s.contains("type")) {
       if (s.contains("properties") || s.contains("additionalProperties")) return object(s, path, hint);
       if (s.contains("items")) return array(s, path, hint);
-      return "json-value";
+      return base_ + "value";
     }
     const Json& type = s["type"];
     if (type.is_array()) {
@@ -130,10 +148,10 @@ class Compiler {
     if (type == "object") return object(s, path, hint);
     if (type == "array") return array(s, path, hint);
     if (type == "string") return string(s, path, hint);
-    if (type == "number") return "json-number";
-    if (type == "integer") return "json-integer";
-    if (type == "boolean") return "json-boolean";
-    if (type == "null") return "json-null";
+    if (type == "number") return base_ + "number";
+    if (type == "integer") return base_ + "integer";
+    if (type == "boolean") return base_ + "boolean";
+    if (type == "null") return base_ + "null";
     error(path + "/type", "unknown type '" + type + "'");
   }
 
@@ -149,17 +167,53 @@ class Compiler {
   std::string string(const Json& s, const std::string& path, const std::string& hint) {
     const int min = count(s, "minLength", path, 0);
     const int max = count(s, "maxLength", path, -1);
-    if (min == 0 && max < 0) return "json-string";
+    if (min == 0 && max < 0) return base_ + "string";
     if (max >= 0 && max < min) error(path, "maxLength is below minLength");
     const std::string reps = max < 0 ? fmt::format("{{{},}}", min) : fmt::format("{{{},{}}}", min, max);
-    return add_rule(hint, "\"\\\"\" json-char" + reps + " \"\\\"\"");
+    if (gemma_) return add_rule(hint, fmt::format("{0} gm-char{1} {0}", quote_literal(kGemmaQuote), reps));
+    return add_rule(hint, "\"\\\"\" " + base_ + "char" + reps + " \"\\\"\"");
+  }
+
+  // A const or enum value as the notation writes it.
+  std::string literal(const Json& v, const std::string& path) const {
+    if (!gemma_) return v.dump();
+    if (v.is_string()) {
+      const std::string t = v.get<std::string>();
+      if (t.find(kGemmaQuote) != std::string::npos || t.find(kGemmaCallEnd) != std::string::npos)
+        error(path, "a value holds Gemma's string or call markers");
+      return std::string(kGemmaQuote) + t + std::string(kGemmaQuote);
+    }
+    if (v.is_array()) {
+      std::string out = "[";
+      for (const auto& x : v) out += fmt::format("{}{}", out.size() > 1 ? "," : "", literal(x, path));
+      return out + "]";
+    }
+    if (v.is_object()) {
+      std::string out = "{";
+      for (const auto& [k, x] : v.items())
+        out += fmt::format("{}{}:{}", out.size() > 1 ? "," : "", gemma_key(k), literal(x, path));
+      return out + "}";
+    }
+    return v.dump();
+  }
+
+  // Gemma writes keys bare; one that a bare key cannot hold is quoted (its reader takes both).
+  static std::string gemma_key(const std::string& k) {
+    bool bare = !k.empty();
+    for (char c : k) {
+      bare = bare && c != ':' && c != '<' && c != '{' && c != '}' && c != '[' && c != ']' && c != ',' && c != ' ' &&
+             c != '\n' && c != '\t' && c != '\r';
+    }
+    if (bare) return k;
+    if (k.find(kGemmaQuote) != std::string::npos) fail("the key '{}' holds Gemma's string marker", k);
+    return std::string(kGemmaQuote) + k + std::string(kGemmaQuote);
   }
 
   std::string array(const Json& s, const std::string& path, const std::string& hint) {
     const int min = count(s, "minItems", path, 0);
     const int max = count(s, "maxItems", path, -1);
     if (max >= 0 && max < min) error(path, "maxItems is below minItems");
-    const std::string item = s.contains("items") ? node(s["items"], path + "/items", hint + "-item") : "json-value";
+    const std::string item = s.contains("items") ? node(s["items"], path + "/items", hint + "-item") : base_ + "value";
     if (max == 0) return add_rule(hint, "\"[\" ws \"]\"");
     const std::string more = fmt::format("( ws \",\" ws {} ){{{},{}}}", item, std::max(min - 1, 0),
                                          max < 0 ? std::string() : std::to_string(max - 1));
@@ -187,20 +241,29 @@ class Compiler {
       const Json extra = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
       if (extra.is_boolean() && !extra.get<bool>()) return add_rule(hint, "\"{\" ws \"}\"");
       const std::string value = node(extra, path + "/additionalProperties", hint + "-value");
-      return add_rule(hint, fmt::format("\"{{\" ws ( json-string ws \":\" ws {0} ( ws \",\" ws json-string ws \":\" "
+      return add_rule(hint, fmt::format("\"{{\" ws ( {1}string {2}\":\" ws {0} ( ws \",\" ws {1}string {2}\":\" "
                                         "ws {0} )* )? ws \"}}\"",
-                                        value));
+                                        value, base_, gemma_ ? "" : "ws "));
     }
     // Properties in declared order; first[i] reads properties i.. with none written yet, rest[i] after one.
     std::vector<std::string> keys, values;
-    for (const auto& [key, sub] : s["properties"].items()) {
-      keys.push_back(key);
-      values.push_back(node(sub, path + "/properties/" + key, hint + "-" + key));
+    for (const auto& [key, sub] : s["properties"].items()) keys.push_back(key);
+    if (gemma_) {  // Gemma's template writes keys sorted (dictsort: ignoring case)
+      auto lower = [](std::string k) {
+        for (char& c : k) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return k;
+      };
+      std::stable_sort(keys.begin(), keys.end(),
+                       [&](const std::string& a, const std::string& b) { return lower(a) < lower(b); });
     }
+    for (const auto& key : keys)
+      values.push_back(node(s["properties"][key], path + "/properties/" + key, hint + "-" + key));
     const size_t n = keys.size();
     std::vector<std::string> first(n + 1), rest(n + 1);
     for (size_t i = n; i-- > 0;) {
-      const std::string kv = fmt::format("ws {} ws \":\" ws {}", quote_literal(Json(keys[i]).dump()), values[i]);
+      const std::string kv = gemma_
+                                 ? fmt::format("ws {} \":\" ws {}", quote_literal(gemma_key(keys[i])), values[i])
+                                 : fmt::format("ws {} ws \":\" ws {}", quote_literal(Json(keys[i]).dump()), values[i]);
       const std::string after = i + 1 < n ? rest[i + 1] : "";
       std::string f = kv + " " + after;
       std::string r = "ws \",\" " + kv + " " + after;
@@ -237,6 +300,8 @@ class Compiler {
 
   const Json& root_;
   std::string prefix_;
+  std::string base_;  // the base rules' names start with it
+  bool gemma_;        // Notation::Gemma
   std::string rules_;
   std::set<std::string> used_;
   std::map<std::string, std::string> refs_;
@@ -246,6 +311,63 @@ class Compiler {
 }  // namespace
 
 std::string json_base_rules() { return kBase; }
+
+std::string gemma_base_rules() {
+  // Exponents of two digits: the reader parses the numbers, and 1e400 is none.
+  return std::string(R"grammar(gm-value ::= gm-object | gm-array | gm-string | gm-number | json-boolean | json-null
+gm-object ::= "{" ws ( gm-string ":" ws gm-value ( ws "," ws gm-string ":" ws gm-value )* )? ws "}"
+gm-array ::= "[" ws ( gm-value ( ws "," ws gm-value )* )? ws "]"
+gm-number ::= json-integer ( "." [0-9]{1,16} )? ( [eE] [+-]? [0-9]{1,2} )?
+gm-integer ::= json-integer
+gm-boolean ::= json-boolean
+gm-null ::= json-null
+)grammar") +
+         "gm-string ::= " + quote_literal(kGemmaQuote) + " gm-text\n" +
+         text_until_rules("gm-text", "", kGemmaQuote, {std::string(kGemmaCallEnd)}) + text_char_rule("gm-char", '<');
+}
+
+std::string json_base_rules(const std::string& base, std::string_view tag) {
+  const auto excluded = static_cast<uint8_t>(tag.empty() ? 0 : tag[0]);
+  if (excluded < 0x20 || excluded == '"' || excluded == '\\' || excluded >= 0x80)
+    fail("JSON strings cannot leave out a tag starting with byte 0x{:02x}", excluded);
+  std::string rules = kBase;
+  rules.erase(0, rules.find('\n') + 1);  // ws is shared
+  for (size_t p = rules.find("json-"); p != std::string::npos; p = rules.find("json-", p + base.size())) {
+    rules.replace(p, 5, base);
+  }
+  // The first ASCII class of the string characters, less the excluded byte (which a \u escape still writes).
+  const std::string ascii = "[\\x20-\\x21\\x23-\\x5b\\x5d-\\x7f]";
+  const size_t at = rules.find(ascii);
+  if (at == std::string::npos) fail("the JSON string rule has changed shape");
+  auto ascii_class = [&](int also) {
+    std::string cls = "[";
+    for (unsigned b = 0x20; b < 0x80; ++b) {
+      if (b != '"' && b != '\\' && b != excluded && static_cast<int>(b) != also) cls += fmt::format("\\x{:02x}", b);
+    }
+    return cls + "]";
+  };
+  rules.replace(at, ascii.size(), ascii_class(-1));
+  // Exponents of two digits: a reader that parses the value (these are) must not meet 1e400.
+  const std::string exponent = "[eE] [+-]? [0-9]{1,3}";
+  rules.replace(rules.find(exponent), exponent.size(), "[eE] [+-]? [0-9]{1,2}");
+  // Unbounded strings may hold the byte where the tag's second byte does not follow it: a run of it, then a
+  // character other than the second byte (char-after: char with that class), or the string's end.
+  const auto second = static_cast<uint8_t>(tag.size() > 1 ? tag[1] : 0);
+  if (second >= 0x20 && second < 0x80 && second != '"' && second != '\\' && second != excluded) {
+    const std::string str = base + "string ::= \"\\\"\" " + base + "char* \"\\\"\"\n";
+    const size_t s = rules.find(str);
+    const size_t c = rules.find(base + "char ::= ");
+    if (s == std::string::npos || c == std::string::npos) fail("the JSON string rule has changed shape");
+    std::string after = rules.substr(c, rules.find('\n', c) + 1 - c);
+    after.replace(0, base.size() + 4, base + "char-after");
+    after.replace(after.find(ascii_class(-1)), ascii_class(-1).size(), ascii_class(second));
+    const std::string lone = quote_literal(std::string(1, static_cast<char>(excluded)));
+    rules.replace(
+        s, str.size(),
+        fmt::format("{0}string ::= \"\\\"\" ( {0}char | {1}+ {0}char-after )* {1}* \"\\\"\"\n", base, lone) + after);
+  }
+  return rules;
+}
 
 std::string json_object_grammar() { return std::string("root ::= json-object\n") + kBase; }
 
@@ -261,16 +383,16 @@ std::string json_schema_grammar(std::string_view schema_json) {
   return "root ::= " + top + "\n" + c.rules() + kBase;
 }
 
-SchemaRules json_schema_rules(std::string_view schema_json, const std::string& prefix) {
+SchemaRules json_schema_rules(std::string_view schema_json, const std::string& prefix, const SchemaOptions& options) {
   Json schema;
   try {
     schema = Json::parse(schema_json);
   } catch (const std::exception& e) {
     fail("json_schema is not valid JSON: {}", e.what());
   }
-  Compiler c(schema, prefix);
+  Compiler c(schema, prefix, options);
   SchemaRules out;
-  out.expression = c.compile();
+  out.expression = options.pointer.empty() ? c.compile() : c.compile_at(options.pointer);
   out.rules = c.rules();
   return out;
 }

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "grammar/json_schema.h"
+#include "grammar/pair_args.h"
 #include "grammar/parser.h"
 #include "util/error.h"
 
@@ -38,20 +40,35 @@ std::string call_expression(ToolCallFormat format, const std::string& name, cons
     case ToolCallFormat::Harmony:
       return fmt::format("\"<|channel|>commentary to=functions.\" {} \" <|constrain|>json<|message|>\" {}", lit(name),
                          args);
+    case ToolCallFormat::Gemma4:
+      return fmt::format("\"<|tool_call>call:\" {} {} \"<tool_call|>\"", lit(name), args);
   }
   return {};
 }
 
-// Each tool's arguments rule, then `call-i` rules from `expression(i, args)` and `call` for any of them.
-template <typename F>
-std::string call_rules(const std::vector<ToolSchema>& tools, F expression) {
+SchemaRules json_arguments(const ToolSchema& tool, size_t i) {
+  return json_schema_rules(tool.parameters, fmt::format("t{}-", i));
+}
+
+SchemaRules gemma_arguments(const ToolSchema& tool, size_t i) {
+  // The reader takes the name up to the arguments' brace.
+  if (tool.name.find_first_of(" \n<{") != std::string::npos) fail("the name cannot be written in Gemma's calls");
+  SchemaOptions options;
+  options.notation = Notation::Gemma;
+  return json_schema_rules(tool.parameters, fmt::format("t{}-", i), options);
+}
+
+// Each tool's arguments rule (from `arguments(tool, i)`), then `call-i` rules from `expression(name, args)` and
+// `call` for any of them.
+template <typename A, typename F>
+std::string call_rules(const std::vector<ToolSchema>& tools, A arguments, F expression) {
   if (tools.empty()) fail("a tool-call grammar needs at least one tool");
   std::string rules;
   std::string any_call;
   for (size_t i = 0; i < tools.size(); ++i) {
     SchemaRules args;
     try {
-      args = json_schema_rules(tools[i].parameters, fmt::format("t{}-", i));
+      args = arguments(tools[i], i);
     } catch (const Error& e) {
       fail("tool '{}': {}", tools[i].name, e.what());
     }
@@ -68,7 +85,14 @@ std::string optional_lit(std::string_view s) { return s.empty() ? std::string() 
 
 std::string tool_call_grammar(const std::vector<ToolSchema>& tools, const CallSyntax& syntax, bool several,
                               std::string_view prefix) {
-  std::string rules = call_rules(tools, [&](const std::string& name, const std::string& args) {
+  std::set<std::string> json_tags;
+  const auto arguments = [&](const ToolSchema& tool, size_t i) {
+    if (syntax.json_args) return json_arguments(tool, i);
+    PairRules p = pair_arguments(tool.parameters, syntax, fmt::format("t{}-", i));
+    json_tags.insert(p.json_tags.begin(), p.json_tags.end());
+    return SchemaRules{p.expression, p.rules};
+  };
+  std::string rules = call_rules(tools, arguments, [&](const std::string& name, const std::string& args) {
     std::string e;
     for (const auto& p : syntax.call) {
       switch (p.kind) {
@@ -79,8 +103,11 @@ std::string tool_call_grammar(const std::vector<ToolSchema>& tools, const CallSy
           e += lit(name) + " ";
           break;
         case CallPiece::Args:
-          e += args + " ";
+          if (!args.empty()) e += args + " ";
           break;
+        case CallPiece::Key:
+        case CallPiece::Value:
+          fail("a call pattern holds a key or value slot outside its arguments");
         case CallPiece::Id:
           e += "[a-zA-Z0-9]{9} ";
           break;
@@ -94,13 +121,15 @@ std::string tool_call_grammar(const std::vector<ToolSchema>& tools, const CallSy
   std::string root = optional_lit(prefix) + optional_lit(syntax.open) + "call ";
   if (several && syntax.several) root += "( " + optional_lit(syntax.sep) + "call )* ";
   root += optional_lit(syntax.close);
-  return "root ::= " + root + "\n" + rules + json_base_rules();
+  return "root ::= " + root + "\n" + rules + json_base_rules() + pair_base_rules(json_tags);
 }
 
 std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallFormat format, bool several,
                               std::string_view prefix) {
-  std::string rules = call_rules(
-      tools, [&](const std::string& name, const std::string& args) { return call_expression(format, name, args); });
+  const bool gemma = format == ToolCallFormat::Gemma4;
+  std::string rules =
+      call_rules(tools, gemma ? gemma_arguments : json_arguments,
+                 [&](const std::string& name, const std::string& args) { return call_expression(format, name, args); });
   std::string root;
   switch (format) {
     case ToolCallFormat::Hermes:
@@ -124,9 +153,12 @@ std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallForm
     case ToolCallFormat::Harmony:
       root = "call";  // one message per call: the model stops at <|call|> and is given the result
       break;
+    case ToolCallFormat::Gemma4:
+      root = several ? "call+" : "call";
+      break;
   }
   if (!prefix.empty()) root = lit(prefix) + " " + root;
-  return "root ::= " + root + "\n" + rules + json_base_rules();
+  return "root ::= " + root + "\n" + rules + json_base_rules() + (gemma ? gemma_base_rules() : "");
 }
 
 }  // namespace tessera::grammar

@@ -21,6 +21,13 @@ chat::OutputFormat output_format(const chat::OutputFormat& template_format, cons
   if (const auto named = chat::tool_family_from_name(family)) f.tools = *named;
   f.parse_tools = tools.offered();
   f.starts_in_reasoning = chat::prompt_opens_reasoning(prompt, f.reasoning);
+  if (f.parse_tools && f.tools == chat::ToolFamily::Derived && f.derived && !f.derived->json_args) {
+    auto text = std::make_shared<chat::TextArguments>();
+    for (const auto& fn : tools.functions) {
+      for (auto& key : grammar::text_parameters(fn.parameters.dump())) (*text)[fn.name].insert(std::move(key));
+    }
+    f.text_args = std::move(text);
+  }
   return f;
 }
 
@@ -28,22 +35,46 @@ bool parses_output(const chat::OutputFormat& f) {
   return f.parse_tools || f.reasoning != chat::ReasoningFormat::None || f.tools == chat::ToolFamily::Harmony;
 }
 
-grammar::CallSyntax call_syntax(const chat::DerivedSyntax& d) {
-  grammar::CallSyntax out{d.open, d.sep, d.close, {}, d.several};
-  for (char c : d.call) {
+namespace {
+
+// A derived pattern (slot bytes in text) as grammar pieces.
+std::vector<grammar::CallPiece> pieces(std::string_view pattern) {
+  std::vector<grammar::CallPiece> out;
+  for (char c : pattern) {
     using K = grammar::CallPiece::Kind;
     const K kind = c == chat::kName    ? K::Name
                    : c == chat::kArgs  ? K::Args
                    : c == chat::kId    ? K::Id
                    : c == chat::kIndex ? K::Index
+                   : c == chat::kKey   ? K::Key
+                   : c == chat::kValue ? K::Value
                                        : K::Text;
     if (kind != K::Text) {
-      out.call.push_back({kind, {}});
-    } else if (out.call.empty() || out.call.back().kind != K::Text) {
-      out.call.push_back({K::Text, std::string(1, c)});
+      out.push_back({kind, {}});
+    } else if (out.empty() || out.back().kind != K::Text) {
+      out.push_back({K::Text, std::string(1, c)});
     } else {
-      out.call.back().text += c;
+      out.back().text += c;
     }
+  }
+  return out;
+}
+
+}  // namespace
+
+grammar::CallSyntax call_syntax(const chat::DerivedSyntax& d) {
+  grammar::CallSyntax out;
+  out.open = d.open;
+  out.sep = d.sep;
+  out.close = d.close;
+  out.call = pieces(d.call);
+  out.several = d.several;
+  out.json_args = d.json_args;
+  if (!d.json_args) {
+    out.pair = pieces(d.pair);
+    out.pair_json = pieces(d.pair_json);
+    out.pair_sep = d.pair_sep;
+    out.sorted_keys = d.sorted_keys;
   }
   return out;
 }
@@ -71,8 +102,10 @@ OutputGrammar forced_tool_grammar(const ChatTools& tools, const chat::OutputForm
       format = ToolCallFormat::Harmony;
       break;
     case chat::ToolFamily::Gemma4:
+      format = ToolCallFormat::Gemma4;
+      break;
     case chat::ToolFamily::Derived:
-      if (f.tools == chat::ToolFamily::Derived && f.derived && f.derived->json_args) break;
+      if (f.derived) break;
       invalid_param("tool_choice",
                     "A required or named 'tool_choice' is not supported for this model's tool-call format ({}): "
                     "use 'auto'.",
@@ -85,7 +118,8 @@ OutputGrammar forced_tool_grammar(const ChatTools& tools, const chat::OutputForm
     schemas.push_back({fn.name, fn.parameters.empty() ? std::string(R"({"type":"object"})") : fn.parameters.dump()});
   }
   // A prompt that opened the reasoning block gets it closed first: the call is the answer.
-  const std::string_view prefix = f.starts_in_reasoning ? "</think>\n\n" : "";
+  const std::string_view close = f.reasoning == chat::ReasoningFormat::GemmaChannel ? "<channel|>" : "</think>\n\n";
+  const std::string_view prefix = f.starts_in_reasoning ? close : "";
   OutputGrammar g;
   try {
     const bool several = tools.choice == ToolChoice::Required && tools.parallel;

@@ -2,7 +2,8 @@
 // (tests/server/node/hermes_tools.jinja): tool_choice "required" and a named function force calls whose
 // arguments validate against the schema, whole and streamed; the tool result sent back in history is accepted;
 // a template that opens <think> gives reasoning_content, whole and streamed alike; bad tool fields are 400s;
-// --tool-format overrides the family the template's markers select; a syntax derived from a corpus template.
+// --tool-format overrides the family the template's markers select; a syntax derived from a corpus template, with
+// JSON arguments and with key/value markup.
 #include <set>
 
 #include "server/serve_test_util.h"
@@ -206,6 +207,36 @@ TEST(ServeTools, DerivedSyntaxForcedCallsReadBack) {
   }
   EXPECT_EQ(name, "get_weather");
   EXPECT_EQ(json_invalid(json::parse(arguments), kSchema, kSchema), "") << arguments;
+}
+
+// A template whose calls write arguments as key/value markup (Seed-OSS: Qwen3-Coder's <function=f><parameter=k>v
+// </parameter>, derived at start): tool_choice "required" forces calls in it; every response reads back valid.
+TEST(ServeTools, DerivedKeyValueRequiredCallsValidate) {
+  const auto seed_oss = shared_dir() / "fixtures/templates/templates/ByteDance-Seed-OSS.jinja";
+  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", seed_oss.string()});
+  auto c = client(s);
+  int valid = 0;
+  for (int seed = 1; seed <= 20; ++seed) {
+    json req = ask(seed);
+    req["tool_choice"] = "required";
+    req["parallel_tool_calls"] = false;
+    const json r = post(c, "/v1/chat/completions", req);
+    const json& choice = r["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << r.dump();
+    const json& calls = choice["message"]["tool_calls"];
+    if (!calls.is_array() || calls.size() != 1u) {
+      ADD_FAILURE() << r.dump();
+      continue;
+    }
+    const std::string name = calls[0]["function"]["name"];
+    const json args = json::parse(calls[0]["function"]["arguments"].get<std::string>());
+    const json schema = name == "get_weather" ? kSchema : json{{"type", "object"}, {"properties", json::object()}};
+    const std::string problem = json_invalid(args, schema, schema);
+    EXPECT_EQ(problem, "") << name << " " << args.dump();
+    EXPECT_TRUE(name == "get_weather" || name == "get_time") << name;
+    valid += problem.empty() && (name == "get_weather" || name == "get_time");
+  }
+  EXPECT_EQ(valid, 20);
 }
 
 }  // namespace
