@@ -186,7 +186,11 @@ std::shared_ptr<collective::Communicator> start_worker_group(const ModelOptions&
         "({})",
         flag, n, n - 1, workers.size(), o.rank_workers);
   }
-  if (o.pp > 1) fail("--pp with --workers: a pipeline of groups over worker links is not supported yet (MPI only)");
+  if (o.pp > 1) {
+    fail(
+        "--pp with --workers: a pipeline of groups over worker links is written with --place, one entry a stage (say "
+        "--place 'tp(local,a),tp(b,c)'), without --tp/--ep/--pp");
+  }
   if (o.tp > 1 && o.ep > 1 && o.tp != o.ep) {
     fail("--tp {} and --ep {}: with both, the same ranks split the layers and hold the experts (give equal N)", o.tp,
          o.ep);

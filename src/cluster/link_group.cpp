@@ -44,18 +44,18 @@ StartedGroup start_group(const GroupStart& start) {
   std::random_device random;
   net::GroupJoin join = start.join;
   join.group_id = (static_cast<uint64_t>(random()) << 32) ^ random();
-  join.members = {{"head", ""}};
+  join.members = {{start.leader, ""}};
   for (const auto& w : start.workers) join.members.push_back({w.name, w.address});
   net::TransportOptions transport;
   transport.send_stall = start.link.timeout;
   std::vector<LinkMember> members(static_cast<size_t>(n));
-  members[0] = {"head", "", nullptr};
+  members[0] = {start.leader, "", nullptr};
   for (int r = 1; r < n; ++r) {
     const GroupWorker& w = start.workers[static_cast<size_t>(r - 1)];
     const std::string who = fmt::format("worker {} ({})", w.name, w.address);
     try {
       auto link = net::connect(w.address, start.key, start.connect_timeout, transport);
-      net::client_handshake(*link, net::make_hello(net::Role::Head, "head"), start.connect_timeout);
+      net::client_handshake(*link, net::make_hello(net::Role::Head, start.leader), start.connect_timeout);
       join.rank = static_cast<uint32_t>(r);
       link->send(join);
       members[static_cast<size_t>(r)] = {w.name, w.address, std::move(link)};
