@@ -56,6 +56,7 @@ std::vector<WorkerAddress> parse_workers(const std::string& text) {
 }
 
 void use_workers_as_ranks(ModelOptions& mo, ClusterOptions& co) {
+  if (!co.place.empty() && !co.enabled()) fail("--place {}: needs --workers (the nodes it names)", co.place);
   if (!co.enabled() || (mo.tp <= 1 && mo.ep <= 1)) return;
   if (!co.place.empty()) fail("--place gives each stage's group itself (tp(a,b)): leave out --tp/--ep");
   if (!co.split.empty()) fail("--split is for pipelines: under --tp/--ep every worker holds a share of every layer");

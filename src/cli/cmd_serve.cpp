@@ -131,6 +131,7 @@ int run_serve(ServeArgs a) {
     r.model_path = a.model.model.empty() ? default_model_path() : a.model.model;
     r.workers = g;
     r.split = a.cluster.split;
+    r.place = a.cluster.place;
     r.key_file = a.cluster.key_file;
     r.wire_type = a.cluster.wire_type;
     r.threads = a.model.threads;

@@ -246,6 +246,8 @@ void WorkerSession::finish_load(std::vector<net::Message>& replies) {
   }
   stage_ = std::make_unique<LocalExecutor>(
       weights, so, threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()), options_.pin, group);
+  // A group's leader holds its share of the layers: that is what it reports.
+  if (group && so.copy_weights) weight_bytes = stage_->stage().copied_bytes();
   if (so.repack) {
     log_info("worker {}: weights packed for the CPU's matrix kernels: {} of memory besides the mapped layers",
              options_.name, TransferProgress::format_bytes(stage_->stage().packed_bytes()));

@@ -46,7 +46,10 @@ struct Workers {
   std::string list() const {
     std::string s;
     for (size_t i = 0; i < workers.size(); ++i) {
-      s += (i ? "," : "") + std::string(1, static_cast<char>('a' + i)) + "=" + workers[i]->address();
+      if (!s.empty()) s += ',';
+      s += static_cast<char>('a' + i);
+      s += '=';
+      s += workers[i]->address();
     }
     return s;
   }
@@ -101,6 +104,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, PlaceWorkers,
                          [](const auto& p) {
                            std::string s = std::string(p.param.model) + "_" + p.param.place;
                            for (auto& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           while (s.back() == '_') s.pop_back();
                            return s;
                          });
 
