@@ -122,7 +122,7 @@ std::vector<Message> seeds() {
   load.n_slots = 2;
   load.n_ctx = 128;
   out.push_back(load);
-  LoadStage grouped = load;  // a stage held by a group (protocol 10)
+  LoadStage grouped = load;  // a stage held by a group (protocol 11)
   grouped.group = {{"c", "127.0.0.1:50053"}};
   grouped.group_tp = true;
   out.push_back(grouped);

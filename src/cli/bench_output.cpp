@@ -55,7 +55,9 @@ Json result_json(const BenchResult& r, const std::string& cpu) {
           {"wire_bytes_per_token", optional_number(t.wire_bytes_per_token)},
           {"collectives_per_token", t.collectives ? Json(t.collectives->calls) : Json(nullptr)},
           {"collective_bytes_per_token", t.collectives ? Json(t.collectives->bytes) : Json(nullptr)},
-          {"collective_seconds_per_token", t.collectives ? Json(t.collectives->seconds) : Json(nullptr)}};
+          {"collective_seconds_per_token", t.collectives ? Json(t.collectives->seconds) : Json(nullptr)},
+          {"pipeline_wait_seconds_per_token", optional_number(t.pipeline_wait_s)},
+          {"predicted_ts", optional_number(r.predicted_ts)}};
 }
 
 // Every value quoted, as llama-bench writes it; the per-repeat samples stay in the JSON output.

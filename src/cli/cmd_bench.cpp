@@ -140,10 +140,16 @@ std::string check_label(const plan::Strategy& s) {
     return fmt::format("pipeline {}", plan::format_ranges(s.stages));
   }
   if (s.kind == plan::StrategyKind::Replicas) return fmt::format("replicas {}", fmt::join(s.nodes, ","));
+  if (s.kind == plan::StrategyKind::TensorPipeline) return s.name;
   if (s.is_parallel()) {
     return fmt::format("{} x{}", plan::parallel_mode_name(s.parallel.front().mode), s.parallel.front().nodes.size());
   }
   return s.name;
+}
+
+// The planner's tokens/s for a test on a row: prefill for a prompt, decode of one sequence or of several.
+double predicted_ts(const plan::Strategy& s, const BenchTest& t) {
+  return t.n_prompt > 0 ? s.pred.prefill_tps : t.n_seq > 1 ? s.pred.decode_tps_c : s.pred.decode_tps_1;
 }
 
 // Whether the planner's own choice for a test is what ran fastest (within 5%: the machines are noisy).
@@ -198,7 +204,7 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     if (row >= n_rows) fail("internal: the plan has no row for the strategy that ran ({})", r.split);
     const plan::Strategy& s = p.plan.strategies[row];
     const BenchTest& t = r.timing.test;
-    const double pred = t.n_prompt > 0 ? s.pred.prefill_tps : t.n_seq > 1 ? s.pred.decode_tps_c : s.pred.decode_tps_1;
+    const double pred = predicted_ts(s, t);
     const std::string name = !dist    ? (mo.parallel ? check_label(s) : "local")
                              : copies ? r.split
                                       : fmt::format("pipeline {}", r.split);
@@ -217,8 +223,8 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
   std::string text = fmt::format("\nPlanner check (predicted against measured):\n{}", table.render(""));
   if (!per_token.empty()) {
     text +=
-        "\nPer token, rank 0's own shard and its collectives (waits for the other ranks included) against the "
-        "planner's slowest shard and collectives:\n";
+        "\nPer token, rank 0's own shard and its collectives (waits for the other ranks included; under --pp also its "
+        "wait for the stage before) against the planner's slowest shard and collectives:\n";
     for (const auto& l : per_token) text += l + "\n";
   }
   TextTable verdicts({"test", "threads", "planner's choice", "measured fastest", "verdict"});
@@ -277,7 +283,6 @@ int run_bench(const BenchArgs& a) {
     // Each rank reads its own share of the weights: the head's bandwidth is no ceiling for the group.
     config.probe = false;
   }
-  if (mo.pp > 1 && a.check_plan) fail("bench --check-plan: a pipeline of rank groups (--pp) is not predicted yet");
   if (!a.cluster.place.empty() && a.check_plan) fail("bench --check-plan: a --place layout is not predicted yet");
   mo.profile_ranks = !a.no_plan || a.check_plan;
   const std::string grammar_text = a.grammar.grammar_text();
@@ -331,7 +336,18 @@ int run_bench(const BenchArgs& a) {
   std::unique_ptr<BenchPrinter> printer = make_printer(a, config, model);
   printer->header();
   std::fflush(stdout);
-  const auto print = [&](const BenchResult& r) { printer->row(r); };
+  ClusterCache clusters;
+  const auto print = [&](const BenchResult& r) {
+    if (!parallel || !a.check_plan || !mo.parallel) return printer->row(r);
+    // Under mpirun the row that ran is the plan's own (--tp/--ep/--pp): its prediction goes beside the measured.
+    const plan::CliPlan p =
+        cached_plan(plan_request(a, mo, r.timing.test, r.n_threads, false), r.n_threads, false, clusters);
+    BenchResult with = r;
+    if (p.user && p.plan.strategies[*p.user].feasible) {
+      with.predicted_ts = predicted_ts(p.plan.strategies[*p.user], r.timing.test);
+    }
+    printer->row(with);
+  };
   std::vector<BenchResult> results;
   // Under --tp/--ep the bytes each rank sends into collectives per token stand where a pipeline's wire bytes do (and
   // run_bench_test records their calls, bytes and seconds per token).
@@ -377,7 +393,6 @@ int run_bench(const BenchArgs& a) {
     r.timing = run_bench_copies(ptrs, s.nodes, s.sequences, t.n_gen, t.n_depth, config.run);
     return r;
   };
-  ClusterCache clusters;
   if (distributed && a.check_plan) {
     // The planner's own choice for a test, when it is not what ran above, runs too: the check then says whether
     // the choice was the fastest.

@@ -172,7 +172,7 @@ int run_serve(ServeArgs a) {
       signals.drain();
       return 0;
     }
-    if (!a.no_plan && m.parallel) {  // a pipeline of rank groups (--pp) is not predicted
+    if (!a.no_plan && m.parallel) {  // --tp/--ep, and pipelines of rank groups (--pp)
       plan::CliPlanRequest r;
       r.model_path = o.model.empty() ? default_model_path() : o.model;
       r.parallel = m.parallel;

@@ -52,6 +52,7 @@ void follow_group(const cluster::GroupTask& t) {
   o.tp = t.join.tp ? n : 1;
   o.ep = t.join.ep ? n : 1;
   o.tp_shares = t.join.shares;
+  o.ep_redundancy = t.join.ep_redundancy;
   o.collective_timeout = t.join.timeout_s;
   o.profile_ranks = t.join.profile;
   load_model(o, t.join.n_slots, true, t.comm, t.source);

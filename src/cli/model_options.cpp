@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include "cli/parallel_start.h"
+#include "cli/pipeline_start.h"
 #include "cli/table.h"
 #include "cluster/link_group.h"
 #include "cluster/model_identity.h"
@@ -15,7 +17,6 @@
 #endif
 #include "hw/probe.h"
 #include "model/kv_cache.h"
-#include "model/model_profile.h"
 #include "plan/live_cluster.h"
 #include "plan/split_spec.h"
 #include "util/error.h"
@@ -59,6 +60,12 @@ void add_parallel_options(CLI::App& app, ModelOptions& o) {
                  "Under mpirun: a pipeline of P groups of ranks, each holding a range of layers (with --tp N, "
                  "mpirun -np N*P: tensor parallel inside each group; docs/parallel.md)")
       ->check(CLI::Range(1, 4096));
+  app.add_option("--ep-redundancy", o.ep_redundancy,
+                 "Under --ep: each rank also holds copies of this fraction of its own count of experts (the next "
+                 "rank's first ones), so a token's picks can be dealt evenly; 0: every expert on one rank, the least "
+                 "memory")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app.add_option("--tp-shares", o.tp_shares,
                  "Uneven shares of the ranks under --tp/--ep, one per rank, like 2,1,1 (default: equal)");
   app.add_option("--collective-timeout", o.collective_timeout,
@@ -134,23 +141,6 @@ StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t 
 
 namespace {
 
-// The layers of each of `stages` pipeline stages: contiguous runs of about equal bytes.
-std::vector<LayerRange> pipeline_ranges(const ModelOptions& o, const ModelWeights& w, int stages) {
-  const ModelConfig& c = w.config();
-  const ModelProfile profile = profile_model(w.source(), c);
-  const std::vector<double> even(static_cast<size_t>(stages), 1.0);
-  const auto counts = plan::proportional_counts(profile.layer_bytes, even);
-  std::vector<LayerRange> ranges;
-  int64_t first = 0;
-  for (int s = 0; s < stages; ++s) {
-    const int64_t n = counts[static_cast<size_t>(s)];
-    if (n <= 0) fail("--pp {}: {} has {} layers, too few for {} stages", stages, o.model, c.n_layer, stages);
-    ranges.push_back({first, first + n});
-    first += n;
-  }
-  return ranges;
-}
-
 // This rank's share of every layer (m.comm is its group), and the collectives measured at start (and the ranks
 // profiled, for the plan).
 void share_out(const ModelOptions& o, LoadedModel& m, StageOptions& so, int threads, const char* backend) {
@@ -159,6 +149,7 @@ void share_out(const ModelOptions& o, LoadedModel& m, StageOptions& so, int thre
   so.shard.n_ranks = n;
   so.shard.tp = o.tp > 1;
   so.shard.ep = o.ep > 1;
+  so.shard.ep_redundancy = o.ep > 1 ? o.ep_redundancy : 0.0;
   if (!o.tp_shares.empty()) so.shard.shares = parse_shares(o.tp_shares, n);
   if (n == 1) return;  // a pipeline of single ranks: nothing to measure between the ranks of a stage
   ParallelStartOptions po;
@@ -166,12 +157,13 @@ void share_out(const ModelOptions& o, LoadedModel& m, StageOptions& so, int thre
             : o.tp > 1           ? plan::ParallelMode::Tensor
                                  : plan::ParallelMode::Expert;
   po.shares = so.shard.shares;
+  po.ep_redundancy = so.shard.ep_redundancy;
   po.threads = threads;
   po.backend = backend;
-  // The planner predicts one group of ranks; the pipeline of groups is not predicted under mpirun.
+  po.show = !m.world || m.world->rank() == 0;
+  // Under --pp every rank was probed before the layers were cut (cut_pipeline).
   po.profile = o.profile_ranks && o.pp == 1;
-  auto parallel = start_parallel(*m.comm, po);
-  if (o.pp == 1) m.parallel = std::move(parallel);
+  m.parallel = start_parallel(*m.comm, po);
 }
 
 // The head of a group over worker daemons (--workers with --tp/--ep): rank 0 of the workers it names.
@@ -215,6 +207,7 @@ std::shared_ptr<collective::Communicator> start_worker_group(const ModelOptions&
   j.model_hash = cluster::model_identity(file);
   j.tp = o.tp > 1;
   j.ep = o.ep > 1;
+  j.ep_redundancy = o.ep > 1 ? o.ep_redundancy : 0.0f;
   j.shares = o.tp_shares;
   j.n_slots = static_cast<uint32_t>(n_slots);
   j.n_ctx = static_cast<uint32_t>(so.n_ctx);
@@ -233,6 +226,7 @@ std::shared_ptr<collective::Communicator> start_worker_group(const ModelOptions&
     spec.n_ranks = n;
     spec.tp = o.tp > 1;
     spec.ep = o.ep > 1;
+    spec.ep_redundancy = o.ep > 1 ? o.ep_redundancy : 0.0;
     if (!o.tp_shares.empty()) spec.shares = parse_shares(o.tp_shares, n);
     net::GroupJoin mine = start.join;
     mine.rank = static_cast<uint32_t>(rank);
@@ -277,10 +271,11 @@ void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so, int th
   auto world = std::make_shared<collective::MpiCommunicator>(
       session, std::chrono::milliseconds(static_cast<int64_t>(o.collective_timeout * 1000)));
   m.comm = world;
+  std::optional<PipelineCut> cut;
   if (o.pp > 1) {
     const int stage = o.pp - 1 - world->rank() / n;
-    const auto ranges = pipeline_ranges(o, *m.weights, o.pp);
-    const LayerRange r = ranges[static_cast<size_t>(stage)];
+    cut = cut_pipeline(*world, o, *m.weights, n, threads);
+    const LayerRange r = cut->ranges[static_cast<size_t>(stage)];
     m.weights = ModelWeights::load(o.model, r, stage == 0, stage == o.pp - 1);
     m.world = world;
     m.comm = world->split(stage);
@@ -291,6 +286,7 @@ void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so, int th
     m.stage = stage;
   }
   share_out(o, m, so, threads, "MPI");
+  if (cut) m.parallel = finish_pipeline(*world, *cut, std::move(m.parallel), n);
 #else
   (void)m;
   (void)so;
@@ -305,7 +301,7 @@ void start_ranks(const ModelOptions& o, LoadedModel& m, StageOptions& so, int th
 }  // namespace
 
 // Each rank's share, on rank 0, as a table: what it holds and where.
-void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage) {
+void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage, std::string_view split) {
   const Stage& s = e.stage();
   const double mib = 1.0 / (1024.0 * 1024.0);
   std::vector<float> mine = {static_cast<float>(comm.rank()),
@@ -328,10 +324,10 @@ void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage
   }
   const ShardSpec& spec = s.shard();
   if (piped) {
-    log_info("{} ranks, a pipeline of stages{}:\n{}", comm.size(),
+    log_info("{} ranks, a pipeline of stages{}{}:\n{}", comm.size(),
              spec.sharded() ? fmt::format(" of {} ranks each holding its share of the stage's layers", spec.n_ranks)
                             : std::string(" of one rank each"),
-             table);
+             split.empty() ? std::string() : fmt::format("; layers {}", split), table);
     return;
   }
   log_info("{} ranks ({}{}{}), each holding its share of every layer:\n{}", comm.size(), spec.tp ? "tensor" : "",
@@ -404,7 +400,7 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executo
     m.executor = std::make_unique<LocalExecutor>(m.weights, so, threads, o.pin, m.comm, m.pipe);
     if (so.repack) log_repack(m.executor->stage().packed_bytes(), "");
     collective::Communicator* everyone = m.world ? m.world.get() : m.comm.get();
-    if (everyone) log_shard(*m.executor, *everyone, m.stage);
+    if (everyone) log_shard(*m.executor, *everyone, m.stage, m.parallel ? m.parallel->split : std::string());
     if (everyone && everyone->rank() != 0) {
       m.executor->follow();
       m.follower_done = true;

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "engine/local_executor.h"
 #include "engine/sampler.h"
@@ -33,6 +34,8 @@ struct ModelOptions {
   int pp = 1;
   bool parallel_ranks() const { return tp > 1 || ep > 1 || pp > 1; }
   std::string tp_shares;  // "2,1,1": uneven shares
+  // --ep-redundancy: copies of other ranks' experts, as a fraction of a rank's own (a float: sent as one to workers).
+  float ep_redundancy = static_cast<float>(kDefaultEpRedundancy);
   // --tp/--ep over worker daemons instead of MPI ranks (--workers with --tp/--ep; use_workers_as_ranks sets them):
   // the workers as ranks 1..N-1, the cluster key's file, the partial sums' wire type.
   std::string rank_workers;
@@ -85,7 +88,7 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1, bool with_exe
                        std::shared_ptr<const gguf::TensorSource> source = nullptr);
 StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots);
 // The ranks' shares as a table on rank 0 (a collective: every rank calls it).
-void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage = 0);
+void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage = 0, std::string_view split = {});
 // The log line of --repack: the memory the packed weights took, or why nothing was packed.
 void log_repack(uint64_t packed_bytes, std::string_view node);
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);

@@ -331,6 +331,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
   r.test = test;
   uint64_t wire_bytes = 0;
   collective::CollectiveStats spent;
+  double waited = 0;
   for (int rep = 0; rep < options.repetitions; ++rep) {
     clear();
     prefill(0, depth, false);
@@ -344,6 +345,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
     const uint64_t wire0 = options.wire_bytes ? options.wire_bytes() : 0;
     const collective::CollectiveStats before =
         options.collectives ? options.collectives() : collective::CollectiveStats{};
+    const double wait0 = options.pipeline_wait ? options.pipeline_wait() : 0.0;
     const auto t0 = Clock::now();
     if (test.n_prompt > 0) {
       prefill(depth, depth + test.n_prompt, true);
@@ -352,6 +354,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
     }
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count();
     if (options.wire_bytes) wire_bytes += options.wire_bytes() - wire0;
+    if (options.pipeline_wait) waited += options.pipeline_wait() - wait0;
     if (options.collectives) {
       const collective::CollectiveStats after = options.collectives();
       spent.calls += after.calls - before.calls;
@@ -365,6 +368,7 @@ BenchTiming run_bench_test(Executor& executor, const BenchTest& test, const Benc
   clear();
   const auto timed_tokens = static_cast<double>(test.n_tokens() * static_cast<int64_t>(options.repetitions));
   if (options.wire_bytes) r.wire_bytes_per_token = static_cast<double>(wire_bytes) / timed_tokens;
+  if (options.pipeline_wait) r.pipeline_wait_s = waited / timed_tokens;
   if (options.collectives) {
     r.collectives = CollectivesPerToken{static_cast<double>(spent.calls) / timed_tokens,
                                         static_cast<double>(spent.bytes) / timed_tokens, spent.seconds / timed_tokens};
@@ -490,6 +494,7 @@ std::vector<BenchResult> run_benchmarks(const BenchConfig& config, const BenchMo
         local != nullptr && local->communicator() != nullptr) {
       const collective::Communicator* comm = local->communicator();
       run.collectives = [comm] { return comm->stats(); };
+      if (local->pipelined()) run.pipeline_wait = [local] { return local->pipeline_wait_seconds(); };
     }
     std::optional<ReadProbe> probe;
     std::optional<ReadRate> rate;

@@ -45,6 +45,8 @@ struct BenchRunOptions {
   std::function<ReadRate()> bandwidth;
   // When set (a rank under --tp/--ep): what this rank has spent in collectives so far.
   std::function<collective::CollectiveStats()> collectives;
+  // When set (a rank of a later stage under --pp): the seconds it has waited for the stage before it so far.
+  std::function<double()> pipeline_wait;
   // When set (bench --json-schema): puts a grammar on each generation sampler at the start of a run and again
   // whenever its grammar has ended; the sampled tokens advance it, so the timing includes every step's mask.
   std::function<void(Sampler&)> constrain;
@@ -65,6 +67,7 @@ struct BenchTiming {
   double avg_ts = 0, stddev_ts = 0;                // over samples_ts
   std::optional<double> wire_bytes_per_token;      // over the timed runs, when options.wire_bytes is set
   std::optional<CollectivesPerToken> collectives;  // over the timed runs, when options.collectives is set
+  std::optional<double> pipeline_wait_s;           // per token, when options.pipeline_wait is set
   std::vector<double> samples_gbps;                // options.bandwidth's sustained rate before each repeat, when set
   std::vector<double> samples_best_gbps;           // and its best pass
 };
@@ -155,6 +158,8 @@ struct BenchResult {
   std::optional<double> roofline_ts;  // tg tests of one sequence
   std::optional<double> roofline_fraction;
   std::optional<double> roofline_fraction_best;
+  // bench --check-plan under mpirun (--tp/--ep/--pp): the planner's tokens/s for the run that was measured.
+  std::optional<double> predicted_ts;
   int n_workers = 0;  // 0: a local run
   std::string split;  // "0-10@a,11-21@b" for a distributed run
 };

@@ -4,6 +4,7 @@
 #include "engine/local_executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 
@@ -146,7 +147,9 @@ void LocalExecutor::forward(const Batch& batch, bool gather, StageOutput& out) {
     part_of(batch, first, n, micro_);
     const float* in = nullptr;
     if (pipe_.prev >= 0) {
+      const auto start = std::chrono::steady_clock::now();
       pipe_.world->recv(wire_, pipe_.prev);
+      wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       const auto want = static_cast<size_t>(n * stage_.in_width()) * sizeof(float);
       if (wire_.size() != want) {
         fail("the stage before sent {} bytes of activations for {} tokens, expected {}", wire_.size(), n, want);

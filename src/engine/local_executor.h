@@ -60,6 +60,10 @@ class LocalExecutor : public Executor {
   const Stage& stage() const { return stage_; }
   int threads() const { return pool_.size(); }
   const collective::Communicator* communicator() const { return comm_.get(); }
+  // Under --pp: seconds this rank has waited for the stage before it (its activations), for bench's split of a
+  // token's time. Read on the thread that runs the executor.
+  bool pipelined() const { return pipe_.enabled(); }
+  double pipeline_wait_seconds() const { return wait_s_; }
 
   // A rank other than 0: runs the operations rank 0's executor sends until it is destroyed. Errors of an operation
   // are rank 0's to report (every rank meets the same ones); the loop goes on.
@@ -84,6 +88,7 @@ class LocalExecutor : public Executor {
   Batch micro_;
   std::vector<uint8_t> wire_;
   ShardedSampler sharded_;
+  double wait_s_ = 0;
 };
 
 }  // namespace tessera

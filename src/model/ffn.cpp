@@ -40,6 +40,10 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, GatedActivati
   for (auto& tokens : routed) tokens.clear();
   std::vector<int64_t>& order = order_;
   order.resize(static_cast<size_t>(n_exp));
+  if (w.holders) {
+    deal_load_.assign(static_cast<size_t>(w.n_ranks), 0.0);
+    dealt_.resize(static_cast<size_t>(k));
+  }
   for (int64_t t = 0; t < n_tokens; ++t) {
     float* p = router_.data() + t * n_exp;
     softmax(p, n_exp);
@@ -49,8 +53,10 @@ void FeedForward::moe(const LayerWeights& w, const ModelConfig& c, GatedActivati
     float sum = 0.0f;
     for (int64_t i = 0; i < k; ++i) sum += p[order[static_cast<size_t>(i)]];
     sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's floor against division by ~0
+    if (w.holders) w.holders->deal(order.data(), k, deal_load_, dealt_.data());
     for (int64_t i = 0; i < k; ++i) {
       const int64_t e = order[static_cast<size_t>(i)];
+      if (w.holders && dealt_[static_cast<size_t>(i)] != w.rank) continue;
       // The matrices here that hold (a piece of) expert e: [first, last).
       int64_t first = e - w.expert0, last = first + 1;
       if (!w.pieces_of.empty()) {

@@ -62,6 +62,8 @@ class FeedForward {
   std::vector<float> dense_gate_, dense_up_, dense_hidden_;  // DenseBeside's
   Routing routed_;
   std::vector<int64_t> order_;
+  std::vector<double> deal_load_;  // --ep with copies: each rank's picks so far in this batch
+  std::vector<int> dealt_;         // the rank of each of a token's picks
   std::vector<std::pair<int64_t, int64_t>> active_;
   std::vector<TensorView> views_;
   std::vector<const TensorView*> downs_;

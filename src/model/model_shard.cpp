@@ -166,6 +166,7 @@ std::shared_ptr<const ModelWeights> ModelWeights::shard_impl(const std::shared_p
   w->shard_ = spec;
   const ModelConfig& c = w->config_;
   ShardBuilder b;
+  std::shared_ptr<const ExpertHolders> holders;  // the same for every layer with as many experts
   for (int64_t l = w->layers_.begin; l < w->layers_.end; ++l) {
     LayerWeights& lw = w->layer_weights_[static_cast<size_t>(l - w->layers_.begin)];
     LayerShape& s = lw.shape;
@@ -221,7 +222,35 @@ std::shared_ptr<const ModelWeights> ModelWeights::shard_impl(const std::shared_p
     if (!s.moe || lw.ffn_down_exps.empty()) continue;
     const int64_t n_exp = s.n_expert;
     const int64_t F = s.n_ff_exp;
-    if (spec.ep) {
+    if (spec.ep && spec.ep_redundancy > 0) {
+      // Whole experts, some of them held by two ranks: the matrices here are the held ones in ascending order.
+      if (!holders || holders->n_expert() != n_exp) {
+        holders = std::make_shared<const ExpertHolders>(n_exp, spec, where + "'s experts");
+      }
+      const auto& held = holders->held(spec.rank);
+      const auto n = static_cast<int64_t>(held.size());
+      std::vector<Range> rows, fused, down_rows;
+      std::vector<float> scale;
+      lw.pieces_of.assign(static_cast<size_t>(n_exp + 1), 0);
+      for (int64_t e : held) {
+        rows.emplace_back(e * F, (e + 1) * F);
+        fused.emplace_back(e * 2 * F, (e + 1) * 2 * F);
+        down_rows.emplace_back(e * c.n_embd, (e + 1) * c.n_embd);
+        ++lw.pieces_of[static_cast<size_t>(e + 1)];
+        if (!lw.ffn_down_exps_scale.empty()) scale.push_back(lw.ffn_down_exps_scale[static_cast<size_t>(e)]);
+      }
+      for (int64_t e = 0; e < n_exp; ++e)
+        lw.pieces_of[static_cast<size_t>(e + 1)] += lw.pieces_of[static_cast<size_t>(e)];
+      b.cut(lw.ffn_gate_exps, rows, 0, c.n_embd, {c.n_embd, F, n, 1});
+      b.cut(lw.ffn_up_exps, rows, 0, c.n_embd, {c.n_embd, F, n, 1});
+      b.cut(lw.ffn_gate_up_exps, fused, 0, c.n_embd, {c.n_embd, 2 * F, n, 1});
+      b.cut(lw.ffn_down_exps, down_rows, 0, F, {F, c.n_embd, n, 1});
+      lw.ffn_down_exps_scale = std::move(scale);
+      lw.holders = holders;
+      lw.rank = spec.rank;
+      lw.n_ranks = spec.n_ranks;
+      s.n_expert = n;
+    } else if (spec.ep) {
       // Whole experts per rank.
       const auto [e0, e1] = share_range(n_exp, spec, where + "'s experts");
       const int64_t n = e1 - e0;

@@ -50,6 +50,9 @@ struct LayerWeights {
   // block; empty when there are none. A routed token runs a shared piece only where shared_piece_rank says.
   std::vector<int8_t> piece_shared;
   int shared_per_expert = 0;
+  // Under --ep with copies of other ranks' experts (--ep-redundancy): who holds what, to deal a token's picks;
+  // pieces_of then maps an expert to the matrix here that holds it whole.
+  std::shared_ptr<const ExpertHolders> holders;
   int rank = 0, n_ranks = 1;
   bool attn_split = false;  // the attention's heads are split over the ranks (its output is a partial sum)
 };

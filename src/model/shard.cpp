@@ -65,6 +65,65 @@ std::vector<ExpertPiece> expert_pieces(int64_t n_expert, int64_t units, const Sh
   return out;
 }
 
+ExpertHolders::ExpertHolders(int64_t n_expert, const ShardSpec& spec, const std::string& what) {
+  const int n = spec.n_ranks;
+  if (!(spec.ep_redundancy >= 0.0 && spec.ep_redundancy <= 1.0)) {
+    fail("--ep-redundancy {}: a fraction from 0 to 1 of a rank's experts", spec.ep_redundancy);
+  }
+  std::vector<double> shares = spec.shares;
+  if (shares.empty()) shares.assign(static_cast<size_t>(n), 1.0);
+  const double mean = std::accumulate(shares.begin(), shares.end(), 0.0) / n;
+  std::vector<std::vector<int>> holders(static_cast<size_t>(n_expert));
+  held_.resize(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r) {
+    ShardSpec one = spec;
+    one.rank = r;
+    const auto [e0, e1] = share_range(n_expert, one, what);
+    const int64_t extra =
+        std::min<int64_t>(n_expert - (e1 - e0), std::llround(spec.ep_redundancy * static_cast<double>(e1 - e0)));
+    own_.push_back(e1 - e0);
+    cost_.push_back(mean / shares[static_cast<size_t>(r)]);
+    auto& mine = held_[static_cast<size_t>(r)];
+    for (int64_t e = e0; e < e1 + extra; ++e) mine.push_back(e % n_expert);
+    std::sort(mine.begin(), mine.end());
+    for (int64_t e : mine) holders[static_cast<size_t>(e)].push_back(r);
+    redundant_ = redundant_ || extra > 0;
+  }
+  start_.push_back(0);
+  for (const auto& h : holders) {
+    ranks_.insert(ranks_.end(), h.begin(), h.end());
+    start_.push_back(static_cast<int32_t>(ranks_.size()));
+  }
+}
+
+void ExpertHolders::deal(const int64_t* picks, int64_t k, std::vector<double>& load, int* out) const {
+  // The picks only one rank holds first: the others then fill around them.
+  for (int64_t i = 0; i < k; ++i) {
+    const auto e = static_cast<size_t>(picks[i]);
+    out[i] = -1;
+    if (start_[e + 1] - start_[e] == 1) {
+      out[i] = ranks_[static_cast<size_t>(start_[e])];
+      load[static_cast<size_t>(out[i])] += cost_[static_cast<size_t>(out[i])];
+    }
+  }
+  for (int64_t i = 0; i < k; ++i) {
+    if (out[i] >= 0) continue;
+    const auto e = static_cast<size_t>(picks[i]);
+    int best = -1;
+    double best_after = 0;
+    for (int32_t j = start_[e]; j < start_[e + 1]; ++j) {
+      const int r = ranks_[static_cast<size_t>(j)];
+      const double after = load[static_cast<size_t>(r)] + cost_[static_cast<size_t>(r)];
+      if (best < 0 || after < best_after) {
+        best = r;
+        best_after = after;
+      }
+    }
+    out[i] = best;
+    load[static_cast<size_t>(best)] = best_after;
+  }
+}
+
 std::vector<double> parse_shares(const std::string& text, int n_ranks) {
   std::vector<double> out;
   std::stringstream in(text);

@@ -392,6 +392,7 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, GroupJ
   io.boolean("ep", m.ep);
   if (!m.tp && !m.ep) io.bad("tp", "a group is tensor parallel, expert parallel or both");
   io.string("shares", m.shares, 0, kMaxSharesText, Charset::Printable);
+  io.f32("ep_redundancy", m.ep_redundancy, 0.0f, 1.0f);
   io.u32("n_slots", m.n_slots, 1, kMaxSlots);
   io.u32("n_ctx", m.n_ctx, 1, kMaxCtx);
   io.enumeration("kv_type", m.kv_type);

@@ -17,7 +17,7 @@ namespace tessera::net {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 10;
+inline constexpr uint16_t kProtocolVersion = 11;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -198,7 +198,7 @@ struct LoadStage {
   WireType wire_type = WireType::F32;
   uint16_t threads = 0;      // 0: all cores
   uint32_t max_batch = 512;  // the most tokens one Forward will carry: sizes the buffers the worker reports
-  // A stage held by a group (protocol 10): the other members by rank (1..), which this worker makes a group of as
+  // A stage held by a group (protocol 11): the other members by rank (1..), which this worker makes a group of as
   // its rank 0 (GroupJoin with the stage's layers), the model's identity for them, and the group's options. Empty:
   // the stage is this worker's alone.
   std::vector<GroupMember> group;
@@ -388,7 +388,8 @@ struct GroupJoin {
   Hash128 model_hash{};  // the model's identity (cluster/model_identity.h)
   bool tp = false;
   bool ep = false;
-  std::string shares;  // --tp-shares text ("" : equal)
+  std::string shares;       // --tp-shares text ("" : equal)
+  float ep_redundancy = 0;  // --ep-redundancy (ShardSpec)
   uint32_t n_slots = 1;
   uint32_t n_ctx = 0;
   GgmlType kv_type = GgmlType::F16;
@@ -397,7 +398,7 @@ struct GroupJoin {
   bool exact_gelu = false;
   bool profile = false;     // every member probes its machine at start (the plan); a collective, so all or none
   float timeout_s = 30.0f;  // --collective-timeout
-  // The layers [layer_begin, layer_end) of a pipeline stage held by the group (protocol 10); 0, 0: every layer.
+  // The layers [layer_begin, layer_end) of a pipeline stage held by the group (protocol 11); 0, 0: every layer.
   uint32_t layer_begin = 0;
   uint32_t layer_end = 0;
   bool operator==(const GroupJoin&) const = default;

@@ -277,10 +277,11 @@ CollectiveProfile CostModel::collectives_for(std::span<const size_t> nodes) cons
 }
 
 std::shared_ptr<const ParallelGroup> CostModel::make_group(std::span<const size_t> nodes, ParallelMode mode,
-                                                           const std::vector<double>& shares) const {
+                                                           const std::vector<double>& shares,
+                                                           double ep_redundancy) const {
   auto g = std::make_shared<ParallelGroup>();
   g->nodes.assign(nodes.begin(), nodes.end());
-  g->layout = parallel_layout(model_, mode, static_cast<int>(nodes.size()), shares);
+  g->layout = parallel_layout(model_, mode, static_cast<int>(nodes.size()), shares, ep_redundancy);
   g->collectives = collectives_for(nodes);
   return g;
 }

@@ -135,7 +135,8 @@ class CostModel {
   // read bandwidth and memory.
   double machine_ranks(const ParallelGroup& g, size_t r) const;
   std::shared_ptr<const ParallelGroup> make_group(std::span<const size_t> nodes, ParallelMode mode,
-                                                  const std::vector<double>& shares = {}) const;
+                                                  const std::vector<double>& shares = {},
+                                                  double ep_redundancy = kDefaultEpRedundancy) const;
 
   // A pipeline ring: the head sends token ids to the first stage, activations go stage to stage, the last stage's
   // sampled tokens return to the head. One stage on the head is a local run.

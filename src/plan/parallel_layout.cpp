@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
+#include <random>
 
 #include "model/shard.h"
 #include "util/error.h"
@@ -44,14 +46,16 @@ std::string_view parallel_mode_name(ParallelMode m) {
   return "?";
 }
 
-std::string parallel_flags(ParallelMode m, int ranks) {
+std::string parallel_flags(ParallelMode m, int ranks, double ep_redundancy) {
+  const std::string copies =
+      ep_redundancy == kDefaultEpRedundancy ? std::string() : fmt::format(" --ep-redundancy {:g}", ep_redundancy);
   switch (m) {
     case ParallelMode::Tensor:
       return fmt::format("--tp {}", ranks);
     case ParallelMode::Expert:
-      return fmt::format("--ep {}", ranks);
+      return fmt::format("--ep {}{}", ranks, copies);
     case ParallelMode::TensorExpert:
-      return fmt::format("--tp {} --ep {}", ranks, ranks);
+      return fmt::format("--tp {} --ep {}{}", ranks, ranks, copies);
   }
   return "";
 }
@@ -83,7 +87,39 @@ double expected_busiest_picks(const std::vector<int64_t>& experts_per_rank, int6
   return expected;
 }
 
-ParallelLayout parallel_layout(const ModelCost& m, ParallelMode mode, int ranks, const std::vector<double>& shares) {
+double expected_dealt_imbalance(const ExpertHolders& holders, int64_t k, int draws) {
+  const int64_t n = holders.n_expert();
+  const int ranks = holders.n_ranks();
+  if (k <= 0 || k > n || draws <= 0) return 1;
+  std::mt19937_64 rng(0x7e55e7a);
+  std::vector<int64_t> experts(static_cast<size_t>(n));
+  std::vector<double> load(static_cast<size_t>(ranks));
+  std::vector<int> dealt(static_cast<size_t>(k));
+  std::vector<int64_t> picks(static_cast<size_t>(k));
+  double sum = 0;
+  for (int d = 0; d < draws; ++d) {
+    std::iota(experts.begin(), experts.end(), 0);
+    for (int64_t i = 0; i < k; ++i) {  // the first k of a shuffle
+      const auto j = i + static_cast<int64_t>(rng() % static_cast<uint64_t>(n - i));
+      std::swap(experts[static_cast<size_t>(i)], experts[static_cast<size_t>(j)]);
+      picks[static_cast<size_t>(i)] = experts[static_cast<size_t>(i)];
+    }
+    std::fill(load.begin(), load.end(), 0.0);
+    holders.deal(picks.data(), k, load, dealt.data());
+    std::vector<int64_t> count(static_cast<size_t>(ranks), 0);
+    for (int r : dealt) ++count[static_cast<size_t>(r)];
+    double most = 0;
+    for (int r = 0; r < ranks; ++r) {
+      const double expected = static_cast<double>(k * holders.own(r)) / static_cast<double>(n);
+      most = std::max(most, static_cast<double>(count[static_cast<size_t>(r)]) / expected);
+    }
+    sum += most;
+  }
+  return std::max(1.0, sum / draws);
+}
+
+ParallelLayout parallel_layout(const ModelCost& m, ParallelMode mode, int ranks, const std::vector<double>& shares,
+                               double ep_redundancy) {
   const ModelConfig& c = m.config;
   if (ranks < 2) fail("internal: a parallel layout needs at least two ranks");
   if (mode != ParallelMode::Tensor && c.n_expert == 0) fail("{}: expert parallelism needs a MoE model", m.label);
@@ -93,6 +129,8 @@ ParallelLayout parallel_layout(const ModelCost& m, ParallelMode mode, int ranks,
   out.shares = shares;
   const bool tp = mode != ParallelMode::Expert;
   const bool ep = mode != ParallelMode::Tensor;
+  out.ep_redundancy = ep ? ep_redundancy : 0.0;
+  std::shared_ptr<const ExpertHolders> holders;  // the layers' (the MoE layers all have the same experts)
   const bool gemma = arch_info(c.arch).gemma;
   out.rank.resize(static_cast<size_t>(ranks));
   std::vector<int64_t> kv0(static_cast<size_t>(ranks)), ff0(kv0), ex0(kv0), voc(kv0);
@@ -104,6 +142,7 @@ ParallelLayout parallel_layout(const ModelCost& m, ParallelMode mode, int ranks,
     spec.shares = shares;
     spec.tp = tp;
     spec.ep = ep;
+    spec.ep_redundancy = out.ep_redundancy;
     RankShare& sh = out.rank[static_cast<size_t>(r)];
     for (int64_t il = 0; il < m.n_layer(); ++il) {
       const LayerShape s = c.layer(il);
@@ -137,6 +176,12 @@ ParallelLayout parallel_layout(const ModelCost& m, ParallelMode mode, int ranks,
         if (ep) {
           const auto [e0, e1] = share_range(s.n_expert, spec, where + "'s experts");
           fex = held = static_cast<double>(e1 - e0) / static_cast<double>(s.n_expert);
+          if (spec.ep_redundancy > 0) {
+            if (!holders || holders->n_expert() != s.n_expert) {
+              holders = std::make_shared<const ExpertHolders>(s.n_expert, spec, where + "'s experts");
+            }
+            held = static_cast<double>(holders->held(r).size()) / static_cast<double>(s.n_expert);
+          }
           if (il == 0 || ex0[static_cast<size_t>(r)] == 0) ex0[static_cast<size_t>(r)] = e1 - e0;
         } else {
           // As ModelWeights::sharded: pieces of whole blocks (expert_pieces), or a share of a partial block's rows.
@@ -194,6 +239,15 @@ ParallelLayout parallel_layout(const ModelCost& m, ParallelMode mode, int ranks,
   if (c.n_expert > 0) {
     parts.push_back(ep ? fmt::format("experts {}", counts_text(ex0, c.n_expert))
                        : fmt::format("expert rows {}", counts_text(ex0, c.n_ff_exp)));
+    if (holders && holders->redundant()) {
+      std::vector<int64_t> copies;
+      for (int r = 0; r < ranks; ++r) {
+        copies.push_back(static_cast<int64_t>(holders->held(r).size()) - holders->own(r));
+      }
+      std::string text;
+      for (size_t i = 0; i < copies.size(); ++i) text += fmt::format("{}{}", i == 0 ? "" : "/", copies[i]);
+      parts.push_back(fmt::format("copies of the next rank's {} (dealt per token)", text));
+    }
   }
   parts.push_back(fmt::format("vocab {}", counts_text(voc, c.n_vocab)));
   for (size_t i = 0; i < parts.size(); ++i) out.cuts += (i == 0 ? "" : ", ") + parts[i];
@@ -202,6 +256,7 @@ ParallelLayout parallel_layout(const ModelCost& m, ParallelMode mode, int ranks,
     const double mean_most =
         static_cast<double>(c.n_expert_used) * static_cast<double>(most) / static_cast<double>(c.n_expert);
     out.expert_imbalance = mean_most > 0 ? std::max(1.0, expected_busiest_picks(ex0, c.n_expert_used) / mean_most) : 1;
+    if (holders && holders->redundant()) out.expert_imbalance = expected_dealt_imbalance(*holders, c.n_expert_used);
   }
   return out;
 }

@@ -53,7 +53,7 @@ Cluster rank_cluster(const ParallelRun& run, const LocalProbeOptions& probe) {
   std::vector<NodeProfile> nodes = run.ranks;
   if (nodes.empty()) {
     const NodeProfile here = probe_local_node(probe);
-    for (int i = 0; i < run.collectives.ranks; ++i) {
+    for (int i = 0; i < run.collectives.ranks * run.pp; ++i) {
       NodeProfile n = here;
       n.name = fmt::format("rank{}", i);
       n.source = i == 0 ? here.source : "not profiled: as rank0";
@@ -67,9 +67,16 @@ Cluster rank_cluster(const ParallelRun& run, const LocalProbeOptions& probe) {
   if (c.seconds_per_byte > 0) {
     link.gbit_per_s = std::clamp(steps / c.ranks / c.seconds_per_byte * 8.0 / 1e9, 1e-3, 10000.0);
   }
+  if (run.pp > 1 && run.p2p.measured()) {
+    // Under --pp the hops between stages are the measured messages: the latency stands for RTT/2 and the message
+    // overhead together (make_cli_plan zeroes the planner's own), the cost per byte for the bandwidth.
+    link = {"*", "*", 2.0 * run.p2p.latency_s, 10000.0, "point-to-point measured at start"};
+    if (run.p2p.seconds_per_byte > 0) link.gbit_per_s = std::clamp(8.0 / run.p2p.seconds_per_byte / 1e9, 1e-3, 1e4);
+  }
   const std::string head = nodes.front().name;
   Cluster cluster(std::move(nodes), head, {}, link);
-  cluster.set_collectives(c);
+  // Under --pp the sweep ran in a stage's group, not over every rank.
+  if (run.pp == 1) cluster.set_collectives(c);
   return cluster;
 }
 
@@ -108,9 +115,18 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   o.over_workers = !workers.empty() && !r.parallel;
   o.parallel = o.over_workers && r.key_file.empty() ? ParallelRows::Shown : ParallelRows::Runnable;
   if (o.parallel == ParallelRows::Shown) o.parallel_blocked = "over --workers it needs --key-file";
+  PlanConstants constants;
   if (r.parallel) {
     o.mpi_ranks = true;
-    o.run = PlanOptions::ParallelRun{r.parallel->mode, r.parallel->shares};
+    o.run = PlanOptions::ParallelRun{r.parallel->mode, r.parallel->shares, r.parallel->ep_redundancy};
+    if (r.parallel->pp > 1) {
+      o.run->pp = r.parallel->pp;
+      o.run->stage_layers = r.parallel->stage_layers;
+      if (r.parallel->collectives.measured()) o.run->stage_collectives = r.parallel->collectives;
+      // Over MPI the activations travel as f32, and the measured point-to-point already holds a message's overhead.
+      constants.wire_bytes_per_value = 4.0;
+      if (r.parallel->p2p.measured()) constants.message_overhead_s = 0;
+    }
   }
   o.workload.prompt_tokens = r.prompt_tokens;
   o.workload.n_gen = r.n_gen;
@@ -129,7 +145,13 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
     o.workload.micro_batch = halved ? chunks[1] : chunks.front();
     o.workload.end_batch = halved ? chunks.front() : 0;
   }
-  out.plan = make_plan(out.model, *out.cluster, o);
+  if (r.parallel && r.parallel->pp > 1) {
+    // LocalExecutor's micro-batches under --pp: a prompt batch in parts of at least 64 tokens, at most 2 per stage.
+    const int64_t batch = std::min(r.prompt_tokens, r.n_batch);
+    const int64_t parts = std::clamp<int64_t>(batch / 64, 1, 2 * static_cast<int64_t>(r.parallel->pp));
+    o.workload.micro_batch = (batch + parts - 1) / parts;
+  }
+  out.plan = make_plan(out.model, *out.cluster, o, constants);
   for (size_t i = 0; i < out.plan.strategies.size(); ++i) {
     const auto kind = out.plan.strategies[i].kind;
     if (kind == (o.split ? StrategyKind::UserSplit : StrategyKind::Local)) out.user = i;

@@ -7,6 +7,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "plan/cluster.h"
 #include "plan/live_cluster.h"
@@ -18,9 +20,17 @@ namespace tessera::plan {
 // A run under mpirun with --tp/--ep: what the ranks measured at start (src/cli/parallel_start.h).
 struct ParallelRun {
   ParallelMode mode = ParallelMode::Tensor;
-  std::vector<double> shares;      // --tp-shares; empty: equal
-  std::vector<NodeProfile> ranks;  // rank 0 first; empty: not profiled (rank 0 probes and stands for all)
-  CollectiveProfile collectives;   // the all-reduce sweep over the real communicator
+  std::vector<double> shares;                   // --tp-shares; empty: equal
+  double ep_redundancy = kDefaultEpRedundancy;  // --ep-redundancy
+  std::vector<NodeProfile> ranks;               // rank 0 first; empty: not profiled (rank 0 probes and stands for all)
+  CollectiveProfile collectives;  // the all-reduce sweep over the real communicator (under --pp: in rank 0's stage)
+  // --pp P: P stages of collectives.ranks ranks each (world rank r is rank r % N of stage P - 1 - r / N), holding
+  // these layers (first, last; stage 0 first); `p2p` is one message between peers of adjacent stages, measured at
+  // start (its latency and cost per byte, as an all-reduce's), and `split` how the layers were cut and why.
+  int pp = 1;
+  std::vector<std::pair<int64_t, int64_t>> stage_layers;
+  CollectiveProfile p2p;
+  std::string split;
 };
 
 struct CliPlanRequest {

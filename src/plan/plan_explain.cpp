@@ -281,7 +281,8 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
     }
     const std::string layers = s.parallel.size() > 1 ? fmt::format("layers {}-{}: ", g.first, g.last) : "";
     s.arithmetic.push_back(fmt::format("{}{} read per token ({}; {})", layers, reads,
-                                       parallel_flags(g.mode, static_cast<int>(g.nodes.size())), g.cuts));
+                                       parallel_flags(g.mode, static_cast<int>(g.nodes.size()), g.ep_redundancy),
+                                       g.cuts));
     const RankPass& slow = d.ranks[d.slowest];
     const double overheads = slow.t.compute;  // memory-bound: the compute part is the fixed overheads
     if (slow.t.memory > 0) {
@@ -312,8 +313,26 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
                     d.other_collectives, seconds_text(d.other_s)));
     accounted += d.total.total();
   }
+  if (s.parallel.size() > 1) {
+    // TP x PP: each stage hands one token's activations to the next stage's ranks.
+    const double act = cm.activation_bytes();
+    double hops_s = 0;
+    for (size_t i = 0; i + 1 < s.parallel.size(); ++i) {
+      hops_s +=
+          cm.hop_time(*c.find(s.parallel[i].nodes.front()), *c.find(s.parallel[i + 1].nodes.front()), act).total();
+    }
+    const LinkProfile l = c.link(s.parallel[0].nodes.front(), s.parallel[1].nodes.front());
+    s.arithmetic.push_back(
+        fmt::format("  + {} hop{} of {} activations between stages x ({} + {} / {:.2f} GB/s; {}) = {}",
+                    s.parallel.size() - 1, s.parallel.size() == 2 ? "" : "s", bytes_text(act),
+                    seconds_text(l.rtt_s / 2.0 + cm.constants().message_overhead_s), bytes_text(act),
+                    l.bytes_per_s() / 1e9, l.source, seconds_text(hops_s)));
+    accounted += hops_s;
+  }
   const double rest = total_s - accounted;
-  const std::string hops = rest > 1e-6 ? fmt::format(" + {} of hops", seconds_text(rest)) : "";
+  const std::string hops =
+      rest > 1e-6 ? fmt::format(" + {} of {}", seconds_text(rest), s.parallel.size() > 1 ? "token ids' hops" : "hops")
+                  : "";
   s.arithmetic.push_back(
       fmt::format("  ={} {} per token: {} tok/s decode", hops, seconds_text(total_s), tps_text(s.pred.decode_tps_1)));
 }
@@ -488,7 +507,8 @@ void explain_plan(Plan& plan, const ModelCost& m, const Cluster& c, const PlanOp
     } else if (ch.is_parallel()) {
       std::string shares;
       for (double x : ch.parallel.front().shares) shares += fmt::format("{}{:g}", shares.empty() ? "" : ",", x);
-      const std::string flags = parallel_flags(ch.parallel.front().mode, static_cast<int>(ch.nodes.size())) +
+      const std::string flags = parallel_flags(ch.parallel.front().mode, static_cast<int>(ch.nodes.size()),
+                                               ch.parallel.front().ep_redundancy) +
                                 (shares.empty() ? "" : " --tp-shares " + shares);
       std::string workers;
       for (const auto& n : ch.nodes) {

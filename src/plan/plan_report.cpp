@@ -129,7 +129,7 @@ ordered_json parallel_json(const Strategy& s) {
                        {"decode_s", p.t.total()}});
     }
     groups.push_back({{"mode", parallel_mode_name(g.mode)},
-                      {"flags", parallel_flags(g.mode, static_cast<int>(g.nodes.size()))},
+                      {"flags", parallel_flags(g.mode, static_cast<int>(g.nodes.size()), g.ep_redundancy)},
                       {"first", g.first},
                       {"last", g.last},
                       {"shares", g.shares},

@@ -361,17 +361,35 @@ std::optional<size_t> Planner::mpi_rows(Plan& plan) const {
   if (why) plan.skipped.push_back({names(all), *why});
   std::vector<Strategy> rows;
   if (!why && all.size() > 1) rows = parallel_rows({all}, plan.skipped);
+  const bool piped = o_.run && o_.run->pp > 1;
   for (auto& s : rows) {
     // The run's own layout is the user's row below.
-    const bool same = o_.run && s.parallel.front().mode == o_.run->mode && s.parallel.front().shares == o_.run->shares;
+    const bool same = o_.run && !piped && s.parallel.front().mode == o_.run->mode &&
+                      s.parallel.front().shares == o_.run->shares &&
+                      s.parallel.front().ep_redundancy == o_.run->ep_redundancy;
     if (!same) plan.strategies.push_back(std::move(s));
+  }
+  // Under --pp, the other ways to cut the ranks into groups as stages (--tp N --pp P); the run's own below.
+  if (!why && piped) {
+    for (auto& s : tensor_pipeline_rows({all})) {
+      const bool own =
+          o_.run->mode == ParallelMode::Tensor && o_.run->shares.empty() &&
+          s.name == fmt::format("tensor x{} pipeline x{}", all.size() / static_cast<size_t>(o_.run->pp), o_.run->pp);
+      if (!own) plan.strategies.push_back(std::move(s));
+    }
+  }
+  if (piped) {
+    plan.strategies.push_back(run_pipeline_row());
+    return plan.strategies.size() - 1;
   }
   if (!o_.run || all.size() < 2) return std::nullopt;
   std::vector<double> shares = o_.run->shares;
-  const auto group = cm_.make_group(all, o_.run->mode, shares);  // the run itself cut it this way: no error here
+  // The run itself cut it this way: no error here.
+  const auto group = cm_.make_group(all, o_.run->mode, shares, o_.run->ep_redundancy);
   const std::vector<StageSpec> specs{{all.front(), 0, m_.n_layer() - 1, true, true, group}};
-  Strategy s = evaluate_groups(fmt::format("your {}", parallel_flags(o_.run->mode, static_cast<int>(all.size()))),
-                               kind_of(o_.run->mode), specs);
+  Strategy s = evaluate_groups(
+      fmt::format("your {}", parallel_flags(o_.run->mode, static_cast<int>(all.size()), o_.run->ep_redundancy)),
+      kind_of(o_.run->mode), specs);
   s.runnable = true;
   plan.strategies.push_back(std::move(s));
   return plan.strategies.size() - 1;

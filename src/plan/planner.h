@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "plan/cluster.h"
@@ -47,6 +48,7 @@ struct ParallelStage {
   int64_t first = 0, last = -1;
   ParallelMode mode = ParallelMode::Tensor;
   std::vector<double> shares;  // empty: equal
+  double ep_redundancy = 0;    // --ep-redundancy
   std::string cuts;            // ParallelLayout::cuts
   CollectiveProfile collectives;
   GroupPass decode;               // one token of one sequence
@@ -99,6 +101,13 @@ struct PlanOptions {
   struct ParallelRun {
     ParallelMode mode = ParallelMode::Tensor;
     std::vector<double> shares;
+    double ep_redundancy = kDefaultEpRedundancy;
+    // --pp P: the nodes are P stages of N = size / P ranks, world rank r rank r % N of stage P - 1 - r / N, with
+    // these layers (first, last) and each stage's collectives as measured in rank 0's (the ranks of a stage all
+    // swept at once); hops between stages cost the cluster's default link (the measured point-to-point).
+    int pp = 1;
+    std::vector<std::pair<int64_t, int64_t>> stage_layers = {};
+    std::optional<CollectiveProfile> stage_collectives = std::nullopt;
   };
   std::optional<ParallelRun> run;
 };

@@ -59,6 +59,8 @@ class Planner {
                                       std::vector<Skipped>& skipped) const;
   // Tensor-parallel groups of equal size as pipeline stages, the best for each node count (never runnable yet).
   std::vector<Strategy> tensor_pipeline_rows(const std::vector<std::vector<size_t>>& sets) const;
+  // The run's own pipeline of rank groups under mpirun --pp (PlanOptions::run), "your --tp 2 --pp 2".
+  Strategy run_pipeline_row() const;
   // Shares in proportion to the nodes' read bandwidth (empty when they are equal within 1%).
   std::vector<double> speed_shares(const std::vector<size_t>& nodes) const;
   // The rows: of a cluster (every subset), or of the ranks of an mpirun. The user's row, if any.

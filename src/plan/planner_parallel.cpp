@@ -45,8 +45,10 @@ Strategy Planner::evaluate_groups(std::string name, StrategyKind kind, const std
   s.model_label = m_.label;
   s.model_bytes = m_.total_bytes();
   s.feasible = true;
-  s.runnable = o_.parallel == ParallelRows::Runnable && kind != StrategyKind::TensorPipeline;
-  if (kind == StrategyKind::TensorPipeline) {
+  // Under mpirun, groups as stages run (--tp N --pp P); over --workers not yet.
+  const bool piped_runs = o_.mpi_ranks;
+  s.runnable = o_.parallel == ParallelRows::Runnable && (kind != StrategyKind::TensorPipeline || piped_runs);
+  if (kind == StrategyKind::TensorPipeline && !piped_runs) {
     s.blocked = o_.over_workers ? "not over --workers yet: --tp with --pp" : "not in the runtime yet: --tp with --pp";
   } else if (o_.parallel != ParallelRows::Runnable) {
     s.blocked = o_.parallel_blocked;
@@ -71,6 +73,7 @@ Strategy Planner::evaluate_groups(std::string name, StrategyKind kind, const std
     ps.last = spec.last;
     ps.mode = g.layout.mode;
     ps.shares = g.layout.shares;
+    ps.ep_redundancy = g.layout.ep_redundancy;
     ps.cuts = g.layout.cuts;
     ps.collectives = g.collectives;
     ps.decode = cm_.group_pass(spec, 1.0, 1.0, ctx, spec.last_stage ? 1.0 : 0.0);
@@ -106,16 +109,21 @@ std::vector<Strategy> Planner::parallel_rows(const std::vector<std::vector<size_
     for (const auto& set : sets) {
       // Rank 0 is where requests arrive: the head leads every group.
       if (set.size() < 2 || set.front() != c_.head_index()) continue;
-      std::shared_ptr<const ParallelGroup> g;
-      try {
-        g = cm_.make_group(set, mode, speed_shares(set));
-      } catch (const Error& e) {
-        skipped.push_back({names(set), fmt::format("{} x{}: {}", parallel_mode_name(mode), set.size(), e.what())});
-        continue;
+      // Under --ep: copies of experts where they fit (an even deal), none where only that fits.
+      const std::vector<double> copies =
+          mode == ParallelMode::Tensor ? std::vector<double>{0.0} : std::vector<double>{kDefaultEpRedundancy, 0.0};
+      for (const double redundancy : copies) {
+        std::shared_ptr<const ParallelGroup> g;
+        try {
+          g = cm_.make_group(set, mode, speed_shares(set), redundancy);
+        } catch (const Error& e) {
+          skipped.push_back({names(set), fmt::format("{} x{}: {}", parallel_mode_name(mode), set.size(), e.what())});
+          break;
+        }
+        const std::vector<StageSpec> specs{{set.front(), 0, n_layer - 1, true, true, g}};
+        Strategy s = evaluate_groups(fmt::format("{} x{}", parallel_mode_name(mode), set.size()), kind_of(mode), specs);
+        keep_better(best[set.size()], std::move(s));
       }
-      const std::vector<StageSpec> specs{{set.front(), 0, n_layer - 1, true, true, g}};
-      Strategy s = evaluate_groups(fmt::format("{} x{}", parallel_mode_name(mode), set.size()), kind_of(mode), specs);
-      keep_better(best[set.size()], std::move(s));
     }
     append_found(best, out);
   }
@@ -159,6 +167,39 @@ std::vector<Strategy> Planner::tensor_pipeline_rows(const std::vector<std::vecto
   }
   append_found(best, out);
   return out;
+}
+
+Strategy Planner::run_pipeline_row() const {
+  const PlanOptions::ParallelRun& run = *o_.run;
+  const auto stages = static_cast<size_t>(run.pp);
+  const size_t n = c_.size() / stages;
+  if (n * stages != c_.size() || run.stage_layers.size() != stages) {
+    fail("internal: {} ranks in {} stages with {} layer ranges", c_.size(), stages, run.stage_layers.size());
+  }
+  std::vector<StageSpec> specs;
+  for (size_t st = 0; st < stages; ++st) {
+    // The runtime's order: rank 0 leads the last stage, where the tokens are sampled.
+    std::vector<size_t> nodes;
+    for (size_t j = 0; j < n; ++j) nodes.push_back((stages - 1 - st) * n + j);
+    StageSpec spec{nodes.front(), run.stage_layers[st].first, run.stage_layers[st].second, st == 0, st + 1 == stages};
+    if (n > 1) {
+      auto g = std::make_shared<ParallelGroup>(*cm_.make_group(nodes, run.mode, run.shares, run.ep_redundancy));
+      if (run.stage_collectives) g->collectives = *run.stage_collectives;
+      spec.group = std::move(g);
+    }
+    specs.push_back(std::move(spec));
+  }
+  if (n == 1) {
+    Strategy s = evaluate_stages(fmt::format("your --pp {}", run.pp), StrategyKind::UserSplit, specs, cm_, o_.workload);
+    s.runnable = true;
+    return s;
+  }
+  Strategy s = evaluate_groups(
+      fmt::format("your {} --pp {}", parallel_flags(run.mode, static_cast<int>(n), run.ep_redundancy), run.pp),
+      StrategyKind::TensorPipeline, specs);
+  s.runnable = true;
+  s.blocked.clear();
+  return s;
 }
 
 }  // namespace tessera::plan::detail

@@ -190,6 +190,66 @@ std::vector<LayerRange> resolve_split(const SplitSpec& spec, std::span<const std
   return out;
 }
 
+StageSplit split_by_speed(std::span<const uint64_t> layer_bytes, std::span<const double> speeds, double alike) {
+  if (speeds.empty()) fail("internal: a split over no stages");
+  const double lo = *std::min_element(speeds.begin(), speeds.end());
+  const double hi = *std::max_element(speeds.begin(), speeds.end());
+  StageSplit out;
+  // Speeds within the probe's noise of each other split by bytes, as a run on alike machines always has.
+  out.by_speed = lo > 0 && hi > lo * (1.0 + alike);
+  const std::vector<double> even(speeds.size(), 1.0);
+  out.counts = proportional_counts(layer_bytes, out.by_speed ? speeds : std::span<const double>(even));
+  std::string rates;
+  for (double v : speeds) rates += fmt::format("{}{:.1f}", rates.empty() ? "" : "/", v / 1e9);
+  out.reason = out.by_speed
+                   ? fmt::format("by speed: the stages read at {} GB/s, more than {:.0f}% apart", rates, 100.0 * alike)
+                   : fmt::format("by bytes: the stages read at {} GB/s, alike within {:.0f}%", rates, 100.0 * alike);
+  for (size_t i = 0; i < out.counts.size(); ++i) {
+    if (out.counts[i] <= 0) {
+      fail("a pipeline of {} stages over {} layers leaves stage {} without a layer", speeds.size(), layer_bytes.size(),
+           i);
+    }
+  }
+  return out;
+}
+
+bool stages_alike(std::span<const uint64_t> rank_machines, int stages, int group) {
+  std::vector<uint64_t> first;
+  for (int s = 0; s < stages; ++s) {
+    std::vector<uint64_t> ids;
+    for (int j = 0; j < group; ++j) ids.push_back(rank_machines[static_cast<size_t>((stages - 1 - s) * group + j)]);
+    if (std::find(ids.begin(), ids.end(), uint64_t{0}) != ids.end()) return false;
+    std::sort(ids.begin(), ids.end());
+    if (s == 0) first = ids;
+    if (ids != first) return false;
+  }
+  return true;
+}
+
+StageSplit split_rank_stages(std::span<const uint64_t> layer_bytes, std::span<const uint64_t> rank_machines,
+                             std::span<const double> rank_read_bps, int stages, int group,
+                             std::span<const double> shares) {
+  if (stages_alike(rank_machines, stages, group)) {
+    const std::vector<double> even(static_cast<size_t>(stages), 1.0);
+    StageSplit out = split_by_speed(layer_bytes, even);
+    out.reason = "by bytes: every stage runs on the same machines";
+    return out;
+  }
+  double total = 0;
+  for (int j = 0; j < group; ++j) total += shares.empty() ? 1.0 : shares[static_cast<size_t>(j)];
+  std::vector<double> speeds;
+  for (int s = 0; s < stages; ++s) {
+    // A stage finishes a layer when its slowest share does.
+    double speed = INFINITY;
+    for (int j = 0; j < group; ++j) {
+      const double share = shares.empty() ? 1.0 : shares[static_cast<size_t>(j)];
+      speed = std::min(speed, rank_read_bps[static_cast<size_t>((stages - 1 - s) * group + j)] * total / share);
+    }
+    speeds.push_back(speed);
+  }
+  return split_by_speed(layer_bytes, speeds);
+}
+
 std::string format_ranges(std::span<const LayerRange> ranges) {
   std::string out;
   for (const auto& r : ranges) {

@@ -47,6 +47,26 @@ std::vector<LayerRange> resolve_split(const SplitSpec& spec, std::span<const std
 // decide what that means. Returns the layer count of each run.
 std::vector<int64_t> proportional_counts(std::span<const uint64_t> layer_bytes, std::span<const double> weights);
 
+// The layers of a pipeline's stages (mpirun --pp) in contiguous runs: by bytes alone when the stages are alike
+// (their speeds within `alike` of each other, or equal), else by bytes weighted with each stage's speed (a stage
+// twice as fast gets about twice the bytes), so that every stage takes about as long. Why, in `reason`, for the
+// table at load. Throws Error when a stage would get no layer.
+struct StageSplit {
+  std::vector<int64_t> counts;  // layers of each stage, in pipeline order
+  bool by_speed = false;
+  std::string reason;
+};
+StageSplit split_by_speed(std::span<const uint64_t> layer_bytes, std::span<const double> speeds, double alike = 0.10);
+
+// The ranks of an mpirun --pp: world rank r is rank r % group of stage stages - 1 - r / group. Whether every stage
+// runs on the same machines (the same machine ids, as many ranks on each; an id of 0 is unknown and never alike).
+bool stages_alike(std::span<const uint64_t> rank_machines, int stages, int group);
+// The stages' layers from the ranks' reports: by bytes when the stages are alike, else split_by_speed over each
+// stage's speed, its slowest rank's read rate over that rank's fraction of the stage (`shares`, empty: equal).
+StageSplit split_rank_stages(std::span<const uint64_t> layer_bytes, std::span<const uint64_t> rank_machines,
+                             std::span<const double> rank_read_bps, int stages, int group,
+                             std::span<const double> shares = {});
+
 // "0-13@a,14-27@b": the ranges in --split syntax.
 std::string format_ranges(std::span<const LayerRange> ranges);
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -104,6 +105,7 @@ struct Layout {
   std::vector<double> shares;
   bool tp;
   bool ep;
+  double copies = 0;  // --ep-redundancy
 };
 
 std::string layout_name(const Layout& l) {
@@ -112,6 +114,7 @@ std::string layout_name(const Layout& l) {
   if (l.ep) s.append("ep");
   s.append(std::to_string(l.n_ranks));
   for (double x : l.shares) s.append(fmt::format("_{}", static_cast<int>(x)));
+  if (l.copies > 0) s.append(fmt::format("_copies{}", static_cast<int>(l.copies * 100)));
   return s;
 }
 
@@ -121,7 +124,7 @@ TEST_P(TensorParallel, SameLogitsAsOneNode) {
   const auto& [name, layout] = GetParam();
   StageOptions opts{1, 64, GgmlType::F32};
   opts.exact_gelu = true;
-  const ShardSpec spec{0, layout.n_ranks, layout.shares, layout.tp, layout.ep};
+  const ShardSpec spec{0, layout.n_ranks, layout.shares, layout.tp, layout.ep, layout.copies};
   const Result one = run(name, opts, 6, 1, {});
   const Result many = run(name, opts, 6, layout.n_ranks, spec);
   if (name.ends_with("f32")) {
@@ -169,13 +172,65 @@ INSTANTIATE_TEST_SUITE_P(Every, TensorParallel,
                          case_name);
 
 // Expert parallelism: the MoE fixtures.
-INSTANTIATE_TEST_SUITE_P(Experts, TensorParallel,
-                         ::testing::Combine(::testing::Values("qwen3moe-f32", "qwen3moe-q4_k_m", "mixtral-f32",
-                                                              "mixtral-q4_k_m", "gemma4moe-f32", "gemma4moe-q4_k_m"),
-                                            ::testing::Values(Layout{2, {}, false, true}, Layout{3, {}, false, true},
-                                                              Layout{3, {1, 2, 1}, false, true},
-                                                              Layout{2, {}, true, true})),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Experts, TensorParallel,
+    ::testing::Combine(::testing::Values("qwen3moe-f32", "qwen3moe-q4_k_m", "mixtral-f32", "mixtral-q4_k_m",
+                                         "gemma4moe-f32", "gemma4moe-q4_k_m"),
+                       ::testing::Values(Layout{2, {}, false, true}, Layout{3, {}, false, true},
+                                         Layout{3, {1, 2, 1}, false, true}, Layout{2, {}, true, true},
+                                         Layout{2, {}, false, true, 0.5}, Layout{3, {1, 2, 1}, false, true, 1.0},
+                                         Layout{3, {}, true, true, 0.5})),
+    case_name);
+
+// --ep-redundancy: rank r also holds the next rank's first experts, and every routed pick runs on exactly one of
+// its holders, evenly where the copies allow.
+TEST(ExpertParallel, CopiesOfTheNextRanksExpertsAreHeldAndEachPickDealtToOneHolder) {
+  const ShardSpec spec{0, 2, {}, false, true, 0.5};
+  const ExpertHolders h(128, spec, "experts");
+  ASSERT_TRUE(h.redundant());
+  ASSERT_EQ(h.held(0).size(), 96u);  // 0-63 and 64-95
+  ASSERT_EQ(h.held(1).size(), 96u);  // 64-127 and 0-31
+  EXPECT_EQ(h.held(0).front(), 0);
+  EXPECT_EQ(h.held(0).back(), 95);
+  EXPECT_EQ(h.held(1).front(), 0);
+  EXPECT_EQ(h.held(1)[31], 31);
+  EXPECT_EQ(h.held(1)[32], 64);
+  EXPECT_EQ(h.own(0), 64);
+  // Two picks each only one rank holds (40: rank 0, 100: rank 1) and six both hold: 4/4.
+  const std::vector<int64_t> picks = {40, 100, 0, 10, 20, 70, 80, 90};
+  std::vector<double> load(2, 0.0);
+  std::vector<int> dealt(8);
+  h.deal(picks.data(), 8, load, dealt.data());
+  EXPECT_EQ(dealt[0], 0);
+  EXPECT_EQ(dealt[1], 1);
+  EXPECT_EQ(std::count(dealt.begin(), dealt.end(), 0), 4);
+  for (size_t i = 0; i < picks.size(); ++i) {
+    const auto& held = h.held(dealt[i]);
+    EXPECT_TRUE(std::binary_search(held.begin(), held.end(), picks[i])) << picks[i] << " on rank " << dealt[i];
+  }
+  // Five that only rank 0 holds: they stay there; the other three go to rank 1.
+  const std::vector<int64_t> lopsided = {32, 33, 34, 35, 36, 0, 64, 65};
+  std::fill(load.begin(), load.end(), 0.0);
+  h.deal(lopsided.data(), 8, load, dealt.data());
+  EXPECT_EQ(std::vector<int>(dealt.begin(), dealt.begin() + 5), std::vector<int>(5, 0));
+  EXPECT_EQ(std::vector<int>(dealt.begin() + 5, dealt.end()), std::vector<int>(3, 1));
+  // Uneven shares: the rank with twice the share gets about twice the picks of a batch.
+  const ExpertHolders uneven(60, ShardSpec{0, 3, {2, 1, 1}, false, true, 1.0}, "experts");
+  std::vector<double> batch(3, 0.0);
+  std::vector<int> counts(3, 0);
+  for (int64_t t = 0; t < 200; ++t) {
+    std::vector<int64_t> p;
+    for (int64_t i = 0; i < 4; ++i) p.push_back((t * 7 + i * 13) % 60);
+    std::vector<int> d(4);
+    uneven.deal(p.data(), 4, batch, d.data());
+    for (int r : d) ++counts[static_cast<size_t>(r)];
+  }
+  EXPECT_NEAR(counts[0], 400, 40);
+  EXPECT_NEAR(counts[1], 200, 40);
+  // No copies without redundancy; a fraction out of range is an error naming the option.
+  EXPECT_FALSE(ExpertHolders(128, ShardSpec{0, 2, {}, false, true, 0.0}, "experts").redundant());
+  EXPECT_THROW(ExpertHolders(128, ShardSpec{0, 2, {}, false, true, 1.5}, "experts"), Error);
+}
 
 // The default fp16-table GELU under tensor parallelism still meets llama.cpp's reference within the fixture's tier
 // for any correct engine, with its greedy tokens.

@@ -143,7 +143,7 @@ TEST(ParallelLayout, SharesAreTheRuntimeCuts) {
 
 TEST(ParallelLayout, ExpertParallelHoldsWholeExpertsAndReducesOncePerLayer) {
   const ModelCost m = shape("qwen3-30b-a3b");
-  const ParallelLayout ep = parallel_layout(m, ParallelMode::Expert, 3, {});
+  const ParallelLayout ep = parallel_layout(m, ParallelMode::Expert, 3, {}, 0.0);
   EXPECT_NEAR(ep.rank[0].experts[0], 43.0 / 128, 1e-12);
   EXPECT_NEAR(ep.rank[1].experts[0], 42.0 / 128, 1e-12);
   EXPECT_NEAR(ep.rank[2].experts[0], 43.0 / 128, 1e-12);
@@ -165,6 +165,29 @@ TEST(ParallelLayout, LeftOverExpertBlocksAreHeldTwiceAndRunOnce) {
     EXPECT_NEAR(r.experts[0], 0.5, 1e-12);
     EXPECT_NEAR(r.experts_held[0], 2.0 / 3, 1e-12);
   }
+}
+
+// --ep-redundancy (0.5 by default): a rank holds 1.5x its experts and runs its share; the busiest rank of a
+// token's 8 of 128 over 2 ranks does almost exactly 4 (5.06 without copies: 1.26x).
+TEST(ParallelLayout, CopiesOfExpertsEvenOutATokensPicks) {
+  const ModelCost m = shape("qwen3-30b-a3b");
+  const ParallelLayout none = parallel_layout(m, ParallelMode::Expert, 2, {}, 0.0);
+  const ParallelLayout half = parallel_layout(m, ParallelMode::Expert, 2, {});
+  EXPECT_EQ(half.ep_redundancy, kDefaultEpRedundancy);
+  EXPECT_NEAR(none.expert_imbalance, 5.058881 / 4, 1e-5);
+  EXPECT_LT(half.expert_imbalance, 1.03);
+  EXPECT_GE(half.expert_imbalance, 1.0);
+  for (const RankShare& r : half.rank) {
+    EXPECT_NEAR(r.experts[0], 0.5, 1e-12);
+    EXPECT_NEAR(r.experts_held[0], 0.75, 1e-12);
+  }
+  EXPECT_NE(half.cuts.find("copies of the next rank's 32/32"), std::string::npos) << half.cuts;
+  EXPECT_EQ(parallel_flags(ParallelMode::Expert, 2, 0.0), "--ep 2 --ep-redundancy 0");
+  EXPECT_EQ(parallel_flags(ParallelMode::Expert, 2), "--ep 2");
+  // The same estimate on every call (a fixed generator), and every copy: nearly even over 3 ranks too.
+  const ExpertHolders h(128, ShardSpec{0, 3, {}, false, true, 1.0}, "experts");
+  EXPECT_EQ(expected_dealt_imbalance(h, 8), expected_dealt_imbalance(h, 8));
+  EXPECT_LT(expected_dealt_imbalance(h, 8), 1.2);
 }
 
 TEST(ParallelLayout, BusiestRankOfAToken) {
