@@ -122,6 +122,10 @@ std::vector<Message> seeds() {
   load.n_slots = 2;
   load.n_ctx = 128;
   out.push_back(load);
+  LoadStage grouped = load;  // a stage held by a group (protocol 11)
+  grouped.group = {{"c", "127.0.0.1:50053"}};
+  grouped.group_tp = true;
+  out.push_back(grouped);
   out.push_back(LoadReply{{hash_of(1)}, {hash_of(2)}});
   out.push_back(WeightChunk{hash_of(3), 64, {1, 2, 3}});
   out.push_back(LoadProgress{1, 2});
@@ -165,6 +169,10 @@ std::vector<Message> seeds() {
   join.tp = true;
   join.n_ctx = 256;
   out.push_back(join);
+  GroupJoin stage_join = join;  // a pipeline stage's group: its layers only
+  stage_join.layer_begin = 1;
+  stage_join.layer_end = 2;
+  out.push_back(stage_join);
   out.push_back(GroupReady{7, "its cache"});
   out.push_back(GroupLink{7, 1});
   out.push_back(CollectiveData{1, 3, {0, 0, 128, 63}});

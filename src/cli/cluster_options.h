@@ -18,7 +18,8 @@ class WorkerPool;
 
 struct ClusterOptions {
   std::string workers;  // "a=host:port,b=host:port" or "host:port,..."
-  std::string split;    // "0-10@local,11-21@b" or "a:1,b:2"; default: even over the workers
+  std::string split;    // "0-10@local,11-21@b" or "a:1,b:2"; default: even over the workers (or the --place stages)
+  std::string place;    // "local,tp(a,b)": the stages in order, each a node or a group of nodes (cli/place_spec.h)
   std::string key_file;
   std::string wire_type = "f16";
   int64_t micro_batch = 0;

@@ -115,6 +115,7 @@ plan::CliPlanRequest plan_request(const BenchArgs& a, const ModelOptions& mo, co
   if (with_workers) {
     r.workers = a.cluster.workers;
     r.split = a.cluster.split;
+    r.place = a.cluster.place;
     r.key_file = a.cluster.key_file;
     r.wire_type = a.cluster.wire_type;
     r.micro_batch = a.cluster.micro_batch;
@@ -304,6 +305,7 @@ int run_bench(BenchArgs& a) {
     // Each rank reads its own share of the weights: the head's bandwidth is no ceiling for the group.
     config.probe = false;
   }
+  if (!a.cluster.place.empty() && a.check_plan) fail("bench --check-plan: a --place layout is not predicted yet");
   mo.profile_ranks = (!a.no_plan && !follow) || a.check_plan;
   const std::string grammar_text = a.grammar.grammar_text();
   LoadedModel first = load_model(mo, n_slots, !distributed || a.check_plan);

@@ -48,6 +48,7 @@ plan::CliPlanRequest plan_request(const RunArgs& a, int64_t prompt_tokens) {
   r.model_path = a.model.model.empty() ? default_model_path() : a.model.model;
   r.workers = a.cluster.workers;
   r.split = a.cluster.split;
+  r.place = a.cluster.place;
   r.key_file = a.cluster.key_file;
   r.wire_type = a.cluster.wire_type;
   r.threads = a.model.threads;

@@ -124,6 +124,7 @@ plan::CliPlanRequest plan_request(const ServeArgs& a, const std::string& workers
   r.model_path = a.model.model.empty() ? default_model_path() : a.model.model;
   r.workers = workers;
   r.split = a.cluster.split;
+  r.place = a.cluster.place;
   r.key_file = a.cluster.key_file;
   r.wire_type = a.cluster.wire_type;
   r.threads = a.model.threads;

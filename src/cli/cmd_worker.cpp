@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cluster/stage_group.h"
 #include "cluster/worker.h"
 #include "util/error.h"
 #include "util/log.h"
@@ -36,6 +37,8 @@ extern "C" void on_stop_signal(int) { stop_flag().store(true); }
 // head's options for what decides the arithmetic and this worker's for its own machine (threads unless the head
 // gave -t, --repack, --mmap, --pin).
 void follow_group(const cluster::GroupTask& t) {
+  // A pipeline stage held by a group (--place): its share of that stage's layers, following the stage's leader.
+  if (t.join.layer_end > 0) return cluster::follow_stage_group(t);
   const int n = static_cast<int>(t.join.members.size());
   ModelOptions o;
   o.model = t.source ? t.join.file_name : t.model.string();

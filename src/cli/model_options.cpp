@@ -172,13 +172,17 @@ std::shared_ptr<collective::Communicator> start_worker_group(const ModelOptions&
   const int n = std::max(o.tp, o.ep);
   const auto workers = plan::parse_worker_list(o.rank_workers);
   const char* flag = o.tp > 1 ? "--tp" : "--ep";
+  if (o.pp > 1) {
+    fail(
+        "--pp with --workers: a pipeline of groups over worker links is written with --place, one entry a stage (say "
+        "--place 'tp(local,a),tp(b,c)'), without --tp/--ep/--pp");
+  }
   if (static_cast<int>(workers.size()) + 1 != n) {
     fail(
         "{} {} over --workers: the head is rank 0 and each worker one more rank, so it needs {} worker(s); {} given "
         "({})",
         flag, n, n - 1, workers.size(), o.rank_workers);
   }
-  if (o.pp > 1) fail("--pp with --workers: a pipeline of groups over worker links is not supported yet (MPI only)");
   if (o.tp > 1 && o.ep > 1 && o.tp != o.ep) {
     fail("--tp {} and --ep {}: with both, the same ranks split the layers and hold the experts (give equal N)", o.tp,
          o.ep);

@@ -70,7 +70,7 @@ bool start_member(const GroupStart& start, net::GroupJoin join, int rank, LinkMe
   net::TransportOptions transport;
   transport.send_stall = start.link.timeout;
   auto link = net::connect(m.address, start.key, start.connect_timeout, transport);
-  net::client_handshake(*link, net::make_hello(net::Role::Head, "head"), start.connect_timeout);
+  net::client_handshake(*link, net::make_hello(net::Role::Head, start.leader), start.connect_timeout);
   join.rank = static_cast<uint32_t>(rank);
   link->send(join);
   m.link = std::move(link);
@@ -110,10 +110,10 @@ StartedGroup start_group(const GroupStart& start) {
   std::random_device random;
   net::GroupJoin join = start.join;
   join.group_id = (static_cast<uint64_t>(random()) << 32) ^ random();
-  join.members = {{"head", ""}};
+  join.members = {{start.leader, ""}};
   for (const auto& w : start.workers) join.members.push_back({w.name, w.address});
   std::vector<LinkMember> members(static_cast<size_t>(n));
-  members[0] = {"head", "", nullptr};
+  members[0] = {start.leader, "", nullptr};
   for (int r = 1; r < n; ++r) {
     const GroupWorker& w = start.workers[static_cast<size_t>(r - 1)];
     members[static_cast<size_t>(r)] = {w.name, w.address, nullptr};

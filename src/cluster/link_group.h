@@ -23,6 +23,7 @@ struct GroupWorker {
 
 struct GroupStart {
   std::vector<GroupWorker> workers;  // ranks 1..n-1 in this order
+  std::string leader = "head";       // rank 0's name in the members' messages (a stage's leading worker, say)
   const net::ClusterKey* key = nullptr;
   // The group's options (model identity, parallel options, n_ctx, ...); group_id, rank and members are filled in.
   net::GroupJoin join;

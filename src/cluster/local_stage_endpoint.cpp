@@ -36,12 +36,13 @@ std::optional<StageDone> CompletionQueue::pop_until(std::chrono::steady_clock::t
 }
 
 LocalStageEndpoint::LocalStageEndpoint(std::string node, int stage_index, std::shared_ptr<const ModelWeights> weights,
-                                       const StageOptions& options, int threads, CompletionQueue& done, bool pin)
+                                       const StageOptions& options, int threads, CompletionQueue& done, bool pin,
+                                       std::shared_ptr<collective::Communicator> group)
     : node_(std::move(node)),
       index_(stage_index),
-      pool_(threads, pin),
-      stage_(weights, options, pool_),
-      batch_times_(stage_.time_batches(kTimedBatchTokens, kBatchTimingRounds, kBatchTimingBudgetSeconds)),
+      stage_(weights, options, threads, pin, std::move(group)),
+      batch_times_(stage_.time_batches(kTimedBatchTokens, stage_.communicator() ? 1 : kBatchTimingRounds,
+                                       kBatchTimingBudgetSeconds)),
       sampler_(static_cast<int32_t>(stage_.config().n_vocab),
                std::clamp<size_t>(static_cast<size_t>(options.n_slots), 1, 64)),
       done_(done),

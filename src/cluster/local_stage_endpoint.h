@@ -1,5 +1,5 @@
 // A pipeline stage computed on the head itself, on a thread this object owns, so the head's layers overlap
-// with the remote stages' work.
+// with the remote stages' work; alone, or as rank 0 of a group of workers that hold the other shares of its layers.
 #pragma once
 
 #include <memory>
@@ -7,33 +7,34 @@
 
 #include "cluster/stage_endpoint.h"
 #include "cluster/stage_sampler.h"
-#include "model/stage.h"
-#include "util/thread_pool.h"
+#include "engine/local_executor.h"
 
 namespace tessera::cluster {
 
 class LocalStageEndpoint : public StageEndpoint {
  public:
+  // group: the ranks of options.shard when it splits the stage's layers (this endpoint is their rank 0).
   LocalStageEndpoint(std::string node, int stage_index, std::shared_ptr<const ModelWeights> weights,
-                     const StageOptions& options, int threads, CompletionQueue& done, bool pin = false);
+                     const StageOptions& options, int threads, CompletionQueue& done, bool pin = false,
+                     std::shared_ptr<collective::Communicator> group = nullptr);
   ~LocalStageEndpoint() override;
 
   const std::string& node() const override { return node_; }
-  LayerRange layers() const override { return stage_.layers(); }
+  LayerRange layers() const override { return stage_.stage().layers(); }
   void submit(StageJob job) override;
   void clear_sequence(int64_t seq) override;
   void truncate_sequence(int64_t seq, int64_t n) override;
   const std::vector<BatchTime>& batch_times() const override { return batch_times_; }
-  uint64_t kv_bytes() const { return stage_.cache().bytes(); }
-  uint64_t packed_bytes() const { return stage_.packed_bytes(); }  // --repack's copy (0 without it)
+  uint64_t kv_bytes() const { return stage_.stage().cache().bytes(); }
+  uint64_t packed_bytes() const { return stage_.stage().packed_bytes(); }  // --repack's copy (0 without it)
+  uint64_t weight_bytes() const { return stage_.stage().copied_bytes(); }
 
  private:
   void run();
 
   std::string node_;
   int index_;
-  ThreadPool pool_;
-  Stage stage_;
+  LocalExecutor stage_;
   std::vector<BatchTime> batch_times_;
   StageSampler sampler_;  // used by the job thread only
   CompletionQueue& done_;

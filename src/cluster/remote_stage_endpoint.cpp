@@ -150,6 +150,11 @@ StageRequest stage_request(const ModelWeights& model, LayerRange layers, bool ha
   req.wire_type = options.wire;
   req.threads = static_cast<uint16_t>(options.threads);
   req.max_batch = static_cast<uint32_t>(std::clamp<int64_t>(options.max_batch, 1, net::kMaxBatchTokens));
+  req.group = options.group;
+  req.model_hash = options.model_hash;
+  req.group_tp = options.group_tp;
+  req.group_ep = options.group_ep;
+  req.group_timeout_s = options.group_timeout_s;
   return out;
 }
 

@@ -34,6 +34,13 @@ struct RemoteStageOptions {
   uint32_t measure_bytes = 4u << 20;
   // Called while weights stream: (bytes sent, bytes to send).
   std::function<void(uint64_t, uint64_t)> progress;
+  // A stage held by a group: the other members (ranks 1..), which the worker links as rank 0 (LoadStage.group),
+  // the group's layout and collective deadline, and the model's identity the members check.
+  std::vector<net::GroupMember> group;
+  bool group_tp = true;
+  bool group_ep = false;
+  float group_timeout_s = 30.0f;
+  net::Hash128 model_hash{};
 };
 
 // The LoadStage a head sends for a stage of `model`, and the tensors' bytes by content hash for the chunks the

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "engine/local_executor.h"
 #include "grammar/constraint.h"
 #include "grammar/parser.h"
 #include "model/stage.h"
@@ -106,12 +107,14 @@ void StageSampler::sample_outputs(const Batch& batch, std::span<const StageSampl
   logits.resize(kept * n_vocab);
 }
 
-void forward_and_sample(Stage& stage, const Batch& batch, const float* hidden, std::span<const StageSample> requests,
-                        StageSampler& sampler, StageOutput& out, std::vector<SampledToken>& sampled) {
-  if (!requests.empty() && !stage.is_last()) fail("sampling asked of a stage without the output head");
-  stage.forward(batch, hidden, out);
+void forward_and_sample(LocalExecutor& stage, const Batch& batch, const float* hidden,
+                        std::span<const StageSample> requests, StageSampler& sampler, StageOutput& out,
+                        std::vector<SampledToken>& sampled) {
+  const bool last = stage.stage().is_last();
+  if (!requests.empty() && !last) fail("sampling asked of a stage without the output head");
+  stage.forward_stage(batch, hidden, out);
   sampled.clear();
-  if (stage.is_last()) sampler.sample_outputs(batch, requests, out.logits, sampled);
+  if (last) sampler.sample_outputs(batch, requests, out.logits, sampled);
 }
 
 }  // namespace tessera::cluster

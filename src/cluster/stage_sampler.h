@@ -17,7 +17,7 @@
 #include "model/batch.h"
 
 namespace tessera {
-class Stage;
+class LocalExecutor;
 struct StageOutput;
 }  // namespace tessera
 
@@ -64,10 +64,11 @@ class StageSampler {
   std::vector<std::pair<std::string, std::shared_ptr<const grammar::Grammar>>> grammars_;
 };
 
-// One step of a stage, the same on a worker and on the head: the forward pass, then, on the stage with the output
-// head, the requested rows sampled (and removed from out.logits, as sample_outputs does). Throws Error when
-// sampling is asked of a stage without the output head.
-void forward_and_sample(Stage& stage, const Batch& batch, const float* hidden, std::span<const StageSample> requests,
-                        StageSampler& sampler, StageOutput& out, std::vector<SampledToken>& sampled);
+// One step of a stage, the same on a worker and on the head, alone or as rank 0 of a group: the forward pass, then,
+// on the stage with the output head, the requested rows sampled (and removed from out.logits, as sample_outputs
+// does). Throws Error when sampling is asked of a stage without the output head.
+void forward_and_sample(LocalExecutor& stage, const Batch& batch, const float* hidden,
+                        std::span<const StageSample> requests, StageSampler& sampler, StageOutput& out,
+                        std::vector<SampledToken>& sampled);
 
 }  // namespace tessera::cluster

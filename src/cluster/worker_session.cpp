@@ -9,6 +9,7 @@
 #include "cluster/micro_batches.h"
 #include "cluster/peer_measure.h"
 #include "cluster/sampling_wire.h"
+#include "cluster/stage_group.h"
 #include "cluster/stage_memory.h"
 #include "engine/grammar_vocab.h"
 #include "tokenizer/tokenizer.h"
@@ -18,8 +19,9 @@
 namespace tessera::cluster {
 namespace {
 
-net::ForwardResult run_forward(Stage& stage, const net::Forward& f, net::WireType wire, StageSampler& sampler,
-                               StageOutput& out) {
+net::ForwardResult run_forward(LocalExecutor& executor, const net::Forward& f, net::WireType wire,
+                               StageSampler& sampler, StageOutput& out) {
+  const Stage& stage = executor.stage();
   Batch b;
   b.seq = f.seq;
   b.pos = f.pos;
@@ -35,7 +37,7 @@ net::ForwardResult run_forward(Stage& stage, const net::Forward& f, net::WireTyp
   std::vector<StageSample> requests;
   for (const auto& s : f.sampling) requests.push_back(from_wire(s));
   std::vector<SampledToken> picks;
-  forward_and_sample(stage, b, hidden.empty() ? nullptr : hidden.data(), requests, sampler, out, picks);
+  forward_and_sample(executor, b, hidden.empty() ? nullptr : hidden.data(), requests, sampler, out, picks);
   net::ForwardResult r;
   r.request_id = f.request_id;
   if (stage.is_last()) {
@@ -231,24 +233,36 @@ void WorkerSession::finish_load(std::vector<net::Message>& replies) {
         gib(need), gib(weight_bytes), gib(kv_bytes), gib(buffer_bytes), packed, gib(options_.mem_limit));
   }
   const int threads = request_.threads > 0 ? request_.threads : options_.threads;
-  pool_ = std::make_unique<ThreadPool>(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()),
-                                       options_.pin);
-  stage_ = std::make_unique<Stage>(weights, so, *pool_);
+  std::shared_ptr<collective::Communicator> group;
+  if (!request_.group.empty()) {
+    // A stage held by a group: this worker is its rank 0 and links the others as a head does for --tp.
+    if (!options_.key)
+      fail("a stage held by a group needs the cluster key (--key-file): its members link to each other");
+    const net::GroupJoin join = stage_group_join(request_);
+    std::vector<GroupWorker> members;
+    for (const auto& m : request_.group) members.push_back({m.name, m.address});
+    group = start_stage_group(join, options_.name, members, *options_.key);
+    so.shard = stage_group_shard(join, 0, static_cast<int>(members.size()) + 1);
+  }
+  stage_ = std::make_unique<LocalExecutor>(
+      weights, so, threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()), options_.pin, group);
+  // A group's leader holds its share of the layers: that is what it reports.
+  if (group && so.copy_weights) weight_bytes = stage_->stage().copied_bytes();
   if (so.repack) {
     log_info("worker {}: weights packed for the CPU's matrix kernels: {} of memory besides the mapped layers",
-             options_.name, TransferProgress::format_bytes(stage_->packed_bytes()));
+             options_.name, TransferProgress::format_bytes(stage_->stage().packed_bytes()));
   }
   // One cached sampler_ per sequence decoding together (up to 64), so a step rebuilds none.
   sampler_ = std::make_unique<StageSampler>(static_cast<int32_t>(weights->config().n_vocab),
                                             std::clamp<size_t>(request_.n_slots, 1, 64));
   sampler_->set_trie_source([source] { return make_token_trie(*Tokenizer::from_metadata(source->metadata())); });
   // The weights figure includes the packed copy: both are memory the weights hold on this worker.
-  net::LoadDone done{weight_bytes + stage_->packed_bytes(), stage_->cache().bytes(), buffer_bytes, {}};
+  net::LoadDone done{weight_bytes + stage_->stage().packed_bytes(), stage_->stage().cache().bytes(), buffer_bytes, {}};
   std::vector<int64_t> sizes;
   for (int64_t m : kTimedBatchTokens) {
     if (m <= static_cast<int64_t>(request_.max_batch)) sizes.push_back(m);
   }
-  for (const BatchTime& t : stage_->time_batches(sizes, kBatchTimingRounds, kBatchTimingBudgetSeconds)) {
+  for (const BatchTime& t : stage_->time_batches(sizes, group ? 1 : kBatchTimingRounds, kBatchTimingBudgetSeconds)) {
     done.batch_times.push_back(
         {static_cast<uint32_t>(t.tokens), static_cast<float>(std::min<double>(t.seconds, net::kMaxBatchSeconds))});
   }
@@ -257,7 +271,8 @@ void WorkerSession::finish_load(std::vector<net::Message>& replies) {
            options_.name, request_.layer_begin, request_.layer_end - 1, request_.file_name,
            TransferProgress::format_bytes(assembler_->bytes_received()),
            assembler_->found_in().empty() ? "none" : assembler_->found_in(),
-           TransferProgress::format_bytes(stage_->cache().bytes()), TransferProgress::format_bytes(buffer_bytes));
+           TransferProgress::format_bytes(stage_->stage().cache().bytes()),
+           TransferProgress::format_bytes(buffer_bytes));
   assembler_.reset();
 }
 

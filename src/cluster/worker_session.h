@@ -10,9 +10,8 @@
 #include "cluster/stage_assembler.h"
 #include "cluster/stage_sampler.h"
 #include "cluster/worker.h"
-#include "model/stage.h"
+#include "engine/local_executor.h"
 #include "net/messages.h"
-#include "util/thread_pool.h"
 
 namespace tessera::cluster {
 
@@ -41,8 +40,8 @@ class WorkerSession {
   bool finished_ = false;
   std::unique_ptr<StageAssembler> assembler_;
   net::LoadStage request_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<Stage> stage_;
+  // The stage: this worker's alone, or rank 0 of the group the LoadStage named (its members follow it).
+  std::unique_ptr<LocalExecutor> stage_;
   std::unique_ptr<StageSampler> sampler_;
   std::unique_ptr<TransferProgress> progress_;
   StageOutput out_;

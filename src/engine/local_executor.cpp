@@ -14,7 +14,15 @@
 namespace tessera {
 namespace {
 
-enum class Op : uint8_t { Decode = 1, Clear = 2, Truncate = 3, Stop = 4, DecodeSampled = 5 };
+enum class Op : uint8_t {
+  Decode = 1,
+  Clear = 2,
+  Truncate = 3,
+  Stop = 4,
+  DecodeSampled = 5,
+  StageForward = 6,
+  TimeBatches = 7
+};
 
 class Writer {
  public:
@@ -192,6 +200,27 @@ void LocalExecutor::sample_apart(const Batch& batch, std::span<const SampleSpec>
   sharded_.sample(*comm_, specs, out_.logits, v0, nv, stage_.config().n_vocab, requests, out);
 }
 
+void LocalExecutor::forward_stage(const Batch& batch, const float* hidden_in, StageOutput& out) {
+  if (comm_ != nullptr) {
+    Writer w(Op::StageForward);
+    put_batch(w, batch);
+    std::vector<float> hidden;
+    if (hidden_in != nullptr) hidden.assign(hidden_in, hidden_in + batch.size() * stage_.in_width());
+    w.put(hidden);
+    send(w.take());
+  }
+  stage_.forward(batch, hidden_in, out);
+}
+
+std::vector<BatchTime> LocalExecutor::time_batches(std::span<const int64_t> sizes, int rounds, double budget_s) {
+  if (comm_ == nullptr) return stage_.time_batches(sizes, rounds, budget_s);
+  Writer w(Op::TimeBatches);
+  w.put(std::vector<int64_t>(sizes.begin(), sizes.end()));
+  w.put(static_cast<int32_t>(rounds));
+  send(w.take());
+  return stage_.time_batches(sizes, rounds, 1e30);
+}
+
 void LocalExecutor::clear_sequence(int64_t seq) {
   Writer w(Op::Clear);
   w.put(seq);
@@ -225,6 +254,20 @@ void LocalExecutor::follow() {
           const std::vector<SampleSpec> specs = decode_specs(r.get_vector<uint8_t>());
           std::vector<SampledToken> none;
           sample_apart(batch, specs, {}, none);
+          break;
+        }
+        case Op::StageForward: {
+          const Batch batch = get_batch(r);
+          const std::vector<float> hidden = r.get_vector<float>();
+          if (!hidden.empty() && hidden.size() != static_cast<size_t>(batch.size() * stage_.in_width())) {
+            fail("a stage's operation with {} activations for {} tokens", hidden.size(), batch.size());
+          }
+          stage_.forward(batch, hidden.empty() ? nullptr : hidden.data(), out_);
+          break;
+        }
+        case Op::TimeBatches: {
+          const std::vector<int64_t> sizes = r.get_vector<int64_t>();
+          stage_.time_batches(sizes, r.get<int32_t>(), 1e30);
           break;
         }
         case Op::Clear:

@@ -49,6 +49,14 @@ class LocalExecutor : public Executor {
   int64_t sequence_length(int64_t seq) const override { return stage_.sequence_length(seq); }
   std::span<const uint8_t> weight_memory() const override { return stage_.copied_memory(); }
 
+  // Rank 0 of a group that is one stage of a pipeline over worker links (cluster/stage_group.h): the batch through
+  // the stage from `hidden_in` (the stage before's activations; null on the first stage), the members running the
+  // same pass; out.logits gathered here on the last stage. Without a group, just the Stage's forward pass.
+  void forward_stage(const Batch& batch, const float* hidden_in, StageOutput& out);
+  // Stage::time_batches, every rank timing the same passes (a fixed number of rounds, no budget: the ranks must
+  // agree on what they run).
+  std::vector<BatchTime> time_batches(std::span<const int64_t> sizes, int rounds, double budget_s);
+
   const Stage& stage() const { return stage_; }
   int threads() const { return pool_.size(); }
   const collective::Communicator* communicator() const { return comm_.get(); }

@@ -110,6 +110,18 @@ void tensor_table(IO& io, V& tensors, size_t n) {
   }
 }
 
+// n group members by rank; an address may be empty only before `first_address` (the head: it dials, never listens).
+template <typename IO, typename V>
+void group_members(IO& io, const char* what, V& members, size_t n, size_t first_address) {
+  io.sized(what, members, n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto at = static_cast<int64_t>(i);
+    io.string(Field(what, at, "name"), members[i].name, 1, kMaxNodeName, Charset::NodeName);
+    io.string(Field(what, at, "address"), members[i].address, i < first_address ? 0 : 1, kMaxAddress,
+              Charset::Printable);
+  }
+}
+
 template <typename IO, typename M>
 void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadStage> {
   io.string("file_name", m.file_name, 1, kMaxFileName, Charset::FileName);
@@ -136,6 +148,13 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadSt
   io.u16("threads", m.threads);
   if (m.threads > kMaxThreads) io.bad("threads", fmt::format("{} exceeds the limit {}", m.threads, kMaxThreads));
   io.u32("max_batch", m.max_batch, 1, kMaxBatchTokens);
+  const size_t g = io.count("n_group", m.group.size(), 0, kMaxGroup - 1, 8);
+  group_members(io, "group", m.group, g, 0);
+  io.hash("model_hash", m.model_hash);
+  io.boolean("group_tp", m.group_tp);
+  io.boolean("group_ep", m.group_ep);
+  if (g > 0 && !m.group_tp && !m.group_ep) io.bad("group_tp", "a group is tensor parallel, expert parallel or both");
+  io.f32("group_timeout_s", m.group_timeout_s, 0.1f, 86400.0f);
 }
 
 template <typename IO, typename V>
@@ -364,12 +383,7 @@ template <typename IO, typename M>
 void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, GroupJoin> {
   io.u64("group_id", m.group_id);
   const size_t n = io.count("n_members", m.members.size(), 2, kMaxGroup, 8);
-  io.sized("members", m.members, n);
-  for (size_t i = 0; i < n; ++i) {
-    const auto at = static_cast<int64_t>(i);
-    io.string(Field("members", at, "name"), m.members[i].name, 1, kMaxNodeName, Charset::NodeName);
-    io.string(Field("members", at, "address"), m.members[i].address, i == 0 ? 0 : 1, kMaxAddress, Charset::Printable);
-  }
+  group_members(io, "members", m.members, n, 1);
   io.u32("rank", m.rank, 1, static_cast<uint32_t>(n - 1));
   io.string("file_name", m.file_name, 1, kMaxFileName, Charset::FileName);
   io.u64("file_size", m.file_size, kMaxByteCount);
@@ -391,6 +405,8 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, GroupJ
   io.boolean("exact_gelu", m.exact_gelu);
   io.boolean("profile", m.profile);
   io.f32("timeout_s", m.timeout_s, 0.1f, 86400.0f);
+  io.u32("layer_begin", m.layer_begin, 0, kMaxLayers);
+  io.u32("layer_end", m.layer_end, m.layer_begin, kMaxLayers);
 }
 
 template <typename IO, typename M>

@@ -17,7 +17,7 @@ namespace tessera::net {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 10;
+inline constexpr uint16_t kProtocolVersion = 11;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -171,6 +171,13 @@ struct TensorInfo {
   bool operator==(const TensorInfo&) const = default;
 };
 
+// A member of a tensor-parallel group (GroupJoin), or a peer a worker measures its link to (ProbeRequest).
+struct GroupMember {
+  std::string name;     // as the head names it (--workers); "head" for rank 0
+  std::string address;  // "host:port" where the member accepts its peers (empty for the head: it dials, never accepts)
+  bool operator==(const GroupMember&) const = default;
+};
+
 struct LoadStage {
   static constexpr MsgType kType = MsgType::LoadStage;
   // Model identity, for messages and for a worker that finds the same file locally.
@@ -191,6 +198,14 @@ struct LoadStage {
   WireType wire_type = WireType::F32;
   uint16_t threads = 0;      // 0: all cores
   uint32_t max_batch = 512;  // the most tokens one Forward will carry: sizes the buffers the worker reports
+  // A stage held by a group (protocol 11): the other members by rank (1..), which this worker makes a group of as
+  // its rank 0 (GroupJoin with the stage's layers), the model's identity for them, and the group's options. Empty:
+  // the stage is this worker's alone.
+  std::vector<GroupMember> group;
+  Hash128 model_hash{};
+  bool group_tp = false;
+  bool group_ep = false;
+  float group_timeout_s = 30.0f;
   bool operator==(const LoadStage&) const = default;
 };
 
@@ -315,13 +330,6 @@ struct TruncateSequence {
   bool operator==(const TruncateSequence&) const = default;
 };
 
-// A member of a tensor-parallel group (GroupJoin), or a peer a worker measures its link to (ProbeRequest).
-struct GroupMember {
-  std::string name;     // as the head names it (--workers); "head" for rank 0
-  std::string address;  // "host:port" where the member accepts its peers (empty for the head: it dials, never accepts)
-  bool operator==(const GroupMember&) const = default;
-};
-
 // A worker's link to another worker, measured at the head's request (protocol 8): what a tensor-parallel group's
 // collectives between the two would run over.
 struct PeerLinkReport {
@@ -390,6 +398,9 @@ struct GroupJoin {
   bool exact_gelu = false;
   bool profile = false;     // every member probes its machine at start (the plan); a collective, so all or none
   float timeout_s = 30.0f;  // --collective-timeout
+  // The layers [layer_begin, layer_end) of a pipeline stage held by the group (protocol 11); 0, 0: every layer.
+  uint32_t layer_begin = 0;
+  uint32_t layer_end = 0;
   bool operator==(const GroupJoin&) const = default;
 };
 

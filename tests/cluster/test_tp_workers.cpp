@@ -15,6 +15,7 @@
 #include <fstream>
 #include <thread>
 
+#include "support/background_process.h"
 #include "support/test_paths.h"
 #include "support/worker_process.h"
 
@@ -185,63 +186,6 @@ TEST(TpWorkersErrors, KeyModelAndCountAreCheckedWithClearErrors) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
-// A head running in the background with its output in a file.
-class Background {
- public:
-  explicit Background(std::vector<std::string> args) {
-    args.insert(args.begin(), test::tessera_bin().string());
-    log_ = std::filesystem::temp_directory_path() / ("tessera-tpw-" + std::to_string(::getpid()) + ".log");
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* f = std::fopen(log_.c_str(), "w");
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~Background() {
-    if (pid_ > 0 && !done_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    std::filesystem::remove(log_);
-  }
-  int wait_exit(std::chrono::seconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        done_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    return -1;
-  }
-  std::string output() const {
-    std::ifstream in(log_);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-  // Waits until the output holds `text`.
-  bool wait_for(const std::string& text, std::chrono::seconds limit) const {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (output().find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(50ms);
-    }
-    return false;
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool done_ = false;
-  std::filesystem::path log_;
-};
-
 // A worker killed (SIGKILL) or stopped (SIGSTOP) while the group decodes: the head ends within seconds with an error
 // naming it; the surviving worker takes the next head.
 void fault_mid_step(int sig) {
@@ -249,26 +193,26 @@ void fault_mid_step(int sig) {
   const auto models = stories().parent_path();
   Group g(dir, 2, models);
   const auto victim = g.workers[1]->address();
-  Background head({"bench",
-                   "-m",
-                   stories().string(),
-                   "-p",
-                   "0",
-                   "-n",
-                   "64",
-                   "-r",
-                   "100000",
-                   "-t",
-                   "1",
-                   "--tp",
-                   "3",
-                   "--workers",
-                   g.list(),
-                   "--key-file",
-                   g.key,
-                   "--no-plan",
-                   "--collective-timeout",
-                   "5"});
+  test::Background head({"bench",
+                         "-m",
+                         stories().string(),
+                         "-p",
+                         "0",
+                         "-n",
+                         "64",
+                         "-r",
+                         "100000",
+                         "-t",
+                         "1",
+                         "--tp",
+                         "3",
+                         "--workers",
+                         g.list(),
+                         "--key-file",
+                         g.key,
+                         "--no-plan",
+                         "--collective-timeout",
+                         "5"});
   ASSERT_TRUE(head.wait_for("3 ranks (", 60s)) << head.output();
   std::this_thread::sleep_for(1500ms);  // well inside the repetitions
   const auto start = std::chrono::steady_clock::now();
@@ -298,8 +242,8 @@ TEST(TpWorkersFaults, SigtermEndsTheGroupAndTheHeadNamesTheWorker) {
   test::TempDir dir;
   const auto models = stories().parent_path();
   Group g(dir, 1, models);
-  Background head({"bench", "-m", stories().string(), "-p", "0", "-n", "64", "-r", "100000", "-t", "1", "--tp", "2",
-                   "--workers", g.list(), "--key-file", g.key, "--no-plan"});
+  test::Background head({"bench", "-m", stories().string(), "-p", "0", "-n", "64", "-r", "100000", "-t", "1", "--tp",
+                         "2", "--workers", g.list(), "--key-file", g.key, "--no-plan"});
   ASSERT_TRUE(head.wait_for("2 ranks (", 60s)) << head.output();
   std::this_thread::sleep_for(1000ms);
   const auto start = std::chrono::steady_clock::now();
@@ -334,8 +278,9 @@ TEST(TpWorkersFaults, SigtermDuringStartEndsTheWorkerAndTheHeadNamesIt) {
   ASSERT_EQ(::listen(silent, 4), 0);
   ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr*>(&at), &len), 0);
   const std::string address = g.workers[0]->address();
-  Background head({"run", "-m", stories().string(), "-p", "Once", "-n", "4", "-t", "1", "--tp", "3", "--workers",
-                   g.list() + ",z=127.0.0.1:" + std::to_string(ntohs(at.sin_port)), "--key-file", g.key, "--no-plan"});
+  test::Background head({"run", "-m", stories().string(), "-p", "Once", "-n", "4", "-t", "1", "--tp", "3", "--workers",
+                         g.list() + ",z=127.0.0.1:" + std::to_string(ntohs(at.sin_port)), "--key-file", g.key,
+                         "--no-plan"});
   ASSERT_TRUE(head.wait_for("worker a (" + address + ") is rank 1 of 3", 60s)) << head.output();
   std::this_thread::sleep_for(500ms);
   const auto start = std::chrono::steady_clock::now();

@@ -46,6 +46,11 @@ LoadStage sample_load_stage() {
   m.wire_type = WireType::BF16;
   m.threads = 8;
   m.max_batch = 96;
+  m.group = {{"c", "10.0.0.3:50052"}, {"d", "[::1]:50053"}};
+  m.model_hash = hash_of(6);
+  m.group_tp = true;
+  m.group_ep = true;
+  m.group_timeout_s = 7.5f;
   return m;
 }
 
@@ -112,6 +117,8 @@ GroupJoin sample_group_join() {
   j.exact_gelu = true;
   j.profile = true;
   j.timeout_s = 12.5f;
+  j.layer_begin = 3;
+  j.layer_end = 6;
   return j;
 }
 
@@ -304,15 +311,18 @@ TEST(WireCodec, BadEnumsAndBooleans) {
   err.string("x");
   expect_error([&] { decode(MsgType::Error, err.take()); }, {"Error", "code"});
 
-  auto body = encode_body(sample_load_stage());
-  // The body ends kv_type (u32), wire_type (u8), threads (u16), max_batch (u32).
-  body[body.size() - 7] = 7;
+  LoadStage alone = sample_load_stage();
+  alone.group.clear();
+  // The body ends kv_type (u32), wire_type (u8), threads (u16), max_batch (u32), then 26 bytes of an empty group:
+  // its count (u32), model_hash (16), group_tp, group_ep (bool), group_timeout_s (f32).
+  auto body = encode_body(alone);
+  body[body.size() - 33] = 7;
   expect_error([&] { decode(MsgType::LoadStage, body); }, {"LoadStage", "wire_type"});
-  body = encode_body(sample_load_stage());
-  body[body.size() - 11] = static_cast<uint8_t>(GgmlType::Q4_0);  // kv_type (u32)
+  body = encode_body(alone);
+  body[body.size() - 37] = static_cast<uint8_t>(GgmlType::Q4_0);  // kv_type (u32)
   expect_error([&] { decode(MsgType::LoadStage, body); }, {"LoadStage", "kv_type", "q4_0"});
-  body = encode_body(sample_load_stage());
-  body[body.size() - 11] = 200;  // not a ggml type at all
+  body = encode_body(alone);
+  body[body.size() - 37] = 200;  // not a ggml type at all
   expect_error([&] { decode(MsgType::LoadStage, body); }, {"LoadStage", "kv_type", "200"});
 
   Forward f = sample_forward();
@@ -371,6 +381,15 @@ TEST(WireCodec, LoadStageFieldChecks) {
   bad([](LoadStage& m) { m.n_ctx = kMaxCtx + 1; }, {"n_ctx"});
   bad([](LoadStage& m) { m.threads = 5000; }, {"threads"});
   bad([](LoadStage& m) { m.max_batch = 0; }, {"max_batch"});
+  bad([](LoadStage& m) { m.group[1].address = ""; }, {"group[1].address"});
+  bad([](LoadStage& m) { m.group[0].name = "has space"; }, {"group[0].name"});
+  bad(
+      [](LoadStage& m) {
+        m.group_tp = false;
+        m.group_ep = false;
+      },
+      {"group_tp", "tensor parallel"});
+  bad([](LoadStage& m) { m.group_timeout_s = 0; }, {"group_timeout_s"});
   // The same checks run on decode: flip a byte of a tensor name to a space in a valid encoding.
   auto body = encode_body(sample_load_stage());
   const std::string name = "blk.0.attn_q.weight";
@@ -525,6 +544,9 @@ TEST(WireCodec, GroupJoinRules) {
   j = sample_group_join();
   j.members.resize(1);
   expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "n_members"});
+  j = sample_group_join();
+  j.layer_end = 2;  // before layer_begin 3
+  expect_error([&] { (void)encode_frame(j); }, {"GroupJoin", "layer_end"});
 }
 
 }  // namespace

@@ -1,0 +1,186 @@
+// Pipelines whose stages are tensor-parallel groups of real `tessera worker` processes on loopback (--place): the same
+// text as one node and F32 logits within 1e-4, a wrong --place named, and a killed member of a group stage ending the
+// run with an error naming it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+
+#include "support/background_process.h"
+#include "support/test_paths.h"
+#include "support/worker_process.h"
+
+namespace tessera {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The scalar kernels keep one node and the ranks on the same arithmetic; the workers inherit it.
+class ScalarEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
+};
+const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ScalarEnvironment);
+
+std::filesystem::path model_path(const std::string& model) {
+  return model == "stories260K" ? test::source_dir() / "models/stories260K.gguf"
+                                : test::shared_dir() / "fixtures/models" / (model + ".gguf");
+}
+
+test::CommandResult tessera(std::vector<std::string> args) {
+  args.insert(args.begin(), test::tessera_bin().string());
+  return test::run_command(args);
+}
+
+// Workers a, b, c, ... with one key, mapping models from `models`.
+struct Workers {
+  Workers(const test::TempDir& dir, int n, const std::filesystem::path& models) {
+    key = (dir / "k.key").string();
+    EXPECT_EQ(tessera({"keygen", "-o", key}).exit_code, 0);
+    for (int i = 0; i < n; ++i) {
+      workers.push_back(std::make_unique<test::WorkerProcess>(
+          std::vector<std::string>{"--key-file", key, "--models", models.string()}));
+    }
+  }
+  std::string list() const {
+    std::string s;
+    for (size_t i = 0; i < workers.size(); ++i) {
+      if (!s.empty()) s += ',';
+      s += static_cast<char>('a' + i);
+      s += '=';
+      s += workers[i]->address();
+    }
+    return s;
+  }
+  std::string key;
+  std::vector<std::unique_ptr<test::WorkerProcess>> workers;
+};
+
+struct Case {
+  const char* model;
+  const char* place;
+  int workers;
+};
+
+class PlaceWorkers : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PlaceWorkers, SameTextAndLogitsAsOneNode) {
+  const Case c = GetParam();
+  test::TempDir dir;
+  const auto model = model_path(c.model);
+  const std::vector<std::string> common = {"run", "-m",        model.string(), "-p", "Once upon a time there was",
+                                           "-n",  "12",        "--temp",       "0",  "-t",
+                                           "1",   "--kv-type", "f32",          "-c", "256"};
+  auto one_args = common;
+  one_args.insert(one_args.end(), {"--logits-out", (dir / "one.f32").string()});
+  const auto one = tessera(one_args);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+
+  Workers w(dir, c.workers, model.parent_path());
+  auto par_args = common;
+  par_args.insert(par_args.end(), {"--logits-out", (dir / "par.f32").string(), "--workers", w.list(), "--place",
+                                   c.place, "--key-file", w.key, "--wire-type", "f32"});
+  const auto par = tessera(par_args);
+  ASSERT_EQ(par.exit_code, 0) << par.err;
+  EXPECT_EQ(par.out, one.out);
+  // Every group of two linked (one line per group, from whichever member leads it).
+  EXPECT_NE(par.err.find("pipeline: "), std::string::npos) << par.err;
+  const auto a = test::read_floats(dir / "one.f32");
+  const auto b = test::read_floats(dir / "par.f32");
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_GT(a.size(), 0u);
+  float max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
+  EXPECT_LE(max_diff, 1e-4f) << c.model << " " << c.place;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, PlaceWorkers,
+                         ::testing::Values(Case{"stories260K", "local,tp(a,b)", 2},
+                                           Case{"stories260K", "tp(local,a),tp(b,c)", 3},
+                                           Case{"llama-f32", "local,tp(a,b)", 2},
+                                           Case{"llama-f32", "tp(local,a),tp(b,c)", 3},
+                                           Case{"qwen3moe-f32", "ep(local,a),b", 2}),
+                         [](const auto& p) {
+                           std::string s = std::string(p.param.model) + "_" + p.param.place;
+                           for (auto& ch : s) ch = std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+                           while (s.back() == '_') s.pop_back();
+                           return s;
+                         });
+
+TEST(PlaceWorkersErrors, BadPlaceIsNamed) {
+  test::TempDir dir;
+  const auto model = model_path("stories260K");
+  Workers w(dir, 2, model.parent_path());
+  const auto with = [&](const std::string& place, bool key = true) {
+    std::vector<std::string> args = {"run", "-m", model.string(), "-p",     "Once",    "-n", "2",
+                                     "-t",  "1",  "--workers",    w.list(), "--place", place};
+    if (key) args.insert(args.end(), {"--key-file", w.key});
+    return tessera(args);
+  };
+  const auto expect_error = [&](const std::string& place, const std::string& text, bool key = true) {
+    const auto r = with(place, key);
+    EXPECT_NE(r.exit_code, 0) << place;
+    EXPECT_NE(r.err.find(text), std::string::npos) << place << ": " << r.err;
+  };
+  expect_error("local,tp(a,x)", "'x' is not a node here: the nodes are local (this head), a, b");
+  expect_error("local,tp(a,a)", "a appears twice");
+  expect_error("tp(a,local),b", "local must come first in 'tp(a,local)'");
+  expect_error("local,tp(a)", "'tp(a)' has one member");
+  expect_error("local,xp(a,b)", "a group is tp(...), ep(...) or tpep(...)");
+  expect_error("local,tp(a,b", "a '(' without its ')'");
+  expect_error("local,,tp(a,b)", "an empty stage");
+  expect_error("local,tp(a,b)", "only the cluster key authenticates them: give --key-file", false);
+  // --tp with --place, and --pp over workers, say what to write instead.
+  auto r = tessera({"run", "-m", model.string(), "-p", "Once", "-n", "2", "--workers", w.list(), "--place",
+                    "local,tp(a,b)", "--tp", "2", "--key-file", w.key});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("leave out --tp/--ep"), std::string::npos) << r.err;
+  r = tessera({"run", "-m", model.string(), "-p", "Once", "-n", "2", "--workers", w.list(), "--tp", "2", "--pp", "2",
+               "--key-file", w.key});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--place 'tp(local,a),tp(b,c)'"), std::string::npos) << r.err;
+}
+
+// A member of a group stage killed mid-step: the run ends within seconds with an error naming it.
+TEST(PlaceWorkersFaults, KilledMemberIsNamed) {
+  test::TempDir dir;
+  const auto model = model_path("stories260K");
+  Workers w(dir, 2, model.parent_path());
+  const auto victim = w.workers[1]->address();
+  test::Background head({"bench",
+                         "-m",
+                         model.string(),
+                         "-p",
+                         "0",
+                         "-n",
+                         "64",
+                         "-r",
+                         "100000",
+                         "-t",
+                         "1",
+                         "--workers",
+                         w.list(),
+                         "--place",
+                         "local,tp(a,b)",
+                         "--key-file",
+                         w.key,
+                         "--no-plan",
+                         "--collective-timeout",
+                         "5",
+                         "--recovery-timeout",
+                         "0"});
+  ASSERT_TRUE(head.wait_for("pipeline: ", 60s)) << head.output();
+  std::this_thread::sleep_for(1500ms);
+  const auto start = std::chrono::steady_clock::now();
+  kill(w.workers[1]->pid(), SIGKILL);
+  const int code = head.wait_exit(30s);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(code, 0) << head.output();
+  EXPECT_NE(code, -1) << "the head did not end: " << head.output();
+  EXPECT_LT(seconds, 10.0) << head.output();
+  EXPECT_NE(head.output().find("b (" + victim + ")"), std::string::npos) << head.output();
+}
+
+}  // namespace
+}  // namespace tessera
