@@ -85,7 +85,8 @@ void choose_pipeline(const plan::Strategy& s, const std::vector<WorkerAddress>& 
 }  // namespace
 
 bool plan_may_choose(const ModelOptions& mo, const ClusterOptions& co) {
-  return co.enabled() && co.split.empty() && co.place.empty() && co.spares.empty() && mo.tp <= 1 && mo.ep <= 1 && mo.pp <= 1;
+  return co.enabled() && co.split.empty() && co.place.empty() && co.spares.empty() && mo.tp <= 1 && mo.ep <= 1 &&
+         mo.pp <= 1;
 }
 
 std::string follow_plan(plan::CliPlanRequest r, ModelOptions& mo, ClusterOptions& co) {
