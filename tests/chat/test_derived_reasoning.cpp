@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "chat/derive_reasoning.h"
 #include "chat/derived.h"
@@ -142,6 +143,125 @@ TEST(ChatDerivedReasoning, EveryTemplateThatRendersReasoningReadsItBack) {
     EXPECT_EQ(chat::prompt_opens_reasoning(d.off_prompt, f), want->second.off_opens) << d.off_prompt;
   }
   EXPECT_EQ(rendering, expected().size());
+}
+
+// Jinja2's render of case 07 (expected.json), where the template keeps the reasoning of that history turn: from
+// the opening marker (or the reasoning itself, where only the prompt writes the marker) to the answer, it splits
+// into the case's reasoning and answer with the format the server picks.
+TEST(ChatDerivedReasoning, JinjaRendersOfReasoningSplit) {
+  const std::string reasoning = "The user wants 17 times 3. 17 * 3 = 51.", answer = "17 * 3 = 51.";
+  std::set<std::string> split;
+  for (const auto& [name, t] : corpus()) {
+    const size_t r = t.reasoning_render.find(reasoning);
+    if (r == std::string::npos || !expected().contains(name)) continue;
+    SCOPED_TRACE(name);
+    OutputFormat f = chat::template_output_format(t.source, t.bos, t.eos);
+    const size_t a = t.reasoning_render.find(answer, r + reasoning.size());
+    ASSERT_NE(a, std::string::npos);
+    const std::string open = f.reasoning == ReasoningFormat::Derived ? f.markup.open : "<think>";
+    const size_t o = t.reasoning_render.rfind(open, r);
+    size_t from = r;
+    if (o != std::string::npos && o + open.size() + 2 >= r) {
+      from = o;
+    } else {
+      f.starts_in_reasoning = true;  // the marker is the generation prompt's
+    }
+    const std::string text = t.reasoning_render.substr(from, a + answer.size() - from);
+    const auto p = chat::parse_output(text, f, true);
+    EXPECT_EQ(p.reasoning, reasoning) << text;
+    EXPECT_EQ(p.content, answer) << text;
+    const auto s = streamed(f, text);
+    EXPECT_EQ(s.reasoning, p.reasoning);
+    EXPECT_EQ(s.content, p.content);
+    split.insert(name);
+  }
+  EXPECT_TRUE(split.contains("Kimi-K3.jinja"));
+  EXPECT_TRUE(split.contains("MiniMax-M3.jinja"));
+  EXPECT_GE(split.size(), 5u);
+}
+
+// Each prefix's parse is a prefix of the whole parse (what streams rely on), and the stream adds up to it.
+void expect_prefixes(const OutputFormat& f, const std::string& text, const chat::ParsedOutput& whole) {
+  for (size_t n = 0; n <= text.size(); ++n) {
+    const auto p = chat::parse_output(std::string_view(text).substr(0, n), f, false);
+    ASSERT_TRUE(whole.reasoning.starts_with(p.reasoning)) << n << ": " << p.reasoning;
+    ASSERT_TRUE(whole.content.starts_with(p.content)) << n << ": " << p.content;
+    ASSERT_LE(p.calls.size(), whole.calls.size()) << n;
+  }
+  const auto s = streamed(f, text);
+  EXPECT_EQ(s.reasoning, whole.reasoning);
+  EXPECT_EQ(s.content, whole.content);
+  ASSERT_EQ(s.calls.size(), whole.calls.size());
+  for (size_t k = 0; k < s.calls.size(); ++k) EXPECT_EQ(s.calls[k].arguments, whole.calls[k].arguments);
+}
+
+// Kimi K3 by name: its prompt (thinking on, the template's default) opens the block; the model thinks, closes it,
+// answers in the response block and calls a tool. (The text ends where the derived call syntax ends: the "<|sep|>"
+// after "<|close|>tools" is the turn's end to it, docs/structured-output.md.)
+TEST(ChatDerivedReasoning, KimiK3ThinkingAnswerAndCall) {
+  const Template& t = corpus().at("Kimi-K3.jinja");
+  const auto d = chat::derive_reasoning(t.source, t.bos, t.eos);
+  ASSERT_TRUE(d.markup);
+  EXPECT_TRUE(d.prompt_opens);
+  EXPECT_TRUE(d.off_prompt.ends_with("<|open|>response<|sep|>")) << d.off_prompt;
+  OutputFormat f = chat::template_output_format(t.source, t.bos, t.eos);
+  ASSERT_EQ(f.reasoning, ReasoningFormat::Derived);
+  ASSERT_EQ(f.tools, chat::ToolFamily::Derived);
+  EXPECT_TRUE(chat::prompt_opens_reasoning(
+      "<|open|>message role=\"user\"<|sep|>Hi<|close|>message<|sep|><|end_of_msg|><|open|>message "
+      "role=\"assistant\"<|sep|><|open|>think<|sep|>",
+      f));
+  f.parse_tools = true;
+  f.starts_in_reasoning = true;
+  const std::string text =
+      "The user wants the weather in Paris.\nI should call get_weather.<|close|>think<|sep|><|open|>response<|sep|>"
+      "Let me check.<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=\"get_weather\" index=\"1\"<|sep|>"
+      "<|open|>argument key=\"city\" type=\"string\"<|sep|>Paris<|close|>argument<|sep|><|open|>argument "
+      "key=\"days\" type=\"number\"<|sep|>3<|close|>argument<|sep|><|close|>call<|sep|><|close|>tools";
+  const auto p = chat::parse_output(text, f, true);
+  EXPECT_EQ(p.reasoning, "The user wants the weather in Paris.\nI should call get_weather.");
+  EXPECT_EQ(p.content, "Let me check.");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(nlohmann::json::parse(p.calls[0].arguments), nlohmann::json::parse(R"({"city": "Paris", "days": 3})"));
+  expect_prefixes(f, text, p);
+  // Thinking still going: all reasoning, a partial close held back.
+  EXPECT_EQ(chat::parse_output("Hmm.<|close|>thi", f, false).reasoning, "Hmm.");
+  EXPECT_EQ(chat::parse_output("Hmm.<|close|>think<|sep|><|open|>resp", f, false).content, "");
+}
+
+// MiniMax M3 by name: with thinking enabled the prompt opens <mm:think>; disabled, it writes the close alone
+// ("</mm:think>") and the output is the answer; adaptive (the default) leaves it to the model.
+TEST(ChatDerivedReasoning, MiniMaxM3ThinkingAnswerAndCall) {
+  const Template& t = corpus().at("MiniMax-M3.jinja");
+  const auto d = chat::derive_reasoning(t.source, t.bos, t.eos);
+  ASSERT_TRUE(d.markup);
+  EXPECT_TRUE(d.prompt_opens);
+  EXPECT_TRUE(d.off_closes);
+  EXPECT_TRUE(d.off_prompt.ends_with("]~b]ai\n</mm:think>")) << d.off_prompt;
+  OutputFormat f = chat::template_output_format(t.source, t.bos, t.eos);
+  ASSERT_EQ(f.reasoning, ReasoningFormat::Derived);
+  ASSERT_EQ(f.tools, chat::ToolFamily::Derived);
+  EXPECT_FALSE(chat::prompt_opens_reasoning(d.off_prompt, f));
+  EXPECT_TRUE(chat::prompt_opens_reasoning("]~b]user\nHi[e~[\n]~b]ai\n<mm:think>", f));
+  f.parse_tools = true;
+  const std::string ns = "]<]minimax[>[";
+  const std::string text = "<mm:think>The user wants the weather in Paris.</mm:think>Let me check." + ns +
+                           "<tool_call>\n" + ns + "<invoke name=\"get_weather\">" + ns + "<city>Paris" + ns +
+                           "</city>" + ns + "<unit>celsius" + ns + "</unit>" + ns + "</invoke>\n" + ns + "</tool_call>";
+  const auto p = chat::parse_output(text, f, true);
+  EXPECT_EQ(p.reasoning, "The user wants the weather in Paris.");
+  EXPECT_EQ(p.content, "Let me check.");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(nlohmann::json::parse(p.calls[0].arguments),
+            nlohmann::json::parse(R"({"city": "Paris", "unit": "celsius"})"));
+  expect_prefixes(f, text, p);
+  // Thinking off: the output after the prompt's "</mm:think>" is the answer.
+  f.starts_in_reasoning = chat::prompt_opens_reasoning(d.off_prompt, f);
+  const auto off = chat::parse_output("Happy: glad.", f, true);
+  EXPECT_EQ(off.reasoning, "");
+  EXPECT_EQ(off.content, "Happy: glad.");
 }
 
 }  // namespace
