@@ -17,8 +17,10 @@ using Json = nlohmann::ordered_json;
 
 Json optional_number(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
-// One result under llama-bench's field names (same meanings), then Tessera's extras. CSV and JSON both use it.
-Json result_json(const BenchResult& r, const std::string& cpu) {
+}  // namespace
+
+// llama-bench's fields keep their meanings.
+Json bench_result_json(const BenchResult& r, const std::string& cpu) {
   const BenchTiming& t = r.timing;
   return {{"cpu_info", cpu},
           {"backends", "CPU"},
@@ -60,12 +62,14 @@ Json result_json(const BenchResult& r, const std::string& cpu) {
           {"predicted_ts", optional_number(r.predicted_ts)}};
 }
 
+namespace {
+
 // Every value quoted, as llama-bench writes it; the per-repeat samples stay in the JSON output.
 class CsvPrinter : public BenchPrinter {
  public:
   explicit CsvPrinter(std::string cpu) : cpu_(std::move(cpu)) {}
   void row(const BenchResult& r) override {
-    const Json j = result_json(r, cpu_);
+    const Json j = bench_result_json(r, cpu_);
     std::string names, values;
     for (const auto& [key, value] : j.items()) {
       if (value.is_array()) continue;
@@ -93,7 +97,7 @@ class JsonPrinter : public BenchPrinter {
   explicit JsonPrinter(std::string cpu) : cpu_(std::move(cpu)) {}
   void header() override { fmt::print("["); }
   void row(const BenchResult& r) override {
-    std::string text = result_json(r, cpu_).dump(2);
+    std::string text = bench_result_json(r, cpu_).dump(2);
     std::string indented = "  ";
     for (char c : text) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
     fmt::print("{}\n{}", first_ ? "" : ",", indented);

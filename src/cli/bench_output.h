@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "engine/benchmark.h"
@@ -16,6 +17,9 @@ class BenchPrinter {
   virtual void row(const BenchResult& r) = 0;
   virtual void footer() {}
 };
+
+// One result under llama-bench's field names, then Tessera's extras (the CSV and JSON rows).
+nlohmann::ordered_json bench_result_json(const BenchResult& r, const std::string& cpu);
 
 // "md", "csv" or "json"; the markdown table sizes its columns for the model's name and the longest test name.
 std::unique_ptr<BenchPrinter> make_bench_printer(const std::string& format, const std::string& cpu,

@@ -68,6 +68,11 @@ void add_parallel_options(CLI::App& app, ModelOptions& o) {
       ->capture_default_str();
   app.add_option("--tp-shares", o.tp_shares,
                  "Uneven shares of the ranks under --tp/--ep, one per rank, like 2,1,1 (default: equal)");
+  app.add_option("--shard-alone", o.shard_alone,
+                 "bench only: time each rank's share of --tp/--ep N alone (or rank R's), as on a machine of its own, "
+                 "with collectives that exchange nothing: the timings count, the tokens do not (docs/parallel.md)")
+      ->expected(0, 1)
+      ->default_str("all");
   app.add_option("--collective-timeout", o.collective_timeout,
                  "Seconds a collective waits for the slowest rank before the run ends with an error")
       ->check(CLI::Range(0.1, 86400.0))
@@ -367,6 +372,11 @@ void fit_to_memory(const ModelOptions& o, const ModelWeights& w, StageOptions& s
 LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executor,
                        std::shared_ptr<collective::Communicator> group,
                        std::shared_ptr<const gguf::TensorSource> source) {
+  if (!o.shard_alone.empty()) {
+    fail(
+        "--shard-alone is bench's: a rank that stands alone adds none of the other ranks' partial sums, so its logits "
+        "and tokens are not the model's; only its timings mean something (tessera bench ... --tp N --shard-alone)");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel m;
   m.weights = source ? ModelWeights::load(std::move(source), {0, -1}, true, true) : ModelWeights::load(o.model);
