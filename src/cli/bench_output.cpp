@@ -19,6 +19,22 @@ Json optional_number(const std::optional<double>& v) { return v ? Json(*v) : Jso
 
 }  // namespace
 
+void print_bench_csv(const Json& j, bool header) {
+  std::string names, values;
+  for (const auto& [key, value] : j.items()) {
+    if (value.is_array()) continue;
+    const std::string text = value.is_string() ? value.get<std::string>() : value.is_null() ? "" : value.dump();
+    std::string quoted = "\"";
+    for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    quoted += '"';
+    names += (names.empty() ? "" : ",") + key;
+    values += (values.empty() ? "" : ",") + quoted;
+  }
+  if (header) fmt::print("{}\n", names);
+  fmt::print("{}\n", values);
+  std::fflush(stdout);
+}
+
 // llama-bench's fields keep their meanings.
 Json bench_result_json(const BenchResult& r, const std::string& cpu) {
   const BenchTiming& t = r.timing;
@@ -69,21 +85,8 @@ class CsvPrinter : public BenchPrinter {
  public:
   explicit CsvPrinter(std::string cpu) : cpu_(std::move(cpu)) {}
   void row(const BenchResult& r) override {
-    const Json j = bench_result_json(r, cpu_);
-    std::string names, values;
-    for (const auto& [key, value] : j.items()) {
-      if (value.is_array()) continue;
-      const std::string text = value.is_string() ? value.get<std::string>() : value.is_null() ? "" : value.dump();
-      std::string quoted = "\"";
-      for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-      quoted += '"';
-      names += (names.empty() ? "" : ",") + key;
-      values += (values.empty() ? "" : ",") + quoted;
-    }
-    if (first_) fmt::print("{}\n", names);
+    print_bench_csv(bench_result_json(r, cpu_), first_);
     first_ = false;
-    fmt::print("{}\n", values);
-    std::fflush(stdout);
   }
 
  private:

@@ -21,6 +21,9 @@ class BenchPrinter {
 // One result under llama-bench's field names, then Tessera's extras (the CSV and JSON rows).
 nlohmann::ordered_json bench_result_json(const BenchResult& r, const std::string& cpu);
 
+// A result object as llama-bench's CSV: every value quoted, arrays left out; the names first when `header`.
+void print_bench_csv(const nlohmann::ordered_json& row, bool header);
+
 // "md", "csv" or "json"; the markdown table sizes its columns for the model's name and the longest test name.
 std::unique_ptr<BenchPrinter> make_bench_printer(const std::string& format, const std::string& cpu,
                                                  const BenchModel& model, bool roofline, bool distributed,

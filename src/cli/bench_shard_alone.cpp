@@ -31,18 +31,6 @@ plan::ParallelMode mode_of(const ModelOptions& o) {
                               : plan::ParallelMode::Expert;
 }
 
-// Rank r's spec, as share_out (model_options.cpp) gives it to an MPI rank.
-ShardSpec spec_for(const ModelOptions& o, int rank, int n) {
-  ShardSpec s;
-  s.rank = rank;
-  s.n_ranks = n;
-  s.tp = o.tp > 1;
-  s.ep = o.ep > 1;
-  s.ep_redundancy = o.ep > 1 ? o.ep_redundancy : 0.0;
-  if (!o.tp_shares.empty()) s.shares = parse_shares(o.tp_shares, n);
-  return s;
-}
-
 // The planner's view of the group for one thread count: every rank on a machine of its own that reads as this one
 // probed (the same formula as any plan: its share's bytes / (read rate x bandwidth_efficiency) + overheads), joined
 // by the links of --plan-cluster.
@@ -165,7 +153,7 @@ class ShardPrinter {
                     {"read_gbps", s.pred->read_gbps}};
       if (format_ == "csv") {
         for (const auto& [k, v] : shard.items()) j["shard_" + k] = v;
-        print_csv(j);
+        print_bench_csv(j, first_);
       } else {
         j["shard_alone"] = shard;
         std::string text = j.dump(2);
@@ -197,20 +185,6 @@ class ShardPrinter {
     }
     fmt::print("{}\n", line);
   }
-  void print_csv(const Json& j) {
-    std::string names, values;
-    for (const auto& [key, value] : j.items()) {
-      if (value.is_array()) continue;
-      const std::string text = value.is_string() ? value.get<std::string>() : value.is_null() ? "" : value.dump();
-      std::string quoted = "\"";
-      for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-      names += (names.empty() ? "" : ",") + key;
-      values += (values.empty() ? "" : ",") + quoted + "\"";
-    }
-    if (first_) fmt::print("{}\n", names);
-    fmt::print("{}\n", values);
-  }
-
   std::string format_, layout_;
   int ranks_;
   std::string cpu_;
@@ -320,7 +294,7 @@ int run_shard_alone(const ShardAloneRun& run) {
   std::vector<ShardRow> rows;
   for (int r = 0; r < n; ++r) {
     if (run.rank && *run.rank != r) continue;
-    const ShardSpec spec = spec_for(o, r, n);
+    const ShardSpec spec = shard_spec(o, r);
     uint64_t held = 0;
     const ExecutorFactory make = [&](int t) -> std::unique_ptr<Executor> {
       StageOptions so = stage_options(o, c, n_slots);

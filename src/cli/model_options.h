@@ -90,6 +90,8 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1, bool with_exe
                        std::shared_ptr<collective::Communicator> group = nullptr,
                        std::shared_ptr<const gguf::TensorSource> source = nullptr);
 StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots);
+// Rank `rank`'s share under o's --tp/--ep/--tp-shares/--ep-redundancy, as every rank of the group cuts it.
+ShardSpec shard_spec(const ModelOptions& o, int rank);
 // The ranks' shares as a table on rank 0 (a collective: every rank calls it).
 void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage = 0, std::string_view split = {});
 // The log line of --repack: the memory the packed weights took, or why nothing was packed.
