@@ -105,7 +105,7 @@ struct ShardRow {
   const Prediction* pred = nullptr;
   bool decode() const {
     const BenchTest& t = result.timing.test;
-    return t.n_prompt == 0 && t.n_gen > 0 && t.n_seq == 1;
+    return t.n_prompt == 0 && t.n_gen > 0 && t.n_seq == 1 && t.n_depth == 0;  // as the plan's workload
   }
   double s_per_token() const { return result.timing.avg_ts > 0 ? 1.0 / result.timing.avg_ts : 0.0; }
   const plan::RankPass& planned() const {
