@@ -182,7 +182,9 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
       StageOptions stage_so = so;
       std::shared_ptr<collective::Communicator> group;
       if (placed_stage.group()) {
-        group = cluster::start_stage_group(join, "head", members, *key);
+        // A member without the model receives its share of these layers from the head, which leads.
+        group = cluster::start_stage_group(join, "head", members, *key,
+                                           cluster::stage_shares(w, join, static_cast<int>(members.size()) + 1));
         stage_so.shard = cluster::stage_group_shard(join, 0, static_cast<int>(placed_stage.members.size()));
       }
       uint64_t mapped = first ? profile.embd_bytes : 0;

@@ -241,7 +241,9 @@ void WorkerSession::finish_load(std::vector<net::Message>& replies) {
     const net::GroupJoin join = stage_group_join(request_);
     std::vector<GroupWorker> members;
     for (const auto& m : request_.group) members.push_back({m.name, m.address});
-    group = start_stage_group(join, options_.name, members, *options_.key);
+    // This leader holds every byte of the stage: a member without the model receives its share from it.
+    group = start_stage_group(join, options_.name, members, *options_.key,
+                              stage_shares(weights, join, static_cast<int>(members.size()) + 1));
     so.shard = stage_group_shard(join, 0, static_cast<int>(members.size()) + 1);
   }
   stage_ = std::make_unique<LocalExecutor>(

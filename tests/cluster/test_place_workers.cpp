@@ -9,6 +9,7 @@
 
 #include "support/background_process.h"
 #include "support/test_paths.h"
+#include "support/worker_group.h"
 #include "support/worker_process.h"
 
 namespace tessera {
@@ -28,34 +29,7 @@ std::filesystem::path model_path(const std::string& model) {
                                 : test::shared_dir() / "fixtures/models" / (model + ".gguf");
 }
 
-test::CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), test::tessera_bin().string());
-  return test::run_command(args);
-}
-
-// Workers a, b, c, ... with one key, mapping models from `models`.
-struct Workers {
-  Workers(const test::TempDir& dir, int n, const std::filesystem::path& models) {
-    key = (dir / "k.key").string();
-    EXPECT_EQ(tessera({"keygen", "-o", key}).exit_code, 0);
-    for (int i = 0; i < n; ++i) {
-      workers.push_back(std::make_unique<test::WorkerProcess>(
-          std::vector<std::string>{"--key-file", key, "--models", models.string()}));
-    }
-  }
-  std::string list() const {
-    std::string s;
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (!s.empty()) s += ',';
-      s += static_cast<char>('a' + i);
-      s += '=';
-      s += workers[i]->address();
-    }
-    return s;
-  }
-  std::string key;
-  std::vector<std::unique_ptr<test::WorkerProcess>> workers;
-};
+using test::tessera;
 
 struct Case {
   const char* model;
@@ -77,7 +51,7 @@ TEST_P(PlaceWorkers, SameTextAndLogitsAsOneNode) {
   const auto one = tessera(one_args);
   ASSERT_EQ(one.exit_code, 0) << one.err;
 
-  Workers w(dir, c.workers, model.parent_path());
+  test::WorkerGroup w(dir, c.workers, model.parent_path());
   auto par_args = common;
   par_args.insert(par_args.end(), {"--logits-out", (dir / "par.f32").string(), "--workers", w.list(), "--place",
                                    c.place, "--key-file", w.key, "--wire-type", "f32"});
@@ -86,13 +60,7 @@ TEST_P(PlaceWorkers, SameTextAndLogitsAsOneNode) {
   EXPECT_EQ(par.out, one.out);
   // Every group of two linked (one line per group, from whichever member leads it).
   EXPECT_NE(par.err.find("pipeline: "), std::string::npos) << par.err;
-  const auto a = test::read_floats(dir / "one.f32");
-  const auto b = test::read_floats(dir / "par.f32");
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_GT(a.size(), 0u);
-  float max_diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
-  EXPECT_LE(max_diff, 1e-4f) << c.model << " " << c.place;
+  EXPECT_LE(test::max_logit_diff(dir / "one.f32", dir / "par.f32"), 1e-4f) << c.model << " " << c.place;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, PlaceWorkers,
@@ -111,7 +79,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, PlaceWorkers,
 TEST(PlaceWorkersErrors, BadPlaceIsNamed) {
   test::TempDir dir;
   const auto model = model_path("stories260K");
-  Workers w(dir, 2, model.parent_path());
+  test::WorkerGroup w(dir, 2, model.parent_path());
   const auto with = [&](const std::string& place, bool key = true) {
     std::vector<std::string> args = {"run", "-m", model.string(), "-p",     "Once",    "-n", "2",
                                      "-t",  "1",  "--workers",    w.list(), "--place", place};
@@ -146,7 +114,7 @@ TEST(PlaceWorkersErrors, BadPlaceIsNamed) {
 TEST(PlaceWorkersFaults, KilledMemberIsNamed) {
   test::TempDir dir;
   const auto model = model_path("stories260K");
-  Workers w(dir, 2, model.parent_path());
+  test::WorkerGroup w(dir, 2, model.parent_path());
   const auto victim = w.workers[1]->address();
   test::Background head({"bench",
                          "-m",
