@@ -60,6 +60,11 @@ std::vector<WorkerAddress> parse_workers(const std::string& text) {
 
 void use_workers_as_ranks(ModelOptions& mo, ClusterOptions& co) {
   if (!co.place.empty() && !co.enabled()) fail("--place {}: needs --workers (the nodes it names)", co.place);
+  if (!co.place.empty() && !mo.tp_shares.empty()) {
+    fail(
+        "--place gives a group's shares after its members' names (tp(local:2,a): local holds 2 parts, a 1): leave "
+        "out --tp-shares");
+  }
   if (!co.enabled() || (mo.tp <= 1 && mo.ep <= 1)) return;
   if (!co.place.empty()) fail("--place gives each stage's group itself (tp(a,b)): leave out --tp/--ep");
   if (!co.split.empty()) fail("--split is for pipelines: under --tp/--ep every worker holds a share of every layer");
@@ -175,7 +180,12 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
       join.timeout_s = static_cast<float>(mo.collective_timeout);
       join.layer_begin = static_cast<uint32_t>(layers.begin);
       join.layer_end = static_cast<uint32_t>(layers.end);
+      join.shares = placed_stage.shares_text();
+      join.ep_redundancy = placed_stage.ep ? mo.ep_redundancy : 0.0f;
       if (placed_stage.ep && c.n_expert == 0) fail("--place {}: {} has no experts", node, mo.model);
+      log_info("--place: {} holds layers {}-{}{}{}", node, r.first, r.last,
+               join.shares.empty() ? ", equal shares" : ", shares " + join.shares,
+               placed_stage.ep ? fmt::format(", --ep-redundancy {:g}", join.ep_redundancy) : "");
     }
     if (r.node == "local") {
       auto w = ModelWeights::load(model.weights->file().name(), layers, first, last);
@@ -213,6 +223,8 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     ro.group_tp = placed_stage.tp;
     ro.group_ep = placed_stage.ep;
     ro.group_timeout_s = static_cast<float>(mo.collective_timeout);
+    ro.group_shares = join.shares;
+    ro.group_ep_redundancy = join.ep_redundancy;
     ro.model_hash = model_hash;
     std::unique_ptr<cluster::TransferProgress> sending;
     ro.progress = [&](uint64_t done, uint64_t total) {

@@ -155,6 +155,8 @@ StageRequest stage_request(const ModelWeights& model, LayerRange layers, bool ha
   req.group_tp = options.group_tp;
   req.group_ep = options.group_ep;
   req.group_timeout_s = options.group_timeout_s;
+  req.group_shares = options.group_shares;
+  req.group_ep_redundancy = options.group_ep_redundancy;
   return out;
 }
 

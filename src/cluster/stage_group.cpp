@@ -29,6 +29,8 @@ net::GroupJoin stage_group_join(const net::LoadStage& load) {
   j.timeout_s = load.group_timeout_s;
   j.layer_begin = load.layer_begin;
   j.layer_end = load.layer_end;
+  j.shares = load.group_shares;
+  j.ep_redundancy = load.group_ep ? load.group_ep_redundancy : 0.0f;
   return j;
 }
 

@@ -116,6 +116,9 @@ void describe_load_stage_group(IO& io, M& m) {
   io.boolean("group_ep", m.group_ep);
   if (g > 0 && !m.group_tp && !m.group_ep) io.bad("group_tp", "a group is tensor parallel, expert parallel or both");
   io.f32("group_timeout_s", m.group_timeout_s, 0.1f, 86400.0f);
+  io.string("group_shares", m.group_shares, 0, kMaxSharesText, Charset::Printable);
+  if (g == 0 && !m.group_shares.empty()) io.bad("group_shares", "a stage without a group has no shares");
+  io.f32("group_ep_redundancy", m.group_ep_redundancy, 0.0f, 1.0f);
 }
 
 }  // namespace

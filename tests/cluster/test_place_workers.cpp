@@ -99,11 +99,18 @@ TEST(PlaceWorkersErrors, BadPlaceIsNamed) {
   expect_error("local,tp(a,b", "a '(' without its ')'");
   expect_error("local,,tp(a,b)", "an empty stage");
   expect_error("local,tp(a,b)", "only the cluster key authenticates them: give --key-file", false);
+  expect_error("local,tp(a:0,b)", "'a:0' in 'tp(a:0,b)': a member's share is a positive number");
+  expect_error("local,tp(a:x,b)", "a member's share is a positive number after its name");
+  expect_error("local:2,tp(a,b)", "'local:2': a share is for a member of a group");
   // --tp with --place, and --pp over workers, say what to write instead.
   auto r = tessera({"run", "-m", model.string(), "-p", "Once", "-n", "2", "--workers", w.list(), "--place",
                     "local,tp(a,b)", "--tp", "2", "--key-file", w.key});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("leave out --tp/--ep"), std::string::npos) << r.err;
+  r = tessera({"run", "-m", model.string(), "-p", "Once", "-n", "2", "--workers", w.list(), "--place", "local,tp(a,b)",
+               "--tp-shares", "2,1", "--key-file", w.key});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("shares after its members' names (tp(local:2,a)"), std::string::npos) << r.err;
   r = tessera({"run", "-m", model.string(), "-p", "Once", "-n", "2", "--workers", w.list(), "--tp", "2", "--pp", "2",
                "--key-file", w.key});
   EXPECT_NE(r.exit_code, 0);
