@@ -58,6 +58,12 @@ std::vector<WorkerAddress> parse_workers(const std::string& text) {
   return plan::parse_worker_list(text);
 }
 
+std::vector<std::string> worker_names(const std::string& text) {
+  std::vector<std::string> out;
+  for (const auto& w : parse_workers(text)) out.push_back(w.name);
+  return out;
+}
+
 void use_workers_as_ranks(ModelOptions& mo, ClusterOptions& co) {
   if (!co.place.empty() && !co.enabled()) fail("--place {}: needs --workers (the nodes it names)", co.place);
   if (!co.place.empty() && !mo.tp_shares.empty()) {
