@@ -50,6 +50,7 @@ plan::CliPlanRequest plan_request(const RunArgs& a, int64_t prompt_tokens) {
   r.workers = a.cluster.workers;
   r.split = a.cluster.split;
   r.place = a.cluster.place;
+  r.plan_cluster = a.cluster.plan_cluster;
   if (!r.place.empty()) r.place_stages = place_for_plan(r.place, worker_names(r.workers), a.model.ep_redundancy);
   r.key_file = a.cluster.key_file;
   r.wire_type = a.cluster.wire_type;

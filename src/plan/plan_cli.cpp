@@ -9,6 +9,7 @@
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_profile.h"
+#include "plan/cluster_file.h"
 #include "plan/local_node.h"
 #include "plan/plan_report.h"
 #include "util/error.h"
@@ -142,6 +143,10 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   lo.group_wire_bytes = r.wire_type == "f32" ? 4 : 2;
   if (cluster != nullptr) {
     out.cluster.emplace(*cluster);
+  } else if (!r.plan_cluster.empty() && !r.parallel) {
+    // A deterministic plan (tests, what-ifs): the head named local, the workers as --workers names them.
+    out.cluster.emplace(load_cluster_file(r.plan_cluster));
+    out.cluster->set_worker_groups(r.wire_type == "f32" ? 4 : 2);
   } else if (r.parallel) {
     out.cluster.emplace(rank_cluster(*r.parallel, lo.local));
   } else if (workers.empty()) {
