@@ -229,6 +229,12 @@ void RemoteStageEndpoint::receive_loop() {
       return;
     }
     if (!msg) continue;
+    // The worker ended the session (a group stage whose member failed says why): the stage is down.
+    if (const auto* bye = std::get_if<net::Bye>(&*msg)) {
+      fail_pending(fmt::format("worker {} lost: it closed the connection{}", node_,
+                               bye->reason.empty() ? "" : " (" + bye->reason + ")"));
+      return;
+    }
     // An error about no Forward (a ClearSequence or TruncateSequence the worker refused) is reported as what it
     // is, and no job in flight takes the blame.
     if (const auto* e = std::get_if<net::ErrorMsg>(&*msg); e != nullptr && e->request_id == 0) {

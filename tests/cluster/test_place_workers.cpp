@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <thread>
 
 #include "support/background_process.h"
 #include "support/test_paths.h"
@@ -155,6 +157,33 @@ TEST(PlaceWorkersFaults, KilledMemberIsNamed) {
   EXPECT_NE(code, -1) << "the head did not end: " << head.output();
   EXPECT_LT(seconds, 10.0) << head.output();
   EXPECT_NE(head.output().find("b (" + victim + ")"), std::string::npos) << head.output();
+}
+
+// A member of a worker-led group stage killed mid-generation, with a spare and --recovery-timeout: the leader ends
+// its session with the error, the head marks the stage down and the spare takes the stage (as one node); the text is
+// one node's.
+TEST(PlaceWorkersFaults, KilledMemberWithASpareIsReplaced) {
+  test::TempDir dir;
+  const auto model = model_path("stories260K");
+  const std::vector<std::string> common = {
+      "run",    "-m", model.string(), "-p", "Once upon a time", "-n", "1500", "-c", "1600",
+      "--temp", "0",  "-t",           "1",  "--ignore-eos"};
+  const auto one = tessera(common);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  test::WorkerGroup w(dir, 3, model.parent_path());
+  auto args = common;
+  args.insert(args.end(), {"--workers", w.list({0, 1}), "--place", "local,tp(a,b)", "--spare", w.workers[2]->address(),
+                           "--recovery-timeout", "30", "--collective-timeout", "5", "--key-file", w.key, "--no-plan"});
+  test::Background head(args, dir / "text.out");
+  ASSERT_TRUE(head.wait_for("pipeline: ", 60s)) << head.output();
+  std::this_thread::sleep_for(200ms);
+  kill(w.workers[1]->pid(), SIGKILL);
+  const int code = head.wait_exit(60s);
+  ASSERT_EQ(code, 0) << head.output();
+  EXPECT_NE(head.output().find("now runs on " + w.workers[2]->address()), std::string::npos) << head.output();
+  std::ifstream in(dir / "text.out");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, one.out);
 }
 
 }  // namespace
