@@ -2,6 +2,7 @@
 // layer order (the head's own part, `local`, runs on the head).
 #include "cli/cluster_options.h"
 
+#include <map>
 #include <thread>
 
 #include "cli/place_spec.h"
@@ -154,6 +155,7 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
   po.recovery_timeout = std::chrono::milliseconds(static_cast<int64_t>(co.recovery_timeout * 1000));
   auto pipeline = std::make_unique<cluster::PipelineExecutor>(c, so.n_ctx, so.n_slots, po);
   const int threads = mo.threads > 0 ? mo.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::map<int, cluster::StageGroupPlan> group_plans;  // the group stages workers lead, for recovery to re-form
 
   TextTable table({"node", "layers", "weights", "KV cache", "buffers", "sent", "prompt t/s by batch (measured)",
                    "link (measured at connect)"});
@@ -242,6 +244,12 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
                                                              static_cast<int>(i), *model.weights, layers, first, last,
                                                              ro, pipeline->completions());
     pool->add_busy(address_of(r.node));
+    if (placed_stage.group()) {
+      cluster::StageGroupPlan gp{{{r.node, address_of(r.node)}}, ro.group_tp,        ro.group_ep, ro.group_shares,
+                                 ro.group_ep_redundancy,         ro.group_timeout_s, model_hash};
+      gp.nodes.insert(gp.nodes.end(), ro.group.begin(), ro.group.end());
+      group_plans[static_cast<int>(i)] = std::move(gp);
+    }
     const auto& rep = ep->load_report();
     table.add_row({node, fmt::format("{}-{}", r.first, r.last), human_bytes(rep.weights_bytes),
                    human_bytes(rep.kv_bytes), human_bytes(rep.buffer_bytes), human_bytes(rep.weight_bytes_sent),
@@ -257,6 +265,7 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     ro.key = key;
     ro.local_stage = so;
     ro.local_threads = threads;
+    ro.groups = group_plans;
     auto replacer = std::make_shared<cluster::StageReplacer>(model.weights, pool, std::move(ro));
     pipeline->set_recovery([replacer](int index, const cluster::StageEndpoint& failed, bool first, bool last,
                                       cluster::CompletionQueue& done, std::chrono::steady_clock::time_point deadline) {

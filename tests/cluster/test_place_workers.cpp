@@ -160,8 +160,24 @@ TEST(PlaceWorkersFaults, KilledMemberIsNamed) {
 }
 
 // A member of a worker-led group stage killed mid-generation, with a spare and --recovery-timeout: the leader ends
-// its session with the error, the head marks the stage down and the spare takes the stage (as one node); the text is
-// one node's.
+// its session with the error, the head marks the stage down and re-forms the group with the spare in the dead
+// member's place (the leader links it); the text is one node's.
+// The killed member's stage with the spare `spare` ("" for the third worker): the head's output and the text.
+std::pair<std::string, std::string> kill_member_mid_run(const std::string& spare_arg, test::WorkerGroup& w,
+                                                        const test::TempDir& dir,
+                                                        const std::vector<std::string>& common) {
+  auto args = common;
+  args.insert(args.end(), {"--workers", w.list({0, 1}), "--place", "local,tp(a,b)", "--spare", spare_arg,
+                           "--recovery-timeout", "30", "--collective-timeout", "5", "--key-file", w.key, "--no-plan"});
+  test::Background head(args, dir / "text.out");
+  EXPECT_TRUE(head.wait_for("pipeline: ", 60s)) << head.output();
+  std::this_thread::sleep_for(200ms);
+  kill(w.workers[1]->pid(), SIGKILL);
+  EXPECT_EQ(head.wait_exit(60s), 0) << head.output();
+  std::ifstream in(dir / "text.out");
+  return {head.output(), std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())};
+}
+
 TEST(PlaceWorkersFaults, KilledMemberWithASpareIsReplaced) {
   test::TempDir dir;
   const auto model = model_path("stories260K");
@@ -171,18 +187,26 @@ TEST(PlaceWorkersFaults, KilledMemberWithASpareIsReplaced) {
   const auto one = tessera(common);
   ASSERT_EQ(one.exit_code, 0) << one.err;
   test::WorkerGroup w(dir, 3, model.parent_path());
-  auto args = common;
-  args.insert(args.end(), {"--workers", w.list({0, 1}), "--place", "local,tp(a,b)", "--spare", w.workers[2]->address(),
-                           "--recovery-timeout", "30", "--collective-timeout", "5", "--key-file", w.key, "--no-plan"});
-  test::Background head(args, dir / "text.out");
-  ASSERT_TRUE(head.wait_for("pipeline: ", 60s)) << head.output();
-  std::this_thread::sleep_for(200ms);
-  kill(w.workers[1]->pid(), SIGKILL);
-  const int code = head.wait_exit(60s);
-  ASSERT_EQ(code, 0) << head.output();
-  EXPECT_NE(head.output().find("now runs on " + w.workers[2]->address()), std::string::npos) << head.output();
-  std::ifstream in(dir / "text.out");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto [output, text] = kill_member_mid_run(w.workers[2]->address(), w, dir, common);
+  EXPECT_NE(output.find("re-formed as its group again, led by a: " + w.workers[2]->address() + " in b's place"),
+            std::string::npos)
+      << output;
+  EXPECT_EQ(text, one.out);
+}
+
+// No spare worker free (only --spare local): the stage is not re-formed but taken by one node, the head.
+TEST(PlaceWorkersFaults, KilledMemberWithoutASpareWorkerFallsBackToOneNode) {
+  test::TempDir dir;
+  const auto model = model_path("stories260K");
+  const std::vector<std::string> common = {
+      "run",    "-m", model.string(), "-p", "Once upon a time", "-n", "1500", "-c", "1600",
+      "--temp", "0",  "-t",           "1",  "--ignore-eos"};
+  const auto one = tessera(common);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  test::WorkerGroup w(dir, 2, model.parent_path());
+  const auto [output, text] = kill_member_mid_run("local", w, dir, common);
+  EXPECT_EQ(output.find("re-formed"), std::string::npos) << output;
+  EXPECT_NE(output.find("now runs on local"), std::string::npos) << output;
   EXPECT_EQ(text, one.out);
 }
 
