@@ -18,7 +18,7 @@
 #include "cli/commands.h"
 #include "cli/grammar_options.h"
 #include "cli/model_options.h"
-#include "cli/place_spec.h"
+#include "cli/place_plan.h"
 #include "cli/plan_choice.h"
 #include "cli/table.h"
 #include "cluster/pipeline_executor.h"

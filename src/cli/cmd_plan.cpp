@@ -9,7 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
-#include "cli/place_spec.h"
+#include "cli/place_plan.h"
 #include "model/model_config.h"
 #include "plan/cluster_file.h"
 #include "plan/live_cluster.h"

@@ -134,20 +134,4 @@ std::vector<PlacedStage> parse_place(const std::string& text, std::span<const st
   return stages;
 }
 
-std::vector<plan::PlaceStage> place_for_plan(const std::string& text, std::span<const std::string> workers,
-                                             double ep_redundancy) {
-  std::vector<plan::PlaceStage> out;
-  for (const PlacedStage& p : parse_place(text, workers)) {
-    plan::PlaceStage st;
-    st.nodes = p.members;
-    st.mode = p.tp && p.ep ? plan::ParallelMode::TensorExpert
-              : p.ep       ? plan::ParallelMode::Expert
-                           : plan::ParallelMode::Tensor;
-    st.shares = p.shares;
-    st.ep_redundancy = p.ep ? ep_redundancy : 0.0;
-    out.push_back(std::move(st));
-  }
-  return out;
-}
-
 }  // namespace tessera

@@ -7,8 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "plan/planner.h"
-
 namespace tessera {
 
 struct PlacedStage {
@@ -26,10 +24,5 @@ struct PlacedStage {
 // neither (listing the valid ones), a node named twice, a group of one, "local" anywhere but first in its group, or a
 // share that is not a positive number or belongs to a stage of one node.
 std::vector<PlacedStage> parse_place(const std::string& text, std::span<const std::string> workers);
-
-// The --place layout over the --workers text in the planner's terms: each stage's nodes, mode and shares, and
-// ep_redundancy for its ep groups; the layers are left for the plan to cut as build_pipeline does.
-std::vector<plan::PlaceStage> place_for_plan(const std::string& text, std::span<const std::string> workers,
-                                             double ep_redundancy);
 
 }  // namespace tessera
