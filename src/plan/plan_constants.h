@@ -49,6 +49,14 @@ struct PlanConstants {
   double wire_bytes_per_value = 2.0;
   // A token id message (ids, positions, sequence numbers) per sequence.
   double wire_bytes_per_token_id = 16.0;
+  // A tensor-parallel group's broadcast of each pass (LocalExecutor): its header, and each sampled row's SampleSpec
+  // (the sampler's parameters, no penalties or grammar). Measured: bench --shard-alone 1b --tp 3, greedy, rank 0
+  // sends 138 B a token beyond the all-reduces, 16 of them the candidates' all-gather: 122 = 16 + 16 + 90.
+  double step_header_bytes = 16.0;
+  double sample_spec_bytes = 90.0;
+  // Top-p without top-k over ranks: NucleusCut's all-gathers, usually 2 to 4 a step of at most 5 KiB a row.
+  int nucleus_rounds = 3;
+  double nucleus_round_bytes = 5.0 * 1024;
 
   // Memory a node needs beyond weights, KV cache and compute buffers: code, thread stacks, tokenizer, allocator slack.
   uint64_t node_base_bytes = uint64_t{256} << 20;

@@ -308,9 +308,14 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
                                          seconds_text(d.all_reduces * d.all_reduce_s)));
     }
     s.arithmetic.push_back("    " + collective_formula_text(col, b));
-    s.arithmetic.push_back(
-        fmt::format("  + {} small collectives (rank 0's broadcast of the step, the logits' gather) = {}",
-                    d.other_collectives, seconds_text(d.other_s)));
+    std::string names;
+    for (const SmallCollective& sc : d.small) {
+      names +=
+          fmt::format("{}{}{} of {}{}", names.empty() ? "" : ", ", sc.count > 1 ? fmt::format("{} x ", sc.count) : "",
+                      sc.what, bytes_text(sc.bytes), sc.all_gather ? " a rank" : "");
+    }
+    s.arithmetic.push_back(fmt::format("  + {} small collective{} ({}) = {}", d.other_collectives,
+                                       d.other_collectives == 1 ? "" : "s", names, seconds_text(d.other_s)));
     accounted += d.total.total();
   }
   if (s.parallel.size() > 1) {
