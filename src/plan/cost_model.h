@@ -91,9 +91,10 @@ std::vector<SmallCollective> small_collectives(const SamplerParams& sampler, int
 // One rank of a group in one forward pass: what it reads and computes, and its time.
 struct RankPass {
   size_t node = 0;
-  double bytes = 0;  // weights and KV read
-  double flops = 0;  // all kernel paths
-  TimeParts t;       // roofline + fixed overheads
+  double bytes = 0;         // weights and KV read
+  double flops = 0;         // all kernel paths
+  double expert_calls = 0;  // routed experts run, summed over the layers (each costs PlanConstants::expert_overhead_s)
+  TimeParts t;              // roofline + fixed overheads
 };
 
 // A group stage's pass: each rank's share, then the collectives that join them.
