@@ -162,7 +162,7 @@ RankPass CostModel::rank_pass(const StageSpec& s, int rank, double tokens, doubl
   const double k = static_cast<double>(m.config.n_expert_used);
   const double n = static_cast<double>(m.config.n_expert);
   const double expert_share = n > 0 ? distinct_experts(tokens) / n : 0.0;
-  double bytes = 0, fq = 0, ff = 0, eq = 0, ef = 0, expert_calls = 0;
+  double bytes = 0, fq = 0, ff = 0, eq = 0, ef = 0, expert_read = 0;
   for (int64_t i = s.first; i <= s.last; ++i) {
     const auto li = static_cast<size_t>(i);
     const LayerCost& l = m.layers[li];
@@ -180,9 +180,7 @@ RankPass CostModel::rank_pass(const StageSpec& s, int rank, double tokens, doubl
                     kv * l.attn_kv.flops_f + fn * l.ffn.flops_f);
     // Experts: a share of every expert's rows, or whole experts (the busiest rank's, at most all it holds).
     const double touched = whole_experts ? std::min(1.0, expert_share * imbalance) : expert_share;
-    bytes += ex * static_cast<double>(l.expert_bytes) * touched;
-    // The experts this rank runs in the pass: its held ones touched (whole experts), or its rows of every touched one.
-    if (l.expert_bytes > 0 && ex > 0) expert_calls += (whole_experts ? ex : 1.0) * n * touched;
+    expert_read += ex * static_cast<double>(l.expert_bytes) * touched;
     eq += ex * imbalance * tokens * k * l.expert_flops_q;
     ef += ex * imbalance * tokens * k * l.expert_flops_f;
     // Attention: each sequence reads its own history once per pass; every token scores every position it sees (f32),
@@ -205,17 +203,19 @@ RankPass CostModel::rank_pass(const StageSpec& s, int rank, double tokens, doubl
   }
   RankPass p;
   p.node = node;
+  bytes += expert_read;
   p.bytes = bytes;
+  p.expert_bytes = expert_read;
   p.flops = fq + ff + eq + ef;
-  const double mem_s = bytes / (read_rate(node) / (g != nullptr ? machine_ranks(*g, static_cast<size_t>(rank)) : 1.0));
+  // The routed experts' weights stream at a fraction of the dense rate (PlanConstants::expert_read_efficiency).
+  const double rate = read_rate(node) / (g != nullptr ? machine_ranks(*g, static_cast<size_t>(rank)) : 1.0);
+  const double mem_s = (bytes - expert_read) / rate + expert_read / (rate * k_.expert_read_efficiency);
   // An expert's matmul sees only the tokens routed to it, a smaller batch at a lower rate.
   const double per_expert = expert_batch(tokens);
   const double comp_s = fq / compute_rate(node, true, tokens) + ff / compute_rate(node, false, tokens) +
                         eq / compute_rate(node, true, per_expert) + ef / compute_rate(node, false, per_expert);
   (mem_s >= comp_s ? p.t.memory : p.t.compute) = std::max(mem_s, comp_s);
   p.t.compute += static_cast<double>(std::max<int64_t>(s.layers(), 0)) * k_.layer_overhead_s + k_.stage_overhead_s;
-  p.t.compute += expert_calls * k_.expert_overhead_s;
-  p.expert_calls = expert_calls;
   return p;
 }
 

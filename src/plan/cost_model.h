@@ -93,7 +93,7 @@ struct RankPass {
   size_t node = 0;
   double bytes = 0;         // weights and KV read
   double flops = 0;         // all kernel paths
-  double expert_calls = 0;  // routed experts run, summed over the layers (each costs PlanConstants::expert_overhead_s)
+  double expert_bytes = 0;  // of `bytes`, the routed experts' (read at PlanConstants::expert_read_efficiency)
   TimeParts t;              // roofline + fixed overheads
 };
 

@@ -38,13 +38,13 @@ struct PlanConstants {
 
   // Fixed time per layer per forward pass: thread-pool fork/join, norms, RoPE, softmax and other small ops.
   double layer_overhead_s = 15e-6;
-  // Fixed time per routed expert a layer runs in a pass (its gate, up and down matmuls), beyond its bytes: at one
-  // token a pass an MoE decodes slower than its bytes say where a dense model does not. Fitted at 1 thread on the
-  // development VM from moe-small (qwen3moe, 64 experts of 768 rows, 8 used: 96 experts a token) against 1b in the
-  // same minutes: measured / predicted was 1.03-1.43 times (median 1.21) the dense model's over four pairs of runs
-  // under load, ~0.21 x 25.3 ms = 5.3 ms a token over 96 experts. perf shows that time inside the expert matmul
-  // kernels (router, top-k and the tokens' gather under 1%): short per-expert weight streams, not dispatch.
-  double expert_overhead_s = 55e-6;
+  // The routed experts' weights stream at this fraction of the dense read rate: at one token a pass an MoE decodes
+  // slower than its bytes say where a dense model does not, and perf finds that time inside the expert matmul kernels
+  // (router, top-k and the tokens' gather under 1%): each expert is three short streams (0.9-1.3 MB). Fitted at 1
+  // thread on the development VM, moe-small (qwen3moe, 96 experts of 768 rows a token, ~274 of its 464 MB) against 1b
+  // in the same minutes: relative to 1b, measured / predicted 1.03-1.43 over four pairs of runs under load (median
+  // 1.21), 5.3 ms of 25.3 a token: its experts' 14.9 ms read at 1 / 1.36 of the rate (docs/planner.md, "The MoE term").
+  double expert_read_efficiency = 0.74;
   // Fixed time per forward pass of a stage: batch validation, scheduling, sampling on the last stage.
   double stage_overhead_s = 60e-6;
   // Fixed time per message on a link, on top of RTT/2: framing, encryption, system calls, a copy on each side.

@@ -286,10 +286,15 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
     const RankPass& slow = d.ranks[d.slowest];
     const double overheads = slow.t.compute;  // memory-bound: the compute part is the fixed overheads
     if (slow.t.memory > 0) {
+      const std::string experts =
+          slow.expert_bytes > 0
+              ? fmt::format(" (its experts' {} at {:.2f} of it)", gib_text(static_cast<uint64_t>(slow.expert_bytes)),
+                            cm.constants().expert_read_efficiency)
+              : std::string();
       s.arithmetic.push_back(
-          fmt::format("  slowest rank {}: {} / {:.1f} GB/s = {}, + {} per-layer and per-pass overheads",
+          fmt::format("  slowest rank {}: {} / {:.1f} GB/s{} = {}, + {} per-layer and per-pass overheads",
                       g.nodes[d.slowest], gib_text(static_cast<uint64_t>(slow.bytes)), g.read_rate[d.slowest] / 1e9,
-                      seconds_text(slow.t.memory), seconds_text(overheads)));
+                      experts, seconds_text(slow.t.memory), seconds_text(overheads)));
     } else {
       s.arithmetic.push_back(fmt::format("  slowest rank {}: {:.1f} GFLOP, compute-bound with overheads: {}",
                                          g.nodes[d.slowest], slow.flops / 1e9, seconds_text(slow.t.compute)));

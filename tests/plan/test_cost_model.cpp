@@ -44,7 +44,8 @@ NodeProfile node(const std::string& name, double gbps, double int8_gops = 1e6, u
 // No fixed overheads, so times are the roofline terms alone.
 PlanConstants bare() {
   PlanConstants k;
-  k.layer_overhead_s = k.stage_overhead_s = k.message_overhead_s = k.expert_overhead_s = 0;
+  k.layer_overhead_s = k.stage_overhead_s = k.message_overhead_s = 0;
+  k.expert_read_efficiency = 1;
   return k;
 }
 
@@ -286,28 +287,25 @@ TEST(CostModel, MoEReadsTheExpertsABatchTouches) {
   EXPECT_EQ(m.decode_bytes_per_token(), 3000000u);
 }
 
-TEST(CostModel, EachRoutedExpertAddsItsOverhead) {
-  // 2 MoE layers of 8 experts, 2 a token, and a dense layer: one token runs 2 x 2 experts, three tokens
-  // 2 x 8 (1 - (6/8)^3) on average; each adds expert_overhead_s to the pass's compute, beyond its bytes.
-  ModelCost m = flat_model(3, 0, 0);
+TEST(CostModel, RoutedExpertsStreamAtTheirOwnRate) {
+  // 2 MoE layers of 8 experts of 1 MB, 2 a token, beside 1 MB of dense weights a layer and a dense layer: one token
+  // reads 3 MB dense and 2 x 2 MB of experts, three tokens 2 x 8 (1 - (6/8)^3) MB of experts; the experts' bytes at
+  // expert_read_efficiency of the rate, the rest at the full rate.
+  ModelCost m = flat_model(3, 1000000, 0);
   m.config.n_expert = 8;
   m.config.n_expert_used = 2;
   for (int i = 0; i < 2; ++i) m.layers[static_cast<size_t>(i)].expert_bytes = 8000000;
   const Cluster c({node("a", 1)}, "a");
   PlanConstants k = bare();
-  const StageSpec s{0, 0, 2, false, false};
-  const double base1 = CostModel(m, c, k).stage_time(s, 1, 1, 0, 0).total();
-  const double base3 = CostModel(m, c, k).stage_time(s, 3, 3, 0, 0).total();
-  k.expert_overhead_s = 50e-6;
+  k.expert_read_efficiency = 0.5;
   const CostModel cm(m, c, k);
-  EXPECT_NEAR(cm.stage_time(s, 1, 1, 0, 0).compute - CostModel(m, c, bare()).stage_time(s, 1, 1, 0, 0).compute,
-              2 * 2 * 50e-6, 1e-12);
-  EXPECT_NEAR(cm.stage_time(s, 1, 1, 0, 0).total() - base1, 2 * 2 * 50e-6, 1e-12);
-  EXPECT_NEAR(cm.stage_time(s, 3, 3, 0, 0).total() - base3, 2 * 8 * (1 - 0.421875) * 50e-6, 1e-12);
-  // A dense model pays none.
-  const ModelCost dense = flat_model(3, 1000000, 0);
-  EXPECT_NEAR(CostModel(dense, c, k).stage_time(s, 1, 1, 0, 0).total(),
-              CostModel(dense, c, bare()).stage_time(s, 1, 1, 0, 0).total(), 1e-15);
+  const StageSpec s{0, 0, 2, false, false};
+  const double rate = 1e9 * k.bandwidth_efficiency;
+  EXPECT_NEAR(cm.stage_time(s, 1, 1, 0, 0).memory, 3e6 / rate + 4e6 / (rate * 0.5), 1e-12);
+  const double touched3 = 2 * 8e6 * (1 - 0.421875);
+  EXPECT_NEAR(cm.stage_time(s, 3, 3, 0, 0).memory, 3e6 / rate + touched3 / (rate * 0.5), 1e-12);
+  // At efficiency 1 the experts are bytes like any other.
+  EXPECT_NEAR(CostModel(m, c, bare()).stage_time(s, 1, 1, 0, 0).memory, 7e6 / rate, 1e-12);
 }
 
 TEST(CostModel, MemoryPerStage) {

@@ -41,7 +41,8 @@ PlanOptions options() {
 
 PlanConstants bare() {
   PlanConstants k;
-  k.layer_overhead_s = k.stage_overhead_s = k.message_overhead_s = k.expert_overhead_s = 0;
+  k.layer_overhead_s = k.stage_overhead_s = k.message_overhead_s = 0;
+  k.expert_read_efficiency = 1;
   return k;
 }
 
