@@ -81,6 +81,7 @@ Prediction predict(const ShardAloneRun& run, int n, int threads, int64_t n_gen) 
   req.n_batch = run.model.n_batch;
   req.kv_type = run.model.kv_type;
   req.repack = run.model.repack;
+  req.sampler.temperature = 0.0f;  // bench samples greedily
   auto pr = std::make_shared<plan::ParallelRun>();
   pr->mode = mode_of(run.model);
   pr->ep_redundancy = run.model.ep > 1 ? run.model.ep_redundancy : 0.0;

@@ -72,8 +72,34 @@ Bottleneck TimeParts::dominant() const {
   return b;
 }
 
-CostModel::CostModel(const ModelCost& model, const Cluster& cluster, const PlanConstants& constants)
-    : model_(model), cluster_(cluster), k_(constants) {}
+CostModel::CostModel(const ModelCost& model, const Cluster& cluster, const PlanConstants& constants,
+                     const SamplerParams& sampler)
+    : model_(model), cluster_(cluster), k_(constants), sampler_(sampler) {}
+
+std::vector<SmallCollective> small_collectives(const SamplerParams& sampler, int ranks, int64_t n_vocab, double tokens,
+                                               double rows, const PlanConstants& k) {
+  std::vector<SmallCollective> out;
+  // Rank 0 sends every pass to the others in one broadcast: the batch and, for sampled rows, their SampleSpec.
+  out.push_back({"the step's broadcast", 1,
+                 k.step_header_bytes + tokens * k.wire_bytes_per_token_id + rows * k.sample_spec_bytes, false});
+  if (rows <= 0) return out;
+  // ShardedSampler (engine/sharded_sampling.h): one all-gather of each rank's best token and rank 0's draw, with
+  // its top_k best when a top-k row; greedy and top-k rows are settled there.
+  const bool greedy = sampler.greedy();
+  const bool top_k = !greedy && sampler.top_k > 0 && sampler.top_k < n_vocab;
+  const std::string how = greedy ? "greedy" : top_k ? fmt::format("top-k {}", sampler.top_k) : "whole vocabulary";
+  out.push_back({fmt::format("the candidates' all-gather ({})", how), 1,
+                 rows * (16.0 + (top_k ? 8.0 * sampler.top_k : 0.0)), true});
+  if (greedy || top_k) return out;
+  // A draw over the whole vocabulary: top-p's cut first, then one broadcast per rank of the running sums, then
+  // the picked token from the rank whose range holds the draw (counted: with several ranks it is mostly not 0).
+  if (sampler.top_p < 1.0f) {
+    out.push_back({"top-p's rounds (all-gathers)", k.nucleus_rounds, rows * k.nucleus_round_bytes, true});
+  }
+  out.push_back({"the running sums' broadcasts", ranks, rows * 8.0, false});
+  out.push_back({"the draw's all-gather", 1, rows * 8.0, true});
+  return out;
+}
 
 double CostModel::activation_bytes() const {
   return static_cast<double>(model_.config.n_embd) * k_.wire_bytes_per_value;
@@ -136,7 +162,7 @@ RankPass CostModel::rank_pass(const StageSpec& s, int rank, double tokens, doubl
   const double k = static_cast<double>(m.config.n_expert_used);
   const double n = static_cast<double>(m.config.n_expert);
   const double expert_share = n > 0 ? distinct_experts(tokens) / n : 0.0;
-  double bytes = 0, fq = 0, ff = 0, eq = 0, ef = 0;
+  double bytes = 0, fq = 0, ff = 0, eq = 0, ef = 0, expert_read = 0;
   for (int64_t i = s.first; i <= s.last; ++i) {
     const auto li = static_cast<size_t>(i);
     const LayerCost& l = m.layers[li];
@@ -154,7 +180,7 @@ RankPass CostModel::rank_pass(const StageSpec& s, int rank, double tokens, doubl
                     kv * l.attn_kv.flops_f + fn * l.ffn.flops_f);
     // Experts: a share of every expert's rows, or whole experts (the busiest rank's, at most all it holds).
     const double touched = whole_experts ? std::min(1.0, expert_share * imbalance) : expert_share;
-    bytes += ex * static_cast<double>(l.expert_bytes) * touched;
+    expert_read += ex * static_cast<double>(l.expert_bytes) * touched;
     eq += ex * imbalance * tokens * k * l.expert_flops_q;
     ef += ex * imbalance * tokens * k * l.expert_flops_f;
     // Attention: each sequence reads its own history once per pass; every token scores every position it sees (f32),
@@ -177,9 +203,13 @@ RankPass CostModel::rank_pass(const StageSpec& s, int rank, double tokens, doubl
   }
   RankPass p;
   p.node = node;
+  bytes += expert_read;
   p.bytes = bytes;
+  p.expert_bytes = expert_read;
   p.flops = fq + ff + eq + ef;
-  const double mem_s = bytes / (read_rate(node) / (g != nullptr ? machine_ranks(*g, static_cast<size_t>(rank)) : 1.0));
+  // The routed experts' weights stream at a fraction of the dense rate (PlanConstants::expert_read_efficiency).
+  const double rate = read_rate(node) / (g != nullptr ? machine_ranks(*g, static_cast<size_t>(rank)) : 1.0);
+  const double mem_s = (bytes - expert_read) / rate + expert_read / (rate * k_.expert_read_efficiency);
   // An expert's matmul sees only the tokens routed to it, a smaller batch at a lower rate.
   const double per_expert = expert_batch(tokens);
   const double comp_s = fq / compute_rate(node, true, tokens) + ff / compute_rate(node, false, tokens) +
@@ -209,17 +239,16 @@ GroupPass CostModel::group_pass(const StageSpec& s, double tokens, double seqs, 
     return TimeParts{0, 0, n * lat, n * (seconds - lat)};
   };
   p.collectives = parts(p.all_reduces, p.all_reduce_bytes, p.all_reduce_s);
-  // Rank 0 broadcasts the pass to the others (its size, then the batch), and the last stage gathers each logit
-  // row's vocabulary shares on rank 0 (the counts, then the rows); each counted as the all-reduce of its bytes.
-  const auto one = [&](double bytes) { return parts(1, bytes, c.all_reduce_s(bytes)); };
-  TimeParts other = one(8);
-  other += one(tokens * k_.wire_bytes_per_token_id);
-  p.other_collectives = 2;
-  if (s.last_stage && logit_tokens > 0) {
-    const double rows = logit_tokens * static_cast<double>(model_.config.n_vocab) * 4.0;
-    other += one(4);
-    other += parts(1, rows / 2.0, c.gather_s(rows));
-    p.other_collectives += 2;
+  // The step's broadcast, and on the last stage the sampler's exchanges (small_collectives). A broadcast costs the
+  // all-reduce of its bytes; an all-gather of B bytes a rank, the gather of all N x B (each byte crosses once).
+  const auto ranks = static_cast<int>(g.nodes.size());
+  p.small = small_collectives(sampler_, ranks, model_.config.n_vocab, tokens, s.last_stage ? logit_tokens : 0.0, k_);
+  TimeParts other;
+  for (const SmallCollective& sc : p.small) {
+    const double bytes = sc.all_gather ? sc.bytes * ranks : sc.bytes;
+    const double each = sc.all_gather ? c.gather_s(bytes) : c.all_reduce_s(bytes);
+    other += parts(sc.count, sc.all_gather ? bytes / 2.0 : bytes, each);
+    p.other_collectives += sc.count;
   }
   p.other_s = other.total();
   p.collectives += other;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/sampler.h"
 #include "plan/cluster.h"
 #include "plan/collective_model.h"
 #include "plan/model_shape.h"
@@ -41,6 +42,9 @@ struct Workload {
   int64_t micro_batch = 0;
   // > 0: the first and last micro-batches have this size instead (the runtime's automatic rule halves them).
   int64_t end_batch = 0;
+  // How the tokens are picked: a tensor-parallel group's last stage exchanges what this sampler needs (the CLI's
+  // default unless the run says otherwise; bench samples greedily).
+  SamplerParams sampler = {};
 };
 
 // A tensor/expert-parallel group: rank r runs on nodes[r] and holds layout.rank[r] of every layer of its stage;
@@ -69,12 +73,28 @@ struct MemoryNeed {
   bool fits() const { return total() <= available; }
 };
 
+// A group's collectives of a pass besides the all-reduces, as the runtime makes them (LocalExecutor's broadcast of
+// the step, ShardedSampler's exchanges on the last stage): `count` alike, each rank sending `bytes` in each (a
+// broadcast: rank 0's message).
+struct SmallCollective {
+  std::string what;  // "the step's broadcast", "the candidates' all-gather"
+  int count = 0;
+  double bytes = 0;
+  bool all_gather = false;  // else a broadcast from rank 0
+};
+
+// The small collectives of one pass of `tokens` tokens over `ranks` ranks, `rows` of them sampled on this stage (0
+// unless it is the last) with `sampler` over an `n_vocab`-token vocabulary split by rank.
+std::vector<SmallCollective> small_collectives(const SamplerParams& sampler, int ranks, int64_t n_vocab, double tokens,
+                                               double rows, const PlanConstants& k);
+
 // One rank of a group in one forward pass: what it reads and computes, and its time.
 struct RankPass {
   size_t node = 0;
-  double bytes = 0;  // weights and KV read
-  double flops = 0;  // all kernel paths
-  TimeParts t;       // roofline + fixed overheads
+  double bytes = 0;         // weights and KV read
+  double flops = 0;         // all kernel paths
+  double expert_bytes = 0;  // of `bytes`, the routed experts' (read at PlanConstants::expert_read_efficiency)
+  TimeParts t;              // roofline + fixed overheads
 };
 
 // A group stage's pass: each rank's share, then the collectives that join them.
@@ -83,9 +103,10 @@ struct GroupPass {
   size_t slowest = 0;
   int all_reduces = 0;  // of the activations (tokens x n_embd f32) over the stage's layers
   double all_reduce_bytes = 0;
-  double all_reduce_s = 0;    // each
-  int other_collectives = 0;  // rank 0's broadcast of the pass (2), the gather of the logits' shares (2)
-  double other_s = 0;         // together
+  double all_reduce_s = 0;             // each
+  std::vector<SmallCollective> small;  // small_collectives of the pass
+  int other_collectives = 0;           // their count
+  double other_s = 0;                  // together
   TimeParts collectives;
   TimeParts total;  // the slowest rank + the collectives
 };
@@ -108,7 +129,9 @@ struct Prediction {
 
 class CostModel {
  public:
-  CostModel(const ModelCost& model, const Cluster& cluster, const PlanConstants& constants);
+  // `sampler`: how the last stage of a group picks tokens (Workload::sampler), for its collectives.
+  CostModel(const ModelCost& model, const Cluster& cluster, const PlanConstants& constants,
+            const SamplerParams& sampler = {});
 
   // One forward pass over the stage of `tokens` tokens from `seqs` sequences, each attending to `ctx` cached
   // positions on average, with logits for `logit_tokens` of them (last stage). A group stage takes its slowest
@@ -146,6 +169,7 @@ class CostModel {
   const ModelCost& model() const { return model_; }
   const Cluster& cluster() const { return cluster_; }
   const PlanConstants& constants() const { return k_; }
+  const SamplerParams& sampler() const { return sampler_; }
   // Bytes of one token's activations on the wire.
   double activation_bytes() const;
   // Bytes of one token's activations in an all-reduce (f32, n_embd).
@@ -170,6 +194,7 @@ class CostModel {
   const ModelCost& model_;
   const Cluster& cluster_;
   PlanConstants k_;
+  SamplerParams sampler_;
 };
 
 }  // namespace tessera::plan

@@ -181,6 +181,7 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   o.workload.n_gen = r.n_gen;
   o.workload.concurrency = r.concurrency;
   o.workload.n_batch = r.n_batch;
+  o.workload.sampler = r.sampler;
   const int64_t ctx = r.n_ctx > 0 ? r.n_ctx : std::min<int64_t>(config.n_ctx_train, 4096);
   o.workload.n_ctx = std::max(ctx, r.prompt_tokens + r.n_gen);
   const auto layer_bytes = profile_model(file, config).layer_bytes;

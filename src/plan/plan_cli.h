@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/sampler.h"
 #include "plan/cluster.h"
 #include "plan/live_cluster.h"
 #include "plan/model_shape.h"
@@ -53,6 +54,7 @@ struct CliPlanRequest {
   std::string kv_type = "f16";
   bool repack = false;  // the head's --repack: its own stage also holds the packed copy (workers pack by their flag)
   double probe_seconds = 1.0;  // each node's measuring time when it keeps no recent probe
+  SamplerParams sampler = {};  // how the run picks tokens (its group's last stage exchanges what this needs)
   // Under mpirun --tp/--ep: the plan is over the ranks, and the run's layout is the row that runs.
   std::shared_ptr<const ParallelRun> parallel;
 };

@@ -38,6 +38,13 @@ struct PlanConstants {
 
   // Fixed time per layer per forward pass: thread-pool fork/join, norms, RoPE, softmax and other small ops.
   double layer_overhead_s = 15e-6;
+  // The routed experts' weights stream at this fraction of the dense read rate: at one token a pass an MoE decodes
+  // slower than its bytes say where a dense model does not, and perf finds that time inside the expert matmul kernels
+  // (router, top-k and the tokens' gather under 1%): each expert is three short streams (0.9-1.3 MB). Fitted at 1
+  // thread on the development VM, moe-small (qwen3moe, 96 experts of 768 rows a token, ~274 of its 464 MB) against 1b
+  // in the same minutes: relative to 1b, measured / predicted 1.03-1.43 over four pairs of runs under load (median
+  // 1.21), 5.3 ms of 25.3 a token: its experts' 14.9 ms read at 1 / 1.36 of the rate (docs/planner.md, "The MoE term").
+  double expert_read_efficiency = 0.74;
   // Fixed time per forward pass of a stage: batch validation, scheduling, sampling on the last stage.
   double stage_overhead_s = 60e-6;
   // Fixed time per message on a link, on top of RTT/2: framing, encryption, system calls, a copy on each side.
@@ -49,6 +56,14 @@ struct PlanConstants {
   double wire_bytes_per_value = 2.0;
   // A token id message (ids, positions, sequence numbers) per sequence.
   double wire_bytes_per_token_id = 16.0;
+  // A tensor-parallel group's broadcast of each pass (LocalExecutor): its header, and each sampled row's SampleSpec
+  // (the sampler's parameters, no penalties or grammar). Measured: bench --shard-alone 1b --tp 3, greedy, rank 0
+  // sends 138 B a token beyond the all-reduces, 16 of them the candidates' all-gather: 122 = 16 + 16 + 90.
+  double step_header_bytes = 16.0;
+  double sample_spec_bytes = 90.0;
+  // Top-p without top-k over ranks: NucleusCut's all-gathers, usually 2 to 4 a step of at most 5 KiB a row.
+  int nucleus_rounds = 3;
+  double nucleus_round_bytes = 5.0 * 1024;
 
   // Memory a node needs beyond weights, KV cache and compute buffers: code, thread stacks, tokenizer, allocator slack.
   uint64_t node_base_bytes = uint64_t{256} << 20;

@@ -296,10 +296,15 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
     const RankPass& slow = d.ranks[d.slowest];
     const double overheads = slow.t.compute;  // memory-bound: the compute part is the fixed overheads
     if (slow.t.memory > 0) {
+      const std::string experts =
+          slow.expert_bytes > 0
+              ? fmt::format(" (its experts' {} at {:.2f} of it)", gib_text(static_cast<uint64_t>(slow.expert_bytes)),
+                            cm.constants().expert_read_efficiency)
+              : std::string();
       s.arithmetic.push_back(
-          fmt::format("  slowest rank {}: {} / {:.1f} GB/s = {}, + {} per-layer and per-pass overheads",
+          fmt::format("  slowest rank {}: {} / {:.1f} GB/s{} = {}, + {} per-layer and per-pass overheads",
                       g.nodes[d.slowest], gib_text(static_cast<uint64_t>(slow.bytes)), g.read_rate[d.slowest] / 1e9,
-                      seconds_text(slow.t.memory), seconds_text(overheads)));
+                      experts, seconds_text(slow.t.memory), seconds_text(overheads)));
     } else {
       s.arithmetic.push_back(fmt::format("  slowest rank {}: {:.1f} GFLOP, compute-bound with overheads: {}",
                                          g.nodes[d.slowest], slow.flops / 1e9, seconds_text(slow.t.compute)));
@@ -318,9 +323,14 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
                                          seconds_text(d.all_reduces * d.all_reduce_s)));
     }
     s.arithmetic.push_back("    " + collective_formula_text(col, b));
-    s.arithmetic.push_back(
-        fmt::format("  + {} small collectives (rank 0's broadcast of the step, the logits' gather) = {}",
-                    d.other_collectives, seconds_text(d.other_s)));
+    std::string names;
+    for (const SmallCollective& sc : d.small) {
+      names +=
+          fmt::format("{}{}{} of {}{}", names.empty() ? "" : ", ", sc.count > 1 ? fmt::format("{} x ", sc.count) : "",
+                      sc.what, bytes_text(sc.bytes), sc.all_gather ? " a rank" : "");
+    }
+    s.arithmetic.push_back(fmt::format("  + {} small collective{} ({}) = {}", d.other_collectives,
+                                       d.other_collectives == 1 ? "" : "s", names, seconds_text(d.other_s)));
     accounted += d.total.total();
   }
   if (s.parallel.size() > 1) {

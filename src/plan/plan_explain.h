@@ -16,7 +16,7 @@ void explain_plan(Plan& plan, const ModelCost& model, const Cluster& cluster, co
                   std::optional<size_t> user_split, double min_gain);
 
 // Adds to each tensor/expert-parallel row's why what its collectives cost per decoded token against what its shares
-// save on the fastest plain row (local, one node or a pipeline): "Loses to local: 44 all-reduces x 150 us (...) + 4
+// save on the fastest plain row (local, one node or a pipeline): "Loses to local: 44 all-reduces x 150 us (...) + 2
 // small collectives = 6.7 ms per token > the 4.1 ms its shares save on local's 25.0 ms per token."
 void explain_tradeoffs(Plan& plan);
 

@@ -38,7 +38,7 @@ inline std::vector<ParallelMode> modes_for(const ModelCost& m) {
 class Planner {
  public:
   Planner(const ModelCost& m, const Cluster& c, const PlanOptions& o, const PlanConstants& k)
-      : m_(m), c_(c), o_(o), k_(k), cm_(m, c, k) {}
+      : m_(m), c_(c), o_(o), k_(k), cm_(m, c, k, o.workload.sampler) {}
 
   Plan run();
 

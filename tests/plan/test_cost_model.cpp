@@ -45,6 +45,7 @@ NodeProfile node(const std::string& name, double gbps, double int8_gops = 1e6, u
 PlanConstants bare() {
   PlanConstants k;
   k.layer_overhead_s = k.stage_overhead_s = k.message_overhead_s = 0;
+  k.expert_read_efficiency = 1;
   return k;
 }
 
@@ -284,6 +285,27 @@ TEST(CostModel, MoEReadsTheExpertsABatchTouches) {
   // Three tokens: 8 (1 - (6/8)^3) distinct experts on average.
   EXPECT_NEAR(cm.stage_time(s, 3, 3, 0, 0).memory, (1e6 + 8e6 * (1 - 0.421875)) / rate, 1e-12);
   EXPECT_EQ(m.decode_bytes_per_token(), 3000000u);
+}
+
+TEST(CostModel, RoutedExpertsStreamAtTheirOwnRate) {
+  // 2 MoE layers of 8 experts of 1 MB, 2 a token, beside 1 MB of dense weights a layer and a dense layer: one token
+  // reads 3 MB dense and 2 x 2 MB of experts, three tokens 2 x 8 (1 - (6/8)^3) MB of experts; the experts' bytes at
+  // expert_read_efficiency of the rate, the rest at the full rate.
+  ModelCost m = flat_model(3, 1000000, 0);
+  m.config.n_expert = 8;
+  m.config.n_expert_used = 2;
+  for (int i = 0; i < 2; ++i) m.layers[static_cast<size_t>(i)].expert_bytes = 8000000;
+  const Cluster c({node("a", 1)}, "a");
+  PlanConstants k = bare();
+  k.expert_read_efficiency = 0.5;
+  const CostModel cm(m, c, k);
+  const StageSpec s{0, 0, 2, false, false};
+  const double rate = 1e9 * k.bandwidth_efficiency;
+  EXPECT_NEAR(cm.stage_time(s, 1, 1, 0, 0).memory, 3e6 / rate + 4e6 / (rate * 0.5), 1e-12);
+  const double touched3 = 2 * 8e6 * (1 - 0.421875);
+  EXPECT_NEAR(cm.stage_time(s, 3, 3, 0, 0).memory, 3e6 / rate + touched3 / (rate * 0.5), 1e-12);
+  // At efficiency 1 the experts are bytes like any other.
+  EXPECT_NEAR(CostModel(m, c, bare()).stage_time(s, 1, 1, 0, 0).memory, 7e6 / rate, 1e-12);
 }
 
 TEST(CostModel, MemoryPerStage) {

@@ -42,6 +42,7 @@ PlanOptions options() {
 PlanConstants bare() {
   PlanConstants k;
   k.layer_overhead_s = k.stage_overhead_s = k.message_overhead_s = 0;
+  k.expert_read_efficiency = 1;
   return k;
 }
 
@@ -175,16 +176,58 @@ TEST(CostModel, TensorParallelDecodeIsTheSlowestRankPlusTheCollectives) {
   // Each rank reads half of every part: 8 x 0.5 GB at 20 GB/s x 0.85.
   const double read_s = 4e9 / (20e9 * k.bandwidth_efficiency);
   EXPECT_NEAR(p.decode_parts_1.memory, read_s, 1e-9);
-  // 16 all-reduces (2 per layer) and 4 small collectives, each 2(2-1) x RTT/2 = 1 ms of latency.
-  EXPECT_NEAR(p.decode_parts_1.latency, 20e-3, 1e-9);
+  // 16 all-reduces (2 per layer) and 2 small collectives (the step's broadcast, the candidates' all-gather of the
+  // CLI's default sampler, top-k 40), each 2(2-1) x RTT/2 = 1 ms of latency.
+  EXPECT_NEAR(p.decode_parts_1.latency, 18e-3, 1e-9);
   const double spb = 1.0 / (1e4 * 1e9 / 8);  // 2(2-1)/2 = 1 crossing per byte
-  const double bytes = 16 * 4096 * 4.0 + 8 + 16 + 4 + 1000 * 4.0 / 2;
+  // The broadcast: its header, one token's ids, one SampleSpec; the all-gather: 2 ranks' best, draw and 40
+  // candidates, each byte crossing once (half an all-reduce of them all).
+  const double step = k.step_header_bytes + k.wire_bytes_per_token_id + k.sample_spec_bytes;
+  const double bytes = 16 * 4096 * 4.0 + step + 2 * (16 + 8 * 40) / 2.0;
   EXPECT_NEAR(p.decode_parts_1.bandwidth, bytes * spb, 1e-12);
-  EXPECT_NEAR(1.0 / p.decode_tps_1, read_s + 20e-3 + bytes * spb, 1e-9);
+  EXPECT_NEAR(1.0 / p.decode_tps_1, read_s + 18e-3 + bytes * spb, 1e-9);
   const GroupPass pass = cm.group_pass(specs[0], 1, 1, 0, 1);
   EXPECT_EQ(pass.all_reduces, 16);
-  EXPECT_EQ(pass.other_collectives, 4);
+  EXPECT_EQ(pass.other_collectives, 2);
+  ASSERT_EQ(pass.small.size(), 2u);
+  EXPECT_EQ(pass.small[0].what, "the step's broadcast");
+  EXPECT_EQ(pass.small[1].what, "the candidates' all-gather (top-k 40)");
+  // A stage that samples nothing (the first of TP x PP) makes only the broadcast.
+  EXPECT_EQ(cm.group_pass(StageSpec{0, 0, 7, true, false, g}, 1, 1, 0, 0).other_collectives, 1);
   EXPECT_NEAR(pass.ranks[1].bytes, 4e9, 1);
+}
+
+TEST(CostModel, SmallCollectivesFollowTheSampler) {
+  const PlanConstants k;
+  const auto count = [](const std::vector<SmallCollective>& v) {
+    int n = 0;
+    for (const auto& c : v) n += c.count;
+    return n;
+  };
+  SamplerParams greedy;
+  greedy.temperature = 0.0f;
+  // Greedy over 3 ranks, 2 rows: the broadcast, then each rank's best and draw (16 B a row).
+  const auto g = small_collectives(greedy, 3, 32000, 2, 2, k);
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_FALSE(g[0].all_gather);
+  EXPECT_NEAR(g[0].bytes, k.step_header_bytes + 2 * k.wire_bytes_per_token_id + 2 * k.sample_spec_bytes, 1e-9);
+  EXPECT_TRUE(g[1].all_gather);
+  EXPECT_NEAR(g[1].bytes, 2 * 16.0, 1e-9);
+  // The CLI's default (top-k 40): the same two, the all-gather with 40 candidates a row.
+  const auto d = small_collectives(SamplerParams{}, 3, 32000, 1, 1, k);
+  EXPECT_EQ(count(d), 2);
+  EXPECT_NEAR(d[1].bytes, 16.0 + 8 * 40, 1e-9);
+  // Top-p without top-k: + NucleusCut's rounds, a broadcast per rank, the draw's all-gather.
+  SamplerParams nucleus;
+  nucleus.top_k = 0;
+  EXPECT_EQ(count(small_collectives(nucleus, 3, 32000, 1, 1, k)), 2 + k.nucleus_rounds + 3 + 1);
+  // Top-k as large as the vocabulary draws over all of it, without top-p's rounds.
+  SamplerParams whole;
+  whole.top_k = 32000;
+  whole.top_p = 1.0f;
+  EXPECT_EQ(count(small_collectives(whole, 4, 32000, 1, 1, k)), 2 + 4 + 1);
+  // A stage that samples nothing: the broadcast only.
+  EXPECT_EQ(count(small_collectives(SamplerParams{}, 3, 32000, 1, 0, k)), 1);
 }
 
 TEST(CostModel, ThreeRanksWaitForTheOneWithTheMostHeads) {
@@ -203,8 +246,8 @@ TEST(CostModel, ThreeRanksWaitForTheOneWithTheMostHeads) {
   EXPECT_NEAR(pass.ranks[1].bytes, 8 * layer1, 1);
   EXPECT_NE(pass.slowest, 1u);
   EXPECT_NEAR(pass.ranks[pass.slowest].t.memory, 8 * layer0 / (20e9 * k.bandwidth_efficiency), 1e-9);
-  // 4 steps of RTT/2 per all-reduce over 3 ranks.
-  EXPECT_NEAR(pass.collectives.latency, (16 + 2) * 4 * 0.5e-3, 1e-9);
+  // 4 steps of RTT/2 per all-reduce over 3 ranks; no logits, so only the step's broadcast besides.
+  EXPECT_NEAR(pass.collectives.latency, (16 + 1) * 4 * 0.5e-3, 1e-9);
 }
 
 TEST(CostModel, RanksOfOneMachineShareItsBandwidthAndMemory) {

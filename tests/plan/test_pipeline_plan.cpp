@@ -62,8 +62,11 @@ TEST(PipelinePlan, TensorTimesPipelineAddsStagesCollectivesAndTheActivationsHop)
   const double hops_s = (rtt / 2 + 16.0 / bps) + (rtt / 2 + 16384.0 / bps);
   const double token_s = mine.parallel[0].decode.total.total() + mine.parallel[1].decode.total.total() + hops_s;
   EXPECT_NEAR(1.0 / mine.pred.decode_tps_1, token_s, 1e-9);
+  // Stage 0 samples nothing: besides its all-reduces, only the step's broadcast (header, one token's ids).
   EXPECT_NEAR(mine.parallel[0].decode.collectives.total(),
-              8 * reduce_s + measured.all_reduce_s(8) + measured.all_reduce_s(16), 1e-12);
+              8 * reduce_s + measured.all_reduce_s(k.step_header_bytes + k.wire_bytes_per_token_id), 1e-12);
+  EXPECT_EQ(mine.parallel[0].decode.other_collectives, 1);
+  EXPECT_EQ(mine.parallel[1].decode.other_collectives, 2);
   EXPECT_GT(token_s, 2 * shard_s + 16 * reduce_s);
 
   // The arithmetic printed at start names every part.
