@@ -250,13 +250,16 @@ bool has_slot(std::string_view s, char lo, char hi) {
   return false;
 }
 
-// Each slot that reads up to the text after it needs such text in its own pattern.
-bool slots_terminated(std::string_view p) {
+// Each slot that reads up to the text after it needs such text in its own pattern; `pairs_open`: the pair
+// pattern starts with a literal, which ends a slot right before pair arguments (GLM's "NAME\n<arg_key>").
+bool slots_terminated(std::string_view p, bool pairs_open = false) {
   for (size_t k = 0; k < p.size(); ++k) {
     const char c = p[k];
     if (c < kName || c > kValue || c == kArgs) continue;  // arguments end where they stop matching
     size_t j = k + 1;
     while (j < p.size() && is_ws(p[j])) ++j;
+    if (j < p.size() && p[j] == kArgs && pairs_open && j + 1 < p.size() && !(p[j + 1] >= kName && p[j + 1] <= kValue))
+      continue;
     if (j >= p.size() || (p[j] >= kName && p[j] <= kValue)) return false;
   }
   return true;
@@ -428,7 +431,9 @@ Derivation derive_tool_syntax(std::string_view template_source, std::string_view
   t1 = slots(std::move(t1));
   if (has_slot(t1, kName2, kId2Slot) || std::count(t1.begin(), t1.end(), kArgs) != 1) return out;
   if (!derive_blocks(t1, t2, d)) return out;
-  if (!slots_terminated(d.call)) return out;
+  const bool pairs_open = !d.json_args && !d.pair.empty() && !(d.pair[0] >= kName && d.pair[0] <= kValue) &&
+                          !blank(d.pair.substr(0, d.pair.find_first_of("\x01\x02\x03\x04\x05\x06")));
+  if (!slots_terminated(d.call, pairs_open)) return out;
   d.marker = find_marker_text(d);
   if (d.marker.empty()) return out;
   // The syntax must read back what it was learned from.
@@ -456,7 +461,12 @@ OutputFormat template_output_format(std::string_view template_source, std::strin
   const auto p = parse_output(d.sample, known, true);
   const bool reads = p.calls.size() == 1 && p.calls[0].name == kSentinelName &&
                      same_json(p.calls[0].arguments, Json::parse(kSentinelArguments));
-  if (reads) return f;
+  if (reads) {
+    // The family reads these calls (Qwen 3.5's and GLM's XML bodies inside <tool_call>); the derived pairs still
+    // say how the model writes them, which a forced call's grammar follows.
+    if (!d.syntax->json_args) f.derived = std::make_shared<const DerivedSyntax>(*d.syntax);
+    return f;
+  }
   f.tools = ToolFamily::Derived;
   f.derived = std::make_shared<const DerivedSyntax>(*d.syntax);
   return f;

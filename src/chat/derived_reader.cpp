@@ -1,6 +1,7 @@
 // The reader of a derived syntax (derived.h): the learned pattern walked over the output. Literal text matches
 // leniently (whitespace may differ where the template wrote whitespace or JSON punctuation); a slot reads up to the
 // next literal. JSON arguments stream as they grow; pair arguments come whole, once the call is complete.
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -122,10 +123,24 @@ class PatternReader {
   // A name, id, index, key or value up to the terminator of the literal after it in `p` (from k).
   Scan text_slot(size_t& t, char slot, std::string_view p, size_t k) {
     const auto lit = literal_at(p, k);
-    const auto end = terminator(lit);
-    const size_t at = text_.find(end, t);
+    auto end = terminator(lit);
+    size_t at = text_.find(end, t);
     std::string_view raw = text_.substr(t, (at == npos ? text_.size() : at) - t);
     if (at == npos) raw.remove_suffix(partial_marker_suffix(raw, end));  // the terminator may be arriving
+    if (end.empty() && k + lit.size() < p.size() && p[k + lit.size()] == kArgs && !d_.json_args) {
+      // Only whitespace before pair arguments (GLM's "NAME\n<arg_key>"): the first pair, or the literal after
+      // the arguments where there are none, ends the slot.
+      at = npos;
+      size_t hold = 0;
+      for (const auto e : {terminator(literal_at(d_.pair, 0)), terminator(literal_at(p, k + lit.size() + 1))}) {
+        if (e.empty()) continue;
+        const size_t f = text_.find(e, t);
+        if (f < at) at = f, end = e;
+        hold = std::max(hold, partial_marker_suffix(text_.substr(t), e));
+      }
+      raw = text_.substr(t, (at == npos ? text_.size() : at) - t);
+      if (at == npos) raw.remove_suffix(hold);
+    }
     if (slot != kValue) {
       raw = trim(raw);
       for (char c : raw) {

@@ -185,6 +185,9 @@ class PairCompiler {
       const std::string text = v.get<std::string>();
       if ((text + t.lead + t.stop).find(t.stop) < text.size() + t.lead.size())
         fail("the value '{}' holds '{}', which ends it in the markup", text, t.stop);
+      for (const auto& tag : syntax_.avoid) {
+        if (text.find(tag) != std::string::npos) fail("the value '{}' holds '{}', which ends the call", text, tag);
+      }
       return quote_literal(text);
     };
     if (s.contains("const")) return fmt::format("{} {} ", raw(s["const"]), after);
@@ -203,10 +206,11 @@ class PairCompiler {
     const int min = bound("minLength", 0), max = bound("maxLength", -1);
     if (max >= 0 && max < min) fail("maxLength is below minLength");
     if (min == 0 && max < 0) {
-      out_.rules += text_until_rules(hint, t.lead, t.stop);
+      out_.rules += text_until_rules(hint, t.lead, t.stop, syntax_.avoid);
       return fmt::format("{} {} ", hint, optional_literal(t.rest));
     }
-    // Counted characters: none may start the tag, so none can complete it.
+    // Counted characters: none may start the tag, so none can complete it (nor a tag to avoid, which starts alike).
+    check_avoid(t.stop, 1);
     out_.rules += text_char_rule(hint + "-char", static_cast<uint8_t>(t.stop[0]));
     const std::string reps = max < 0 ? fmt::format("{{{},}}", min) : fmt::format("{{{},{}}}", min, max);
     return fmt::format("{}-char{} {} ", hint, reps, after);
@@ -221,12 +225,21 @@ class PairCompiler {
     if (first < 0x21 || first >= 0x7f || std::isalnum(first) ||
         std::string_view("\"\\+-.").find(static_cast<char>(first)) != std::string::npos || (punct && !scalar(sub)))
       fail("a value of this type cannot be told from the tag '{}' after it in this model's call markup", t.stop);
+    check_avoid(t.stop, 2);
     out_.json_tags.insert(t.stop);
     std::string pointer = "/properties/";
     for (char c : key) pointer += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
     const SchemaRules r = json_schema_rules(schema_json_, hint + "-", {pair_json_base(t.stop), pointer});
     out_.rules += r.rules;
     return fmt::format("{} {} ", r.expression, quote_literal(t.lead + t.stop + t.rest));
+  }
+
+  // Values that leave out the tag's first `n` bytes in a row leave out the tags to avoid when they start alike.
+  void check_avoid(std::string_view stop, size_t n) const {
+    for (const auto& tag : syntax_.avoid) {
+      if (tag.size() < n || stop.size() < n || tag.compare(0, n, stop, 0, n) != 0)
+        fail("the markup's value tag '{}' and the tag '{}' cannot both be kept out of a value", stop, tag);
+    }
   }
 
   const Json& schema_;

@@ -40,6 +40,7 @@ struct CallSyntax {
   std::vector<CallPiece> pair_json;  // a non-text argument, where the template marks it apart (else empty)
   std::string pair_sep;              // between two arguments
   bool sorted_keys = false;          // the template writes arguments sorted by name (else: the schema's order)
+  std::vector<std::string> avoid;    // tags no value may hold (where a family's reader ends the block at them)
 };
 
 // The parameters whose schema is text (type "string", or an enum or const of strings): in pair markup their values
