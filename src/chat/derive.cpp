@@ -279,6 +279,45 @@ bool reads_back(const DerivedSyntax& d, const std::string& text,
   return true;
 }
 
+// Lists and objects as nested markup (MiniMax M3): the value of a list [va, vb] is X va Y X vb Y (an item is
+// X value Y), the value of an object {kb: vb, kc: vc} is M(kb, vb) M(kc, vc) (a member is M). `head`/`tail`: the
+// call around its arguments.
+void derive_nested(const Sentinels& s, const Frame& fr, const std::string& head, const std::string& tail,
+                   DerivedSyntax& d) {
+  const size_t v = d.pair.find(kValue);
+  std::string pre = d.pair.substr(0, v), post = d.pair.substr(v + 1);
+  replace_all(pre, std::string(1, kKey), kKa);
+  replace_all(post, std::string(1, kKey), kKa);
+  const auto value = [&](Json arg) -> std::optional<std::string> {
+    const auto t = fr.cut(s.calls(Json::array({call(kSentinelName, {{kKa, std::move(arg)}}, kId1)})));
+    if (!t || t->size() < head.size() + tail.size() + pre.size() + post.size() || !t->starts_with(head + pre) ||
+        !t->ends_with(post + tail))
+      return std::nullopt;
+    return t->substr(head.size() + pre.size(), t->size() - head.size() - pre.size() - post.size() - tail.size());
+  };
+  const auto patterned = [](std::string p) {
+    return !p.empty() && (p[0] < kName || p[0] > kValue) && slots_terminated(p) &&
+           std::count(p.begin(), p.end(), kValue) == 1;
+  };
+  if (const auto list = value(Json::array({kVa, kVb}))) {
+    const size_t a = list->find(kVa), b = list->find(kVb);
+    if (a != npos && b != npos && a > 0 && b > a) {
+      const std::string x = list->substr(0, a), mid = list->substr(a + kVa.size(), b - a - kVa.size());
+      const std::string y = mid.size() > x.size() && mid.ends_with(x) ? mid.substr(0, mid.size() - x.size()) : "";
+      std::string item = x + kValue + y;
+      if (!y.empty() && list->substr(b + kVb.size()) == y && patterned(item)) d.item = std::move(item);
+    }
+  }
+  if (const auto obj = value(Json{{kKb, kVb}, {kKc, kVc}}); obj && obj->size() % 2 == 0) {
+    std::string m = obj->substr(0, obj->size() / 2), second = m;
+    replace_all(second, kKb, kKc);
+    replace_all(second, kVb, kVc);
+    replace_all(m, kKb, std::string(1, kKey));
+    replace_all(m, kVb, std::string(1, kValue));
+    if (second == obj->substr(obj->size() / 2) && m.find(kKey) < m.find(kValue) && patterned(m)) d.member = m;
+  }
+}
+
 // The pairs form: where the arguments go (q, in the no-argument turn) and one pair's pattern.
 bool derive_pairs(const Sentinels& s, const Frame& fr, const std::string& one, DerivedSyntax& d, std::string& t1,
                   std::string& args_raw) {
@@ -324,6 +363,7 @@ bool derive_pairs(const Sentinels& s, const Frame& fr, const std::string& one, D
       d.pair_json = n;
     }
   }
+  derive_nested(s, fr, std::string(head), std::string(tail), d);
   d.json_args = false;
   t1 = zero->substr(0, q) + kArgs + zero->substr(q);
   return slots_terminated(d.pair) && (d.pair_json.empty() || slots_terminated(d.pair_json));
@@ -443,6 +483,14 @@ Derivation derive_tool_syntax(std::string_view template_source, std::string_view
     return out;
   const auto two = fr->cut(s.calls(Json::array({call(kSentinelName, {{kKa, kVa}, {kKb, kVb}}, kId1)})));
   if (two && !reads_back(d, *two, {{std::string(kSentinelName), {{kKa, kVa}, {kKb, kVb}}}})) return out;
+  // Nested lists and objects must read back too, or they are left to JSON.
+  for (const bool list : {true, false}) {
+    std::string& nested = list ? d.item : d.member;
+    if (nested.empty()) continue;
+    const Json arg = list ? Json::array({kVa, kVb}) : Json{{kKb, kVb}, {kKc, kVc}};
+    const auto t = fr->cut(s.calls(Json::array({call(kSentinelName, {{kKa, arg}}, kId1)})));
+    if (!t || !reads_back(d, *t, {{std::string(kSentinelName), {{kKa, arg}}}})) nested.clear();
+  }
   // Arguments given out of order: a template that sorts them (dictsort) writes ka first all the same.
   const auto reversed = fr->cut(s.calls(Json::array({call(kSentinelName, {{kKb, kVb}, {kKa, kVa}}, kId1)})));
   d.sorted_keys = reversed && reversed->find(kKa) != npos && reversed->find(kKa) < reversed->find(kKb);

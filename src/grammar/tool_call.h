@@ -41,10 +41,15 @@ struct CallSyntax {
   std::string pair_sep;              // between two arguments
   bool sorted_keys = false;          // the template writes arguments sorted by name (else: the schema's order)
   std::vector<std::string> avoid;    // tags no value may hold (where a family's reader ends the block at them)
+  // Lists and objects as nested markup (MiniMax M3): one item (a Value), one member (Key, Value); else empty.
+  std::vector<CallPiece> item, member;
 };
 
 // The parameters whose schema is text (type "string", or an enum or const of strings): in pair markup their values
-// are written raw, and a reader keeps them strings however they look; other values are written as JSON.
+// are written raw, and a reader keeps them strings however they look; other values are written as JSON. Text inside
+// lists and objects comes as paths too, for nested markup: "where" kMemberPath "name", "tags" kItemPath.
+constexpr char kMemberPath = '\x1f';
+constexpr char kItemPath = '\x1e';
 std::vector<std::string> text_parameters(std::string_view parameters_json);
 
 // Grammar text for one call (or, with several, one or more) of any of `tools`, after the literal `prefix` (e.g.

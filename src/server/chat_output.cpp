@@ -10,6 +10,8 @@ namespace tessera::server {
 
 using nlohmann::json;
 
+static_assert(chat::kMemberPath == grammar::kMemberPath && chat::kItemPath == grammar::kItemPath);
+
 chat::OutputFormat output_format(std::string_view template_source, const ChatTools& tools, std::string_view prompt,
                                  std::string_view family) {
   return output_format(chat::detect_output_format(template_source), tools, prompt, family);
@@ -78,6 +80,8 @@ grammar::CallSyntax call_syntax(const chat::DerivedSyntax& d) {
     out.pair_json = pieces(d.pair_json);
     out.pair_sep = d.pair_sep;
     out.sorted_keys = d.sorted_keys;
+    out.item = pieces(d.item);
+    out.member = pieces(d.member);
   }
   return out;
 }

@@ -1,7 +1,8 @@
-// Forced calls in the markup each model was trained on, where its family's reader reads more than one syntax:
-// Qwen 3.5 (<function=NAME><parameter=KEY>), GLM 4.6 and Laguna (NAME<arg_key>K</arg_key><arg_value>V</arg_value>)
-// inside <tool_call>, and gpt-oss's harmony call messages. Random sentences of the forced grammar (many seeds) are
-// in that markup and read back into calls that validate; the template's own render of a call is a sentence.
+// Forced calls in the markup each model was trained on: Qwen 3.5 and StepFun 3.5 (<function=NAME><parameter=KEY>),
+// GLM 4.6 and Laguna (NAME<arg_key>K</arg_key><arg_value>V</arg_value>) inside <tool_call>, where the hermes
+// reader also reads JSON; MiniMax M3's lists and objects as nested XML (<item>v</item>, <k>v</k>); gpt-oss's
+// harmony call messages. Random sentences of the forced grammar (many seeds) are in that markup and read back into
+// calls that validate; the template's own render of a call is a sentence.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -32,7 +33,9 @@ const json kWeather = json::parse(R"({"type": "object", "properties": {
   "note": {"type": "string", "maxLength": 12}, "days": {"type": "integer"}, "detail": {"type": "boolean"},
   "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
   "where": {"type": "object", "properties": {"lat": {"type": "number"}, "name": {"type": "string"}},
-            "required": ["lat"]}},
+            "required": ["lat"]},
+  "stops": {"type": "array", "maxItems": 2, "items": {"type": "object", "required": ["name"],
+            "properties": {"name": {"type": "string"}, "hours": {"type": "array", "items": {"type": "integer"}}}}}},
   "required": ["city", "unit"], "additionalProperties": false})");
 const json kTime = json::parse(R"({"type": "object", "properties": {"zone": {"type": "string"}}, "required": []})");
 
@@ -114,24 +117,61 @@ bool has_sentence(const OutputGrammar& g, const chat::OutputFormat& f, const std
 
 struct Native {
   std::string file;
-  std::vector<std::string> markers;  // what every forced call shows
+  chat::ToolFamily family;           // the reader's
+  std::vector<std::string> markers;  // what every forced call of get_weather shows
+  std::string list, object;          // what a call with "tags" / "where" shows
 };
 
+const std::string kNs = "]<]minimax[>[";
 const std::vector<Native> kNative = {
-    {"Qwen3.5-4B.jinja", {"<tool_call>\n<function=get_", "<parameter=city>\n", "\n</parameter>", "</function>"}},
-    {"GLM-4.6.jinja", {"<tool_call>get_", "<arg_key>city</arg_key>", "<arg_value>", "</arg_value>"}},
-    {"poolside-Laguna-S-2.1.jinja", {"<tool_call>get_", "<arg_key>city</arg_key><arg_value>", "</arg_value>"}},
-    {"poolside-Laguna-XS-2.1.jinja", {"<tool_call>get_", "<arg_key>city</arg_key>\n<arg_value>", "</arg_value>\n"}},
-    {"poolside-Laguna-XS.2.jinja", {"<tool_call>get_", "<arg_key>city</arg_key>\n<arg_value>", "</arg_value>\n"}},
+    {"Qwen3.5-4B.jinja",
+     chat::ToolFamily::Hermes,
+     {"<tool_call>\n<function=get_", "<parameter=city>\n", "\n</parameter>", "</function>"},
+     "<parameter=tags>\n[",
+     "<parameter=where>\n{"},
+    {"StepFun3.5-Flash.jinja",
+     chat::ToolFamily::Hermes,
+     {"<tool_call>\n<function=get_", "<parameter=city>\n", "\n</parameter>", "</function>"},
+     "<parameter=tags>\n[",
+     "<parameter=where>\n{"},
+    {"GLM-4.6.jinja",
+     chat::ToolFamily::Hermes,
+     {"<tool_call>get_", "<arg_key>city</arg_key>", "<arg_value>", "</arg_value>"},
+     "<arg_key>tags</arg_key>\n<arg_value>[",
+     "<arg_key>where</arg_key>\n<arg_value>{"},
+    {"poolside-Laguna-S-2.1.jinja",
+     chat::ToolFamily::Hermes,
+     {"<tool_call>get_", "<arg_key>city</arg_key><arg_value>", "</arg_value>"},
+     "<arg_key>tags</arg_key><arg_value>[",
+     "<arg_key>where</arg_key><arg_value>{"},
+    {"poolside-Laguna-XS-2.1.jinja",
+     chat::ToolFamily::Hermes,
+     {"<tool_call>get_", "<arg_key>city</arg_key>\n<arg_value>", "</arg_value>\n"},
+     "<arg_key>tags</arg_key>\n<arg_value>[",
+     "<arg_key>where</arg_key>\n<arg_value>{"},
+    {"poolside-Laguna-XS.2.jinja",
+     chat::ToolFamily::Hermes,
+     {"<tool_call>get_", "<arg_key>city</arg_key>\n<arg_value>", "</arg_value>\n"},
+     "<arg_key>tags</arg_key>\n<arg_value>[",
+     "<arg_key>where</arg_key>\n<arg_value>{"},
+    {"MiniMax-M3.jinja",
+     chat::ToolFamily::Derived,
+     {kNs + "<tool_call>\n" + kNs + "<invoke name=\"get_", kNs + "<city>", kNs + "</city>", kNs + "</invoke>"},
+     kNs + "<tags>" + kNs + "<item>",
+     kNs + "<where>" + kNs + "<lat>"},
 };
 
-TEST(ChatToolsNative, HermesFamilyXmlBodiesAreForcedInTheirOwnMarkup) {
+TEST(ChatToolsNative, ForcedCallsAreInTheTemplatesOwnMarkup) {
   for (const auto& n : kNative) {
     SCOPED_TRACE(n.file);
     const Template c = load(n.file);
     // The hermes reader stays (it reads JSON bodies too); the derived pairs are kept for the grammar.
-    ASSERT_EQ(c.format.tools, chat::ToolFamily::Hermes);
+    ASSERT_EQ(c.format.tools, n.family);
     ASSERT_TRUE(c.format.derived && !c.format.derived->json_args);
+    if (n.family == chat::ToolFamily::Derived) {
+      ASSERT_FALSE(c.format.derived->item.empty() || c.format.derived->member.empty());
+    }
+    int lists = 0, objects = 0;
     for (const std::string choice : {"required", "get_weather", "get_time"}) {
       const auto r = request(choice, true);
       const chat::OutputFormat f = output_format(c.format, r.tools, "");
@@ -142,7 +182,8 @@ TEST(ChatToolsNative, HermesFamilyXmlBodiesAreForcedInTheirOwnMarkup) {
         std::string out;
         if (!test::random_sentence(g.compiled, rng, out, test::markup_literals(f), 8000)) continue;
         ++seen;
-        EXPECT_EQ(out.find("{\"name\""), std::string::npos) << out;  // not hermes JSON
+        EXPECT_EQ(out.find("<tool_call>{"), std::string::npos) << out;  // not hermes JSON
+        EXPECT_EQ(out.find("<tool_call>\n{"), std::string::npos) << out;
         const auto p = chat::parse_output(out, f, true);
         ASSERT_GE(p.calls.size(), 1u) << out;
         several += p.calls.size() > 1;
@@ -156,6 +197,15 @@ TEST(ChatToolsNative, HermesFamilyXmlBodiesAreForcedInTheirOwnMarkup) {
         }
         if (p.calls.size() == 1 && p.calls[0].name == "get_weather") {
           for (const auto& marker : n.markers) EXPECT_NE(out.find(marker), std::string::npos) << marker << "\n" << out;
+          const auto args = json::parse(p.calls[0].arguments);
+          if (args.contains("tags")) {
+            ++lists;
+            EXPECT_NE(out.find(n.list), std::string::npos) << out;
+          }
+          if (args.contains("where")) {
+            ++objects;
+            EXPECT_NE(out.find(n.object), std::string::npos) << out;
+          }
         }
       }
       EXPECT_GT(seen, 60);
@@ -177,6 +227,8 @@ TEST(ChatToolsNative, HermesFamilyXmlBodiesAreForcedInTheirOwnMarkup) {
         EXPECT_EQ(chat::parse_output(out, f1, true).calls.size(), 1u) << out;
       }
     }
+    EXPECT_GT(lists, 3);
+    EXPECT_GT(objects, 3);
   }
 }
 
@@ -188,8 +240,9 @@ TEST(ChatToolsNative, TheTemplatesOwnCallsAreSentences) {
                                     {"note", "a>b&c"},
                                     {"days", 3},
                                     {"detail", true},
-                                    {"tags", {"x", "<y>"}},
-                                    {"where", {{"lat", 1.5}, {"name", "n"}}}},
+                                    {"tags", {"x", "<y>", "7"}},
+                                    {"where", {{"lat", 1.5}, {"name", "n"}}},
+                                    {"stops", {{{"name", "a"}, {"hours", {1, 2}}}, {{"name", "true"}}}}},
                                    {{"city", "Paris <b>\"x\"</b>\nand more"}, {"unit", "fahrenheit"}}};
   for (const auto& n : kNative) {
     SCOPED_TRACE(n.file);
@@ -199,12 +252,12 @@ TEST(ChatToolsNative, TheTemplatesOwnCallsAreSentences) {
     const OutputGrammar g = forced_tool_grammar(r.tools, f, c.source);
     for (const auto& a : cases) {
       json args = a;
-      // Qwen 3.5 writes booleans as Python does (True), which is neither JSON nor text the schema takes.
-      if (n.file == "Qwen3.5-4B.jinja") args.erase("detail");
+      // Qwen 3.5 and StepFun 3.5 write booleans as Python does (True), which is neither JSON nor text the schema takes.
+      if (n.markers[0].ends_with("<function=get_")) args.erase("detail");
       const std::string text = render_call(c, args);
       const size_t name = text.rfind("get_weather");
       ASSERT_NE(name, std::string::npos);
-      const size_t open = text.rfind("<tool_call>", name);
+      const size_t open = text.rfind(c.format.derived->marker, name);
       ASSERT_NE(open, std::string::npos) << text;
       // The reader reads the render back exactly (a text "42" stays text), and the render is a sentence.
       const auto read = chat::parse_output(text.substr(open), f, true);
