@@ -279,6 +279,12 @@ class PatternReader {
     return match_literal(text_, t, expect);
   }
 
+  bool opens_like_item(std::string_view member_head, const std::string& key) const {
+    std::string head;
+    for (char c : member_head) head += c == kKey ? key : std::string(1, c);
+    return head == std::string_view(d_.item).substr(0, d_.item.find(kValue));
+  }
+
   // A list (items) or an object (members) in nested markup at text[t].
   Scan nested_value(size_t& t, const std::string& fn, const std::string& path, int depth, Json& out) {
     for (const bool list : {true, false}) {
@@ -326,6 +332,8 @@ class PatternReader {
         const std::string& key = slots_[kKey];
         // A nested member's key never starts with '/': that is the enclosing value's closing tag.
         if (place == Place::Member && (key.empty() || key[0] == '/')) return slots_ = outer, Scan::Invalid;
+        // Nor does it open like an item (a list read as an object), which also keeps backtracking linear.
+        if (place == Place::Member && opens_like_item(p.substr(0, k - 1), key)) return slots_ = outer, Scan::Invalid;
         out.path = place == Place::Top ? key : place == Place::Item ? parent + kItemPath : parent + kMemberPath + key;
         if (nests) {
           Scan s = closes_here(t, p, k);

@@ -264,6 +264,17 @@ TEST(ChatToolsNative, TheTemplatesOwnCallsAreSentences) {
       ASSERT_EQ(read.calls.size(), 1u) << text.substr(open);
       EXPECT_TRUE(same(read.calls[0].arguments, args)) << read.calls[0].arguments;
       EXPECT_TRUE(has_sentence(g, f, text, open, name, args)) << text.substr(open);
+      // Streamed byte by byte, every prefix's parse is a prefix of the final one (nested values included).
+      const std::string out = text.substr(open);
+      for (size_t len = 0; len <= out.size(); ++len) {
+        const auto p = chat::parse_output(std::string_view(out).substr(0, len), f, false);
+        ASSERT_LE(p.calls.size(), read.calls.size()) << out.substr(0, len);
+        ASSERT_TRUE(read.content.starts_with(p.content)) << out.substr(0, len);
+        for (size_t i = 0; i < p.calls.size(); ++i) {
+          ASSERT_EQ(p.calls[i].name, read.calls[i].name);
+          ASSERT_TRUE(read.calls[i].arguments.starts_with(p.calls[i].arguments)) << out.substr(0, len);
+        }
+      }
     }
   }
 }
