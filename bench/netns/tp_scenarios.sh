@@ -2,8 +2,8 @@
 # Tensor parallel over worker links against the planner (issue 42, "Shown by"): for each RTT, a cluster of the head
 # and one worker from the test harness (tests/netns/netns_cluster.sh: tbf rate on every veth, the user-space relay
 # adding latency in front of the worker), the head and the worker each pinned to a core of its own. In each
-# scenario: `tessera plan --workers` (what the planner predicts for local, the pipeline and --tp 2 from the links it
-# measures, and its choice), then `tessera bench` for each of the three (prefill pp512, decode tg64), and one table
+# scenario: `tessera plan --workers` (what the planner predicts for local, the worker alone, its pipeline and --tp 2 from the links it
+# measures, and its choice), then `tessera bench` for each of the four (prefill pp512, decode tg64), and one table
 # row per layout: predicted against measured, and whether the planner's choice was the measured fastest. Needs root
 # and a quiet machine with at least 2 cores (the figures of a loaded machine measure the other load).
 #
@@ -60,18 +60,29 @@ out="$OUT_DIR"
 taskset -c "$HEAD_CPU" "$TESSERA" plan -m "$MODEL" --key-file "$TESSERA_NET_KEY" --workers "$TESSERA_NET_WORKERS" --wire-type "$WIRE" \
   -p "$PROMPT" -n "$GEN" --json >"$out/plan.json" 2>"$out/plan.log" || true
 bench=(bench -m "$MODEL" -t 1 -p "$PROMPT" -n "$GEN" --no-plan -o json "${EXTRA[@]}")
+# The single-node and pipeline layouts as the plan has them (its pipeline's own split; the worker alone by range).
+splits=$(python3 - "$out/plan.json" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+rows = {s["kind"]: s for s in plan["strategies"] if s.get("stages")}
+last = plan["strategies"][0]["stages"][-1]["last"]
+pipe = rows.get("pipeline")
+print(f"0-{last}@w1")
+print(",".join(f"{s['first']}-{s['last']}@{s['node']}" for s in pipe["stages"]) if pipe else f"0-{last // 2}@local,{last // 2 + 1}-{last}@w1")
+PY
+)
+w1_split=$(echo "$splits" | sed -n 1p)
+pipe_split=$(echo "$splits" | sed -n 2p)
+cluster=(--workers "$TESSERA_NET_WORKERS" --key-file "$TESSERA_NET_KEY")
 taskset -c "$HEAD_CPU" "$TESSERA" "${bench[@]}" >"$out/local.json" 2>"$out/local.log"
-taskset -c "$HEAD_CPU" "$TESSERA" "${bench[@]}" --workers "$TESSERA_NET_WORKERS" --key-file "$TESSERA_NET_KEY" \
-  --split "0-10@local,11-21@w1" >"$out/pipeline.json" 2>"$out/pipeline.log" ||
-  taskset -c "$HEAD_CPU" "$TESSERA" "${bench[@]}" --workers "$TESSERA_NET_WORKERS" --key-file "$TESSERA_NET_KEY" \
-    >"$out/pipeline.json" 2>"$out/pipeline.log"
-taskset -c "$HEAD_CPU" "$TESSERA" "${bench[@]}" --tp 2 --workers "$TESSERA_NET_WORKERS" \
-  --key-file "$TESSERA_NET_KEY" --wire-type "$WIRE" >"$out/tp.json" 2>"$out/tp.log"
+taskset -c "$HEAD_CPU" "$TESSERA" "${bench[@]}" "${cluster[@]}" --split "$w1_split" >"$out/w1.json" 2>"$out/w1.log"
+taskset -c "$HEAD_CPU" "$TESSERA" "${bench[@]}" "${cluster[@]}" --split "$pipe_split" >"$out/pipeline.json" 2>"$out/pipeline.log"
+taskset -c "$HEAD_CPU" "$TESSERA" "${bench[@]}" "${cluster[@]}" --tp 2 --wire-type "$WIRE" >"$out/tp.json" 2>"$out/tp.log"
 INNER
 )
 
 summarize() {
-  python3 - "$1" "$2" <<'PY'
+  python3 - "$1" "$2" "$prompt" "$gen" <<'PY'
 import json, sys
 out, rtt = sys.argv[1], sys.argv[2]
 def bench(name):
@@ -86,17 +97,20 @@ try:
     plan = json.load(open(f"{out}/plan.json"))
 except Exception:
     plan = {"strategies": [], "chosen": None}
-kinds = {"local": "local", "pipeline": "pipeline", "tp": "tensor_parallel"}
+kinds = {"local": "local", "w1": "single", "pipeline": "pipeline", "tp": "tensor_parallel"}
 pred, measured = {}, {}
 for key, kind in kinds.items():
-    rows = [s for s in plan["strategies"] if s["kind"] == kind and len(s["nodes"]) == (1 if key == "local" else 2)]
+    rows = [s for s in plan["strategies"] if s["kind"] == kind and len(s["nodes"]) == (1 if key in ("local", "w1") else 2)]
     pred[key] = (rows[0]["pred_prefill_tps"], rows[0]["pred_decode_tps"], rows[0]["why"]) if rows else (None, None, "")
     measured[key] = bench(key)
 chosen = plan["strategies"][plan["chosen"]]["kind"] if plan.get("chosen") is not None else "none"
 if plan.get("chosen") is not None and chosen not in kinds.values():
     print(f"| {rtt} | planner's choice: {plan['strategies'][plan['chosen']]['name']} (not run) | | | | | | | chosen | |")
 chosen = {v: k for k, v in kinds.items()}.get(chosen, chosen)
-fastest = max((k for k in kinds if measured[k][1]), key=lambda k: measured[k][1], default="none")
+# The plan weighs the whole workload (the prompt, then the generated tokens): so does "fastest".
+prompt, gen = int(sys.argv[3]), int(sys.argv[4])
+seconds = {k: prompt / m[0] + gen / m[1] for k, m in measured.items() if m[0] and m[1]}
+fastest = min(seconds, key=seconds.get, default="none")
 f = lambda x: "-" if x is None else f"{x:.2f}"
 r = lambda m, p: "-" if not m or not p else f"{m / p:.2f}"
 for k in kinds:

@@ -17,8 +17,26 @@ using Json = nlohmann::ordered_json;
 
 Json optional_number(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
-// One result under llama-bench's field names (same meanings), then Tessera's extras. CSV and JSON both use it.
-Json result_json(const BenchResult& r, const std::string& cpu) {
+}  // namespace
+
+void print_bench_csv(const Json& j, bool header) {
+  std::string names, values;
+  for (const auto& [key, value] : j.items()) {
+    if (value.is_array()) continue;
+    const std::string text = value.is_string() ? value.get<std::string>() : value.is_null() ? "" : value.dump();
+    std::string quoted = "\"";
+    for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+    quoted += '"';
+    names += (names.empty() ? "" : ",") + key;
+    values += (values.empty() ? "" : ",") + quoted;
+  }
+  if (header) fmt::print("{}\n", names);
+  fmt::print("{}\n", values);
+  std::fflush(stdout);
+}
+
+// llama-bench's fields keep their meanings.
+Json bench_result_json(const BenchResult& r, const std::string& cpu) {
   const BenchTiming& t = r.timing;
   return {{"cpu_info", cpu},
           {"backends", "CPU"},
@@ -60,26 +78,15 @@ Json result_json(const BenchResult& r, const std::string& cpu) {
           {"predicted_ts", optional_number(r.predicted_ts)}};
 }
 
+namespace {
+
 // Every value quoted, as llama-bench writes it; the per-repeat samples stay in the JSON output.
 class CsvPrinter : public BenchPrinter {
  public:
   explicit CsvPrinter(std::string cpu) : cpu_(std::move(cpu)) {}
   void row(const BenchResult& r) override {
-    const Json j = result_json(r, cpu_);
-    std::string names, values;
-    for (const auto& [key, value] : j.items()) {
-      if (value.is_array()) continue;
-      const std::string text = value.is_string() ? value.get<std::string>() : value.is_null() ? "" : value.dump();
-      std::string quoted = "\"";
-      for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-      quoted += '"';
-      names += (names.empty() ? "" : ",") + key;
-      values += (values.empty() ? "" : ",") + quoted;
-    }
-    if (first_) fmt::print("{}\n", names);
+    print_bench_csv(bench_result_json(r, cpu_), first_);
     first_ = false;
-    fmt::print("{}\n", values);
-    std::fflush(stdout);
   }
 
  private:
@@ -93,7 +100,7 @@ class JsonPrinter : public BenchPrinter {
   explicit JsonPrinter(std::string cpu) : cpu_(std::move(cpu)) {}
   void header() override { fmt::print("["); }
   void row(const BenchResult& r) override {
-    std::string text = result_json(r, cpu_).dump(2);
+    std::string text = bench_result_json(r, cpu_).dump(2);
     std::string indented = "  ";
     for (char c : text) indented += c == '\n' ? std::string("\n  ") : std::string(1, c);
     fmt::print("{}\n{}", first_ ? "" : ",", indented);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "engine/benchmark.h"
@@ -16,6 +17,12 @@ class BenchPrinter {
   virtual void row(const BenchResult& r) = 0;
   virtual void footer() {}
 };
+
+// One result under llama-bench's field names, then Tessera's extras (the CSV and JSON rows).
+nlohmann::ordered_json bench_result_json(const BenchResult& r, const std::string& cpu);
+
+// A result object as llama-bench's CSV: every value quoted, arrays left out; the names first when `header`.
+void print_bench_csv(const nlohmann::ordered_json& row, bool header);
 
 // "md", "csv" or "json"; the markdown table sizes its columns for the model's name and the longest test name.
 std::unique_ptr<BenchPrinter> make_bench_printer(const std::string& format, const std::string& cpu,

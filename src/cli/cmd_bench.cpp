@@ -13,6 +13,7 @@
 
 #include "cli/bench_output.h"
 #include "cli/bench_parallel.h"
+#include "cli/bench_shard_alone.h"
 #include "cli/cluster_options.h"
 #include "cli/commands.h"
 #include "cli/grammar_options.h"
@@ -279,6 +280,21 @@ int run_bench(BenchArgs& a) {
   config.probe_buffer_bytes = a.probe_buffer_mib << 20;
   if (bench_tests(config.n_prompt, config.n_gen, config.concurrency, config.n_depth).empty()) {
     fail("nothing to run: every prompt (-p) and generation (-n) length is 0");
+  }
+  if (!a.model.shard_alone.empty()) {
+    if (a.cluster.enabled() || a.check_plan || !a.grammar.grammar_text().empty()) {
+      fail("--shard-alone times one rank in this process: without --workers, --check-plan or a grammar");
+    }
+    ShardAloneRun run;
+    run.model = a.model;
+    if (run.model.model.empty()) run.model.model = default_model_path();
+    run.model.n_ctx = bench_context(config);
+    run.config = config;
+    run.rank = parse_shard_alone(a.model.shard_alone);
+    run.output = a.output;
+    run.probe_seconds = a.probe_seconds;
+    run.plan_cluster = a.cluster.plan_cluster;
+    return run_shard_alone(run);
   }
   // --workers without a layout: the planner's choice runs (plan_choice.h), planned for the largest test.
   const bool follow = !a.no_plan && !a.check_plan && config.threads.size() == 1 && plan_may_choose(a.model, a.cluster);

@@ -68,6 +68,11 @@ void add_parallel_options(CLI::App& app, ModelOptions& o) {
       ->capture_default_str();
   app.add_option("--tp-shares", o.tp_shares,
                  "Uneven shares of the ranks under --tp/--ep, one per rank, like 2,1,1 (default: equal)");
+  app.add_option("--shard-alone", o.shard_alone,
+                 "bench only: time each rank's share of --tp/--ep N alone (or rank R's), as on a machine of its own, "
+                 "with collectives that exchange nothing: the timings count, the tokens do not (docs/parallel.md)")
+      ->expected(0, 1)
+      ->default_str("all");
   app.add_option("--collective-timeout", o.collective_timeout,
                  "Seconds a collective waits for the slowest rank before the run ends with an error")
       ->check(CLI::Range(0.1, 86400.0))
@@ -139,18 +144,25 @@ StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t 
   return so;
 }
 
+ShardSpec shard_spec(const ModelOptions& o, int rank) {
+  const int n = std::max(o.tp, o.ep);
+  ShardSpec spec;
+  spec.rank = rank;
+  spec.n_ranks = n;
+  spec.tp = o.tp > 1;
+  spec.ep = o.ep > 1;
+  spec.ep_redundancy = o.ep > 1 ? o.ep_redundancy : 0.0;
+  if (!o.tp_shares.empty()) spec.shares = parse_shares(o.tp_shares, n);
+  return spec;
+}
+
 namespace {
 
 // This rank's share of every layer (m.comm is its group), and the collectives measured at start (and the ranks
 // profiled, for the plan).
 void share_out(const ModelOptions& o, LoadedModel& m, StageOptions& so, int threads, const char* backend) {
   const int n = std::max(o.tp, o.ep);
-  so.shard.rank = m.comm->rank();
-  so.shard.n_ranks = n;
-  so.shard.tp = o.tp > 1;
-  so.shard.ep = o.ep > 1;
-  so.shard.ep_redundancy = o.ep > 1 ? o.ep_redundancy : 0.0;
-  if (!o.tp_shares.empty()) so.shard.shares = parse_shares(o.tp_shares, n);
+  so.shard = shard_spec(o, m.comm->rank());
   if (n == 1) return;  // a pipeline of single ranks: nothing to measure between the ranks of a stage
   ParallelStartOptions po;
   po.mode = o.tp > 1 && o.ep > 1 ? plan::ParallelMode::TensorExpert
@@ -221,13 +233,7 @@ std::shared_ptr<collective::Communicator> start_worker_group(const ModelOptions&
   start.link.wire = *wire;
   // A worker without the model receives the bytes its rank's share reads, once (its --cache keeps them).
   start.share = [&](int rank) {
-    ShardSpec spec;
-    spec.rank = rank;
-    spec.n_ranks = n;
-    spec.tp = o.tp > 1;
-    spec.ep = o.ep > 1;
-    spec.ep_redundancy = o.ep > 1 ? o.ep_redundancy : 0.0;
-    if (!o.tp_shares.empty()) spec.shares = parse_shares(o.tp_shares, n);
+    const ShardSpec spec = shard_spec(o, rank);
     net::GroupJoin mine = start.join;
     mine.rank = static_cast<uint32_t>(rank);
     mine.members.resize(static_cast<size_t>(n));
@@ -367,6 +373,11 @@ void fit_to_memory(const ModelOptions& o, const ModelWeights& w, StageOptions& s
 LoadedModel load_model(const ModelOptions& o, int64_t n_slots, bool with_executor,
                        std::shared_ptr<collective::Communicator> group,
                        std::shared_ptr<const gguf::TensorSource> source) {
+  if (!o.shard_alone.empty()) {
+    fail(
+        "--shard-alone is bench's: a rank that stands alone adds none of the other ranks' partial sums, so its logits "
+        "and tokens are not the model's; only its timings mean something (tessera bench ... --tp N --shard-alone)");
+  }
   const auto t0 = std::chrono::steady_clock::now();
   LoadedModel m;
   m.weights = source ? ModelWeights::load(std::move(source), {0, -1}, true, true) : ModelWeights::load(o.model);

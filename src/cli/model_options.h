@@ -42,6 +42,9 @@ struct ModelOptions {
   std::string rank_key_file;
   std::string rank_wire = "f32";
   double collective_timeout = 30;  // seconds a collective may wait for the slowest rank
+  // bench --shard-alone [R] (bench_shard_alone.h): "all", a rank, or empty (off). Every other command refuses it:
+  // the stand-in collectives make logits that are not the model's.
+  std::string shard_alone;
   // Under --tp/--ep: also probe every rank at start for the plan (run, bench and serve set it unless --no-plan).
   bool profile_ranks = false;
   // Under --tp/--ep, after load_model: what the ranks measured at start (LoadedModel::parallel), for the plans a
@@ -50,7 +53,7 @@ struct ModelOptions {
 };
 
 void add_model_options(CLI::App& app, ModelOptions& o, bool with_compute = true);
-// --tp, --ep, --pp, --tp-shares, --collective-timeout (part of add_model_options' compute options).
+// --tp, --ep, --pp, --tp-shares, --collective-timeout, --shard-alone (part of add_model_options' compute options).
 void add_parallel_options(CLI::App& app, ModelOptions& o);
 // --repack, --mmap and --pin, for the commands that register their own compute options (bench, worker).
 void add_repack_option(CLI::App& app, bool& repack);
@@ -87,6 +90,8 @@ LoadedModel load_model(const ModelOptions& o, int64_t n_slots = 1, bool with_exe
                        std::shared_ptr<collective::Communicator> group = nullptr,
                        std::shared_ptr<const gguf::TensorSource> source = nullptr);
 StageOptions stage_options(const ModelOptions& o, const ModelConfig& c, int64_t n_slots);
+// Rank `rank`'s share under o's --tp/--ep/--tp-shares/--ep-redundancy, as every rank of the group cuts it.
+ShardSpec shard_spec(const ModelOptions& o, int rank);
 // The ranks' shares as a table on rank 0 (a collective: every rank calls it).
 void log_shard(const LocalExecutor& e, collective::Communicator& comm, int stage = 0, std::string_view split = {});
 // The log line of --repack: the memory the packed weights took, or why nothing was packed.

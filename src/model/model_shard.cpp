@@ -139,6 +139,45 @@ Range column_share(int64_t cols, const TensorView& w, const ShardSpec& spec, con
   return {std::min(cols, u0 * bs), std::min(cols, u1 * bs)};
 }
 
+// Pieces of experts held as one stack of matrices (whole experts and their copies under --ep, blocks of every
+// expert under --tp): piece i is rows [first, first + m) of its expert's gate and up (both halves of a fused
+// gate_up) and the same columns of its down projection. pieces_of counts each expert's pieces (as prefix sums) and
+// the down projection's scales follow the pieces.
+struct HeldPiece {
+  int64_t expert;
+  int64_t first;
+};
+
+void cut_held_pieces(ShardBuilder& b, LayerWeights& lw, const std::vector<HeldPiece>& pieces, int64_t n_exp, int64_t F,
+                     int64_t m, int64_t n_embd) {
+  const auto n = static_cast<int64_t>(pieces.size());
+  std::vector<Range> rows, fused, down_rows;
+  std::vector<int64_t> starts;
+  std::vector<float> scale;
+  lw.pieces_of.assign(static_cast<size_t>(n_exp + 1), 0);
+  for (const HeldPiece& p : pieces) {
+    const int64_t e = p.expert, f0 = p.first;
+    rows.emplace_back(e * F + f0, e * F + f0 + m);
+    if (m == F) {
+      fused.emplace_back(e * 2 * F, (e + 1) * 2 * F);
+    } else {
+      fused.emplace_back(e * 2 * F + f0, e * 2 * F + f0 + m);
+      fused.emplace_back(e * 2 * F + F + f0, e * 2 * F + F + f0 + m);
+    }
+    down_rows.emplace_back(e * n_embd, (e + 1) * n_embd);
+    starts.push_back(f0);
+    ++lw.pieces_of[static_cast<size_t>(e + 1)];
+    if (!lw.ffn_down_exps_scale.empty()) scale.push_back(lw.ffn_down_exps_scale[static_cast<size_t>(e)]);
+  }
+  for (int64_t e = 0; e < n_exp; ++e) lw.pieces_of[static_cast<size_t>(e + 1)] += lw.pieces_of[static_cast<size_t>(e)];
+  // Whole experts need no first column per piece.
+  if (std::all_of(starts.begin(), starts.end(), [](int64_t f) { return f == 0; })) starts.clear();
+  b.cut(lw.ffn_gate_exps, rows, 0, n_embd, {n_embd, m, n, 1});
+  b.cut(lw.ffn_up_exps, rows, 0, n_embd, {n_embd, m, n, 1});
+  b.cut(lw.ffn_gate_up_exps, fused, 0, n_embd, {n_embd, 2 * m, n, 1});
+  b.cut(lw.ffn_down_exps, down_rows, 0, m, {m, n_embd, n, 1}, starts);
+  lw.ffn_down_exps_scale = std::move(scale);
+}
 }  // namespace
 
 std::shared_ptr<const ModelWeights> ModelWeights::sharded(const std::shared_ptr<const ModelWeights>& weights,
@@ -213,29 +252,13 @@ std::shared_ptr<const ModelWeights> ModelWeights::shard_impl(const std::shared_p
       if (!holders || holders->n_expert() != n_exp) {
         holders = std::make_shared<const ExpertHolders>(n_exp, spec, where + "'s experts");
       }
-      const auto& held = holders->held(spec.rank);
-      const auto n = static_cast<int64_t>(held.size());
-      std::vector<Range> rows, fused, down_rows;
-      std::vector<float> scale;
-      lw.pieces_of.assign(static_cast<size_t>(n_exp + 1), 0);
-      for (int64_t e : held) {
-        rows.emplace_back(e * F, (e + 1) * F);
-        fused.emplace_back(e * 2 * F, (e + 1) * 2 * F);
-        down_rows.emplace_back(e * c.n_embd, (e + 1) * c.n_embd);
-        ++lw.pieces_of[static_cast<size_t>(e + 1)];
-        if (!lw.ffn_down_exps_scale.empty()) scale.push_back(lw.ffn_down_exps_scale[static_cast<size_t>(e)]);
-      }
-      for (int64_t e = 0; e < n_exp; ++e)
-        lw.pieces_of[static_cast<size_t>(e + 1)] += lw.pieces_of[static_cast<size_t>(e)];
-      b.cut(lw.ffn_gate_exps, rows, 0, c.n_embd, {c.n_embd, F, n, 1});
-      b.cut(lw.ffn_up_exps, rows, 0, c.n_embd, {c.n_embd, F, n, 1});
-      b.cut(lw.ffn_gate_up_exps, fused, 0, c.n_embd, {c.n_embd, 2 * F, n, 1});
-      b.cut(lw.ffn_down_exps, down_rows, 0, F, {F, c.n_embd, n, 1});
-      lw.ffn_down_exps_scale = std::move(scale);
+      std::vector<HeldPiece> pieces;
+      for (int64_t e : holders->held(spec.rank)) pieces.push_back({e, 0});
+      cut_held_pieces(b, lw, pieces, n_exp, F, F, c.n_embd);
       lw.holders = holders;
       lw.rank = spec.rank;
       lw.n_ranks = spec.n_ranks;
-      s.n_expert = n;
+      s.n_expert = static_cast<int64_t>(pieces.size());
     } else if (spec.ep) {
       // Whole experts per rank.
       const auto [e0, e1] = share_range(n_exp, spec, where + "'s experts");
@@ -260,38 +283,21 @@ std::shared_ptr<const ModelWeights> ModelWeights::shard_impl(const std::shared_p
       }
       const int64_t unit_rows = F % bs == 0 ? bs : 1;
       const int64_t m = pieces.empty() ? 0 : pieces.front().count * unit_rows;
-      const auto n = static_cast<int64_t>(pieces.size());
-      std::vector<Range> rows, fused, down_rows;
-      std::vector<int64_t> starts;
-      lw.pieces_of.assign(static_cast<size_t>(n_exp + 1), 0);
-      std::vector<float> scale;
       const bool any_shared =
           std::any_of(pieces.begin(), pieces.end(), [](const ExpertPiece& p) { return p.shared >= 0; });
+      std::vector<HeldPiece> held;
       for (const ExpertPiece& p : pieces) {
-        const int64_t e = p.expert, f0 = p.first * unit_rows;
         if (any_shared) {
           lw.piece_shared.push_back(static_cast<int8_t>(p.shared));
           lw.shared_per_expert = std::max(lw.shared_per_expert, p.shared + 1);
         }
-        rows.emplace_back(e * F + f0, e * F + f0 + m);
-        fused.emplace_back(e * 2 * F + f0, e * 2 * F + f0 + m);
-        fused.emplace_back(e * 2 * F + F + f0, e * 2 * F + F + f0 + m);
-        down_rows.emplace_back(e * c.n_embd, (e + 1) * c.n_embd);
-        starts.push_back(f0);
-        ++lw.pieces_of[static_cast<size_t>(e + 1)];
-        if (!lw.ffn_down_exps_scale.empty()) scale.push_back(lw.ffn_down_exps_scale[static_cast<size_t>(e)]);
+        held.push_back({p.expert, p.first * unit_rows});
       }
-      for (int64_t e = 0; e < n_exp; ++e)
-        lw.pieces_of[static_cast<size_t>(e + 1)] += lw.pieces_of[static_cast<size_t>(e)];
-      b.cut(lw.ffn_gate_exps, rows, 0, c.n_embd, {c.n_embd, m, n, 1});
-      b.cut(lw.ffn_up_exps, rows, 0, c.n_embd, {c.n_embd, m, n, 1});
-      b.cut(lw.ffn_gate_up_exps, fused, 0, c.n_embd, {c.n_embd, 2 * m, n, 1});
-      b.cut(lw.ffn_down_exps, down_rows, 0, m, {m, c.n_embd, n, 1}, starts);
-      lw.ffn_down_exps_scale = std::move(scale);
+      cut_held_pieces(b, lw, held, n_exp, F, m, c.n_embd);
       lw.rank = spec.rank;
       lw.n_ranks = spec.n_ranks;
       s.n_ff_exp = m;
-      s.n_expert = n;
+      s.n_expert = static_cast<int64_t>(pieces.size());
     }
   }
   if (!w->output_.empty()) {

@@ -13,6 +13,7 @@
 #include "plan/parallel_layout.h"
 #include "plan/plan_report.h"
 #include "plan/planner.h"
+#include "support/plan_fixtures.h"
 #include "util/error.h"
 
 namespace tessera::plan {
@@ -22,16 +23,8 @@ ModelCost shape(const char* name, const char* type = "q4_k_m") {
   return model_cost_from_shape(shape_preset(name).config, quant_mix_from_name(type), GgmlType::F16, name);
 }
 
-NodeProfile vm(const std::string& name, double gbps = 40, double mem_gb = 60) {
-  const PlanConstants k;
-  NodeProfile n;
-  n.name = name;
-  n.mem_available_bytes = static_cast<uint64_t>(mem_gb * 1e9);
-  n.mem_read_gbps = gbps;
-  n.int8_gops = 16 * k.int8_gops_per_core;
-  n.f32_gflops = 16 * k.f32_gflops_per_core;
-  return n;
-}
+using test::parted_model;
+using test::plan_vm;
 
 Cluster cluster(std::vector<NodeProfile> nodes, double gbit, double rtt_ms) {
   const std::string head = nodes.front().name;
@@ -50,33 +43,6 @@ PlanConstants bare() {
   PlanConstants k;
   k.layer_overhead_s = k.stage_overhead_s = k.message_overhead_s = 0;
   return k;
-}
-
-// 8 dense layers of 1 GB each (q and output 0.3 GB, k and v 0.1 GB, FFN 0.6 GB), f32-like blocks of 1, no
-// embedding or head bytes: a rank's share is exactly its heads' and rows' fraction.
-ModelCost parted_model() {
-  ModelCost m;
-  m.label = "parted";
-  m.matmul_type = "q4_K";
-  ModelConfig& c = m.config;
-  c.arch = Arch::Llama;
-  c.n_layer = 8;
-  c.n_embd = 4096;
-  c.n_head = 32;
-  c.n_head_kv = 8;
-  c.head_dim = c.head_dim_v = c.n_rot = 128;
-  c.n_ff = 14336;
-  c.n_vocab = 1000;
-  c.n_ctx_train = 8192;
-  for (int i = 0; i < 8; ++i) {
-    LayerCost l;
-    l.weight_bytes = l.dense_bytes = 1000000000;
-    l.attn_q.bytes = 300000000;
-    l.attn_kv.bytes = 100000000;
-    l.ffn.bytes = 600000000;
-    m.layers.push_back(l);
-  }
-  return m;
 }
 
 TEST(CollectiveModel, RingAllReduceIsLatencyStepsPlusBytesOverBandwidth) {
@@ -199,7 +165,7 @@ TEST(ParallelLayout, BusiestRankOfAToken) {
 
 TEST(CostModel, TensorParallelDecodeIsTheSlowestRankPlusTheCollectives) {
   const ModelCost m = parted_model();
-  const Cluster c({vm("a", 20), vm("b", 20)}, "a", {}, LinkProfile{"*", "*", 1e-3, 1e4, "test"});
+  const Cluster c({plan_vm("a", 20), plan_vm("b", 20)}, "a", {}, LinkProfile{"*", "*", 1e-3, 1e4, "test"});
   const PlanConstants k = bare();
   const CostModel cm(m, c, k);
   const std::vector<size_t> nodes = {0, 1};
@@ -223,7 +189,8 @@ TEST(CostModel, TensorParallelDecodeIsTheSlowestRankPlusTheCollectives) {
 
 TEST(CostModel, ThreeRanksWaitForTheOneWithTheMostHeads) {
   const ModelCost m = parted_model();
-  const Cluster c({vm("a", 20), vm("b", 20), vm("c", 20)}, "a", {}, LinkProfile{"*", "*", 1e-3, 1e4, "test"});
+  const Cluster c({plan_vm("a", 20), plan_vm("b", 20), plan_vm("c", 20)}, "a", {},
+                  LinkProfile{"*", "*", 1e-3, 1e4, "test"});
   const PlanConstants k = bare();
   const CostModel cm(m, c, k);
   const std::vector<size_t> nodes = {0, 1, 2};
@@ -242,7 +209,7 @@ TEST(CostModel, ThreeRanksWaitForTheOneWithTheMostHeads) {
 
 TEST(CostModel, RanksOfOneMachineShareItsBandwidthAndMemory) {
   const ModelCost m = shape("qwen2.5-7b");
-  NodeProfile a = vm("rank0", 20), b = vm("rank1", 20);
+  NodeProfile a = plan_vm("rank0", 20), b = plan_vm("rank1", 20);
   a.machine = b.machine = "box";
   a.cpus = {0};
   b.cpus = {1};
@@ -263,7 +230,7 @@ TEST(CostModel, RanksOfOneMachineShareItsBandwidthAndMemory) {
 
 TEST(Planner, ChoosesTensorParallelOverFastLinksAndNotOverSlowOnes) {
   const ModelCost m = shape("qwen2.5-72b");
-  const Plan fast = make_plan(m, cluster({vm("vm1"), vm("vm2"), vm("vm3")}, 100, 0.05), options());
+  const Plan fast = make_plan(m, cluster({plan_vm("vm1"), plan_vm("vm2"), plan_vm("vm3")}, 100, 0.05), options());
   ASSERT_TRUE(fast.chosen);
   const Strategy& f = fast.strategies[*fast.chosen];
   EXPECT_EQ(f.kind, StrategyKind::TensorParallel) << fast.decision;
@@ -273,7 +240,7 @@ TEST(Planner, ChoosesTensorParallelOverFastLinksAndNotOverSlowOnes) {
   ASSERT_FALSE(f.arithmetic.empty());
 
   // 1 Gbit/s and 10 ms RTT: 160 all-reduces x 4 x 5 ms per token is far more than the reads TP saves.
-  const Plan slow = make_plan(m, cluster({vm("vm1"), vm("vm2"), vm("vm3")}, 1, 10), options());
+  const Plan slow = make_plan(m, cluster({plan_vm("vm1"), plan_vm("vm2"), plan_vm("vm3")}, 1, 10), options());
   ASSERT_TRUE(slow.chosen);
   EXPECT_FALSE(slow.strategies[*slow.chosen].is_parallel()) << slow.decision;
   bool shown = false;
@@ -288,7 +255,7 @@ TEST(Planner, ChoosesTensorParallelOverFastLinksAndNotOverSlowOnes) {
 
 TEST(Planner, TensorGroupsAsPipelineStagesArePredictedNotRun) {
   const ModelCost m = shape("qwen2.5-72b");
-  const Plan p = make_plan(m, cluster({vm("a"), vm("b"), vm("c"), vm("d")}, 100, 0.05), options());
+  const Plan p = make_plan(m, cluster({plan_vm("a"), plan_vm("b"), plan_vm("c"), plan_vm("d")}, 100, 0.05), options());
   const Strategy* tpp = nullptr;
   for (const auto& s : p.strategies) {
     if (s.kind == StrategyKind::TensorPipeline) tpp = &s;
@@ -307,7 +274,7 @@ TEST(Planner, TensorGroupsAsPipelineStagesArePredictedNotRun) {
 
 TEST(Planner, UnderMpiTheRunsLayoutIsTheRowThatRuns) {
   const ModelCost m = shape("qwen3-30b-a3b");
-  Cluster c = cluster({vm("rank0"), vm("rank1")}, 100, 0.01);
+  Cluster c = cluster({plan_vm("rank0"), plan_vm("rank1")}, 100, 0.01);
   c.set_collectives(fit_collectives(2, {{4, 20e-6}, {32768, 40e-6}, {4194304, 3e-3}}, "measured"));
   PlanOptions o = options();
   o.mpi_ranks = true;

@@ -10,53 +10,20 @@
 #include "plan/collective_model.h"
 #include "plan/planner.h"
 #include "plan/split_spec.h"
+#include "support/plan_fixtures.h"
 #include "util/error.h"
 
 namespace tessera::plan {
 namespace {
 
-NodeProfile rank(const std::string& name, double gbps) {
-  const PlanConstants k;
-  NodeProfile n;
-  n.name = name;
-  n.mem_available_bytes = static_cast<uint64_t>(60e9);
-  n.mem_read_gbps = gbps;
-  n.int8_gops = 16 * k.int8_gops_per_core;
-  n.f32_gflops = 16 * k.f32_gflops_per_core;
-  return n;
-}
-
-// 8 dense layers of 1 GB each, no embedding or head bytes: a rank's share is exactly its heads' and rows' fraction.
-ModelCost parted_model() {
-  ModelCost m;
-  m.label = "parted";
-  m.matmul_type = "q4_K";
-  ModelConfig& c = m.config;
-  c.arch = Arch::Llama;
-  c.n_layer = 8;
-  c.n_embd = 4096;
-  c.n_head = 32;
-  c.n_head_kv = 8;
-  c.head_dim = c.head_dim_v = c.n_rot = 128;
-  c.n_ff = 14336;
-  c.n_vocab = 1000;
-  c.n_ctx_train = 8192;
-  for (int i = 0; i < 8; ++i) {
-    LayerCost l;
-    l.weight_bytes = l.dense_bytes = 1000000000;
-    l.attn_q.bytes = 300000000;
-    l.attn_kv.bytes = 100000000;
-    l.ffn.bytes = 600000000;
-    m.layers.push_back(l);
-  }
-  return m;
-}
+using test::parted_model;
+using test::plan_vm;
 
 TEST(PipelinePlan, TensorTimesPipelineAddsStagesCollectivesAndTheActivationsHop) {
   const ModelCost m = parted_model();
   // Four ranks; the point-to-point between stages measured at 10 us + 16 KiB at 2 GB/s (as the link of the ranks).
   const double rtt = 20e-6, gbit = 16.0;
-  const Cluster c({rank("rank0", 20), rank("rank1", 20), rank("rank2", 20), rank("rank3", 20)}, "rank0", {},
+  const Cluster c({plan_vm("rank0", 20), plan_vm("rank1", 20), plan_vm("rank2", 20), plan_vm("rank3", 20)}, "rank0", {},
                   LinkProfile{"*", "*", rtt, gbit, "point-to-point measured at start"});
   PlanConstants k;
   k.layer_overhead_s = k.stage_overhead_s = k.message_overhead_s = 0;
@@ -122,7 +89,7 @@ TEST(PipelinePlan, TensorTimesPipelineAddsStagesCollectivesAndTheActivationsHop)
 
 TEST(PipelinePlan, PlainPipelineOfRanksIsTheRunsRow) {
   const ModelCost m = parted_model();
-  const Cluster c({rank("rank0", 20), rank("rank1", 20)}, "rank0", {},
+  const Cluster c({plan_vm("rank0", 20), plan_vm("rank1", 20)}, "rank0", {},
                   LinkProfile{"*", "*", 20e-6, 16, "point-to-point measured at start"});
   PlanOptions o;
   o.workload.n_ctx = 4096;
