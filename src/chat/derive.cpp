@@ -1,7 +1,8 @@
 // derive_tool_syntax: sentinel conversations rendered through the template and compared. The generation prompt
 // and a plain-text answer give the assistant turn's frame (what precedes and follows the model's output); one call,
 // two calls, no arguments, two arguments and a number argument give the call pattern, what opens, separates and
-// closes calls, and how arguments are written. The result must read its own renders back, or there is none.
+// closes calls, and how arguments are written (a list and an object argument: whether as nested markup). The
+// result must read its own renders back, or there is none.
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -279,7 +280,8 @@ bool reads_back(const DerivedSyntax& d, const std::string& text,
   return true;
 }
 
-// Lists and objects as nested markup (MiniMax M3): the value of a list [va, vb] is X va Y X vb Y (an item is
+// Booleans as Python writes them (Qwen 3.5's `| string`: True), and lists and objects as nested markup (MiniMax
+// M3): the value of a list [va, vb] is X va Y X vb Y (an item is
 // X value Y), the value of an object {kb: vb, kc: vc} is M(kb, vb) M(kc, vc) (a member is M). `head`/`tail`: the
 // call around its arguments.
 void derive_nested(const Sentinels& s, const Frame& fr, const std::string& head, const std::string& tail,
@@ -295,6 +297,7 @@ void derive_nested(const Sentinels& s, const Frame& fr, const std::string& head,
       return std::nullopt;
     return t->substr(head.size() + pre.size(), t->size() - head.size() - pre.size() - post.size() - tail.size());
   };
+  d.python_bools = value(true) == std::optional<std::string>("True");
   const auto patterned = [](std::string p) {
     return !p.empty() && (p[0] < kName || p[0] > kValue) && slots_terminated(p) &&
            std::count(p.begin(), p.end(), kValue) == 1;

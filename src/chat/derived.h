@@ -37,6 +37,7 @@ struct DerivedSyntax {
   // Lists and objects written as nested markup rather than JSON (MiniMax M3's "<item>v</item>", "<k>v</k>"): one
   // list item (a kValue slot) and one object member (kKey, kValue); "" where the template writes them otherwise.
   std::string item, member;
+  bool python_bools = false;  // booleans written True / False (Jinja's `| string` of a Python bool: Qwen 3.5)
 };
 
 // Paths of nested values in OutputFormat::text_args: a member's key follows kMemberPath, a list item is kItemPath.

@@ -241,7 +241,12 @@ class PatternReader {
       } else if (json) {
         args[v.key] = typed_value(v.raw);
       } else {
-        args[v.key] = d_.pair_json.empty() && !text_arg(out.name, v.key) ? typed_value(v.raw) : Json(v.raw);
+        const bool text = !d_.pair_json.empty() || text_arg(out.name, v.key);
+        if (!text && d_.python_bools && (v.raw == "True" || v.raw == "False")) {
+          args[v.key] = v.raw == "True";
+        } else {
+          args[v.key] = text ? Json(v.raw) : typed_value(v.raw);
+        }
       }
       t = u;
     }

@@ -23,6 +23,7 @@ nlohmann::ordered_json value_of(std::string_view raw, bool strip, bool text) {
   if (strip && raw.starts_with('\n')) raw.remove_prefix(1);
   if (strip && raw.ends_with('\n')) raw.remove_suffix(1);
   if (text) return std::string(raw);
+  if (strip && (raw == "True" || raw == "False")) return raw == "True";  // Qwen's template writes Python's bools
   auto v = nlohmann::ordered_json::parse(raw, nullptr, false);
   if (!v.is_discarded() && !v.is_string()) return v;
   return std::string(raw);

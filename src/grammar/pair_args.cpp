@@ -219,6 +219,9 @@ class PairCompiler {
         try {
           if (text_schema(sub)) {
             e += text_value(sub, prefix_ + hint, t);
+          } else if (syntax_.python_bools && depth == 0 && sub.is_object() && sub.value("type", Json()) == "boolean" &&
+                     !sub.contains("enum") && !sub.contains("const")) {
+            e += "( \"True\" | \"False\" ) " + quote_literal(next) + " ";
           } else if (nests(sub)) {
             e += nested(sub, pointer, hint, depth) + " " + quote_literal(next) + " ";
           } else {

@@ -43,6 +43,7 @@ struct CallSyntax {
   std::vector<std::string> avoid;    // tags no value may hold (where a family's reader ends the block at them)
   // Lists and objects as nested markup (MiniMax M3): one item (a Value), one member (Key, Value); else empty.
   std::vector<CallPiece> item, member;
+  bool python_bools = false;  // boolean values written True / False (the template's Python str of a bool)
 };
 
 // The parameters whose schema is text (type "string", or an enum or const of strings): in pair markup their values
@@ -60,8 +61,9 @@ std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallForm
 // The same for a learned syntax (several only where the syntax has them). Ids are 9 letters or digits (what
 // Mistral-style templates insist on), call numbers one digit. Pair arguments: the schema's properties in declared
 // order (required ones always, optional ones maybe, no others); a text value is any text without the tag that
-// ends it (length-bounded: without the tag's first byte), an enum of strings its values raw; other values JSON
-// whose strings leave out the tag's first byte.
+// ends it (length-bounded: without the tag's first byte) or any of `avoid`, an enum of strings its values raw;
+// lists and objects in nested markup where the syntax has it (item, member); other values JSON whose strings leave
+// out the tag's first byte.
 std::string tool_call_grammar(const std::vector<ToolSchema>& tools, const CallSyntax& syntax, bool several,
                               std::string_view prefix = {});
 

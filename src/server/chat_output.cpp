@@ -82,6 +82,7 @@ grammar::CallSyntax call_syntax(const chat::DerivedSyntax& d) {
     out.sorted_keys = d.sorted_keys;
     out.item = pieces(d.item);
     out.member = pieces(d.member);
+    out.python_bools = d.python_bools;
   }
   return out;
 }

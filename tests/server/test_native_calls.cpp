@@ -120,6 +120,8 @@ struct Native {
   chat::ToolFamily family;           // the reader's
   std::vector<std::string> markers;  // what every forced call of get_weather shows
   std::string list, object;          // what a call with "tags" / "where" shows
+  std::string detail;                // what precedes a boolean "detail"
+  bool python_bools = false;         // the template writes True / False
 };
 
 const std::string kNs = "]<]minimax[>[";
@@ -128,37 +130,46 @@ const std::vector<Native> kNative = {
      chat::ToolFamily::Hermes,
      {"<tool_call>\n<function=get_", "<parameter=city>\n", "\n</parameter>", "</function>"},
      "<parameter=tags>\n[",
-     "<parameter=where>\n{"},
+     "<parameter=where>\n{",
+     "<parameter=detail>\n",
+     true},
     {"StepFun3.5-Flash.jinja",
      chat::ToolFamily::Hermes,
      {"<tool_call>\n<function=get_", "<parameter=city>\n", "\n</parameter>", "</function>"},
      "<parameter=tags>\n[",
-     "<parameter=where>\n{"},
+     "<parameter=where>\n{",
+     "<parameter=detail>\n",
+     true},
     {"GLM-4.6.jinja",
      chat::ToolFamily::Hermes,
      {"<tool_call>get_", "<arg_key>city</arg_key>", "<arg_value>", "</arg_value>"},
      "<arg_key>tags</arg_key>\n<arg_value>[",
-     "<arg_key>where</arg_key>\n<arg_value>{"},
+     "<arg_key>where</arg_key>\n<arg_value>{",
+     "<arg_key>detail</arg_key>\n<arg_value>"},
     {"poolside-Laguna-S-2.1.jinja",
      chat::ToolFamily::Hermes,
      {"<tool_call>get_", "<arg_key>city</arg_key><arg_value>", "</arg_value>"},
      "<arg_key>tags</arg_key><arg_value>[",
-     "<arg_key>where</arg_key><arg_value>{"},
+     "<arg_key>where</arg_key><arg_value>{",
+     "<arg_key>detail</arg_key><arg_value>"},
     {"poolside-Laguna-XS-2.1.jinja",
      chat::ToolFamily::Hermes,
      {"<tool_call>get_", "<arg_key>city</arg_key>\n<arg_value>", "</arg_value>\n"},
      "<arg_key>tags</arg_key>\n<arg_value>[",
-     "<arg_key>where</arg_key>\n<arg_value>{"},
+     "<arg_key>where</arg_key>\n<arg_value>{",
+     "<arg_key>detail</arg_key>\n<arg_value>"},
     {"poolside-Laguna-XS.2.jinja",
      chat::ToolFamily::Hermes,
      {"<tool_call>get_", "<arg_key>city</arg_key>\n<arg_value>", "</arg_value>\n"},
      "<arg_key>tags</arg_key>\n<arg_value>[",
-     "<arg_key>where</arg_key>\n<arg_value>{"},
+     "<arg_key>where</arg_key>\n<arg_value>{",
+     "<arg_key>detail</arg_key>\n<arg_value>"},
     {"MiniMax-M3.jinja",
      chat::ToolFamily::Derived,
      {kNs + "<tool_call>\n" + kNs + "<invoke name=\"get_", kNs + "<city>", kNs + "</city>", kNs + "</invoke>"},
      kNs + "<tags>" + kNs + "<item>",
-     kNs + "<where>" + kNs + "<lat>"},
+     kNs + "<where>" + kNs + "<lat>",
+     kNs + "<detail>"},
 };
 
 TEST(ChatToolsNative, ForcedCallsAreInTheTemplatesOwnMarkup) {
@@ -201,6 +212,11 @@ TEST(ChatToolsNative, ForcedCallsAreInTheTemplatesOwnMarkup) {
           if (args.contains("tags")) {
             ++lists;
             EXPECT_NE(out.find(n.list), std::string::npos) << out;
+          }
+          if (args.contains("detail")) {
+            const bool b = args["detail"].get<bool>();
+            const std::string v = n.python_bools ? (b ? "True" : "False") : (b ? "true" : "false");
+            EXPECT_NE(out.find(n.detail + v), std::string::npos) << out;
           }
           if (args.contains("where")) {
             ++objects;
@@ -251,9 +267,7 @@ TEST(ChatToolsNative, TheTemplatesOwnCallsAreSentences) {
     const chat::OutputFormat f = output_format(c.format, r.tools, "");
     const OutputGrammar g = forced_tool_grammar(r.tools, f, c.source);
     for (const auto& a : cases) {
-      json args = a;
-      // Qwen 3.5 and StepFun 3.5 write booleans as Python does (True), which is neither JSON nor text the schema takes.
-      if (n.markers[0].ends_with("<function=get_")) args.erase("detail");
+      const json& args = a;
       const std::string text = render_call(c, args);
       const size_t name = text.rfind("get_weather");
       ASSERT_NE(name, std::string::npos);
