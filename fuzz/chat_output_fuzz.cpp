@@ -3,7 +3,8 @@
 // streaming the same bytes in two pieces must never send more than the final parse holds for well-formed output:
 // each delta only adds. The first byte picks the family (its low six bits from 54 on: one of three derived
 // syntaxes, JSON arguments with call numbers, pair arguments with typed values, a JSON list with ids), the
-// reasoning markers and the flags; the second the split point.
+// reasoning markers (<think>, Gemma's channel, or derived ones: Kimi K3's with the answer's introduction, MiniMax
+// M3's) and the flags; the second the split point.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -69,6 +70,12 @@ std::shared_ptr<const tessera::chat::DerivedSyntax> derived(int which) {
   return all[which];
 }
 
+// Reasoning markers of the shapes derive_reasoning learns: Kimi K3's (with the answer's introduction), MiniMax M3's.
+tessera::chat::ReasoningMarkup markup(int which) {
+  if (which == 0) return {"<|open|>think<|sep|>", "<|close|>think<|sep|>", "<|open|>response<|sep|>"};
+  return {"<mm:think>", "</mm:think>", ""};
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -77,11 +84,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const int low = data[0] & 0x3f;
   if (low < 54) {
     f.tools = static_cast<ToolFamily>(low % 6);
-    f.reasoning = static_cast<ReasoningFormat>((low / 6) % 3);
+    f.reasoning = static_cast<ReasoningFormat>((low / 6) % 4);
+    f.markup = markup((low / 6) / 4 % 2);
   } else {  // 54..62: a derived syntax; 63 too, as the first
     f.tools = ToolFamily::Derived;
     f.derived = derived((low - 54) % 3);
-    f.reasoning = static_cast<ReasoningFormat>(((low - 54) / 3) % 3);
+    f.reasoning = static_cast<ReasoningFormat>(((low - 54) / 3) % 4);
+    f.markup = markup(low % 2);
   }
   f.parse_tools = (data[0] & 0x40) == 0;
   f.starts_in_reasoning = (data[0] & 0x80) != 0;
@@ -91,6 +100,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)tessera::chat::parse_output(text, f, false);
 
   const size_t split = text.empty() ? 0 : data[1] % (text.size() + 1);
+  // Reasoning only grows, whatever follows: a prefix's reasoning is a prefix of the whole's.
+  if (!whole.reasoning.starts_with(tessera::chat::parse_output(text.substr(0, split), f, false).reasoning)) abort();
   tessera::chat::OutputStream s(f);
   std::string reasoning, content;
   for (auto piece : {text.substr(0, split), text.substr(split)}) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "chat/derive_reasoning.h"
 #include "chat/derived.h"
 #include "chat/tool_blocks.h"
 #include "jinja/template.h"
@@ -504,6 +505,7 @@ Derivation derive_tool_syntax(std::string_view template_source, std::string_view
 OutputFormat template_output_format(std::string_view template_source, std::string_view bos, std::string_view eos) {
   OutputFormat f = detect_output_format(template_source);
   if (f.tools == ToolFamily::Harmony) return f;  // gpt-oss's calls are messages of their own: its reader knows them
+  apply_derived_reasoning(f, derive_reasoning(template_source, bos, eos));
   const Derivation d = derive_tool_syntax(template_source, bos, eos);
   if (!d.syntax) return f;
 

@@ -27,19 +27,30 @@ void rtrim(std::string& s) {
 }
 
 struct ReasoningMarkers {
-  std::string_view open, close;
+  std::string_view open, close, answer;
 };
 
 ReasoningMarkers markers(ReasoningFormat f) {
   switch (f) {
     case ReasoningFormat::Think:
-      return {"<think>", "</think>"};
+      return {"<think>", "</think>", {}};
     case ReasoningFormat::GemmaChannel:
-      return {"<|channel>thought", "<channel|>"};
+      return {"<|channel>thought", "<channel|>", {}};
+    case ReasoningFormat::Derived:
     case ReasoningFormat::None:
       break;
   }
   return {};
+}
+
+ReasoningMarkers markers(const OutputFormat& f) {
+  if (f.reasoning == ReasoningFormat::Derived) return {f.markup.open, f.markup.close, f.markup.answer};
+  return markers(f.reasoning);
+}
+
+size_t skip_space(std::string_view text, size_t j) {
+  while (j < text.size() && is_space(text[j])) ++j;
+  return j;
 }
 
 // Content assembly: leading whitespace is dropped after the start, a reasoning block or a call.
@@ -57,12 +68,9 @@ struct Content {
 // Reads the reasoning block at the start of `text`; returns where the answer starts, or npos when the text (so far)
 // is all reasoning.
 size_t read_reasoning(std::string_view text, const OutputFormat& f, bool final, ParsedOutput& out) {
-  const auto [open, close] = markers(f.reasoning);
-  const size_t first = [&] {
-    size_t j = 0;
-    while (j < text.size() && is_space(text[j])) ++j;
-    return j;
-  }();
+  const auto [open, close, answer] = markers(f);
+  if (open.empty() || close.empty()) return 0;  // a derived format without its markers reads no reasoning
+  const size_t first = skip_space(text, 0);
   const std::string_view head = text.substr(first);
   size_t start = 0;
   if (head.starts_with(open)) {
@@ -80,7 +88,14 @@ size_t read_reasoning(std::string_view text, const OutputFormat& f, bool final, 
     return npos;
   }
   out.reasoning = std::string(ltrim(rtrim(text.substr(start, end - start))));
-  return end + close.size();
+  const size_t after = end + close.size();
+  if (answer.empty()) return after;
+  // The text the template writes before the answer is markup, not content.
+  const size_t j = skip_space(text, after);
+  const std::string_view rest = text.substr(j);
+  if (rest.starts_with(answer)) return j + answer.size();
+  if (!final && answer.starts_with(rest)) return npos;  // may still become it
+  return after;
 }
 
 struct Found {
@@ -201,13 +216,37 @@ std::string_view tool_family_name(ToolFamily family) {
   return "hermes";
 }
 
-bool prompt_opens_reasoning(std::string_view prompt, ReasoningFormat format) {
-  if (format == ReasoningFormat::None) return false;
-  const auto [open, close] = markers(format);
-  const size_t o = prompt.rfind(open);
+namespace {
+
+bool opens(std::string_view prompt, ReasoningMarkers m) {
+  if (m.open.empty() || m.close.empty()) return false;
+  const std::string_view p = rtrim(prompt);
+  const size_t o = p.rfind(m.open);
   if (o == npos) return false;
   // Opened in the generation prompt's tail and not closed after it.
-  return prompt.find(close, o) == npos && rtrim(prompt).size() - o <= open.size() + 1;
+  return p.find(m.close, o) == npos && p.size() - o <= m.open.size() + 1;
+}
+
+}  // namespace
+
+bool prompt_opens_reasoning(std::string_view prompt, const OutputFormat& format) {
+  return opens(prompt, markers(format));
+}
+
+bool prompt_opens_reasoning(std::string_view prompt, ReasoningFormat format) { return opens(prompt, markers(format)); }
+
+std::string reasoning_exit(const OutputFormat& format) {
+  switch (format.reasoning) {
+    case ReasoningFormat::Think:
+      return "</think>\n\n";
+    case ReasoningFormat::GemmaChannel:
+      return "<channel|>";
+    case ReasoningFormat::Derived:
+      return format.markup.close + format.markup.answer;
+    case ReasoningFormat::None:
+      break;
+  }
+  return {};
 }
 
 }  // namespace tessera::chat

@@ -34,6 +34,15 @@ enum class ReasoningFormat {
   None,
   Think,         // <think>..</think> (Qwen3, QwQ, DeepSeek R1/V3.1, ...)
   GemmaChannel,  // <|channel>thought\n..<channel|> (Gemma 4)
+  Derived,       // learned from the chat template's render of reasoning_content: OutputFormat::markup
+};
+
+// Reasoning markers as a template writes them (ReasoningFormat::Derived, derive_reasoning.h).
+struct ReasoningMarkup {
+  std::string open;    // opens the block ("<mm:think>", Kimi K3's "<|open|>think<|sep|>")
+  std::string close;   // closes it ("</mm:think>")
+  std::string answer;  // what the template writes between the block and the answer, skipped when the output has
+                       // it (Kimi K3's "<|open|>response<|sep|>"); empty for most
 };
 
 struct OutputFormat {
@@ -47,6 +56,7 @@ struct OutputFormat {
   // Derived pair syntaxes: per function, the arguments whose schema is text; their values stay strings even where
   // they read as JSON (a "42" for a string parameter), as the template wrote them raw.
   std::shared_ptr<const TextArguments> text_args;
+  ReasoningMarkup markup;  // ReasoningFormat::Derived: the markers
 };
 
 struct ToolCall {
@@ -71,7 +81,13 @@ std::optional<ToolFamily> tool_family_from_name(std::string_view name);
 std::string_view tool_family_name(ToolFamily family);
 
 // Whether a rendered prompt ends inside an opened reasoning block (e.g. DeepSeek R1's generation prompt "<think>\n"),
-// so the output starts as reasoning.
-bool prompt_opens_reasoning(std::string_view prompt, ReasoningFormat format);
+// so the output starts as reasoning. A prompt that ends with the closing marker (MiniMax M3's "</mm:think>" with
+// thinking off) or with an empty block does not.
+bool prompt_opens_reasoning(std::string_view prompt, const OutputFormat& format);
+bool prompt_opens_reasoning(std::string_view prompt, ReasoningFormat format);  // Think or GemmaChannel
+
+// The text that ends the reasoning block the prompt opened and starts the answer ("</think>\n\n", Gemma's
+// "<channel|>", a derived close followed by its answer text): what a forced answer writes first.
+std::string reasoning_exit(const OutputFormat& format);
 
 }  // namespace tessera::chat

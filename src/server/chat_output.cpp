@@ -25,7 +25,7 @@ chat::OutputFormat output_format(const chat::OutputFormat& template_format, cons
     f.derived = nullptr;  // the template's markup is not the named family's
   }
   f.parse_tools = tools.offered();
-  f.starts_in_reasoning = chat::prompt_opens_reasoning(prompt, f.reasoning);
+  f.starts_in_reasoning = chat::prompt_opens_reasoning(prompt, f);
   if (f.parse_tools && f.derived && !f.derived->json_args) {
     auto text = std::make_shared<chat::TextArguments>();
     for (const auto& fn : tools.functions) {
@@ -126,8 +126,7 @@ OutputGrammar forced_tool_grammar(const ChatTools& tools, const chat::OutputForm
     schemas.push_back({fn.name, fn.parameters.empty() ? std::string(R"({"type":"object"})") : fn.parameters.dump()});
   }
   // A prompt that opened the reasoning block gets it closed first: the call is the answer.
-  const std::string_view close = f.reasoning == chat::ReasoningFormat::GemmaChannel ? "<channel|>" : "</think>\n\n";
-  const std::string_view prefix = f.starts_in_reasoning ? close : "";
+  const std::string prefix = f.starts_in_reasoning ? chat::reasoning_exit(f) : "";
   OutputGrammar g;
   try {
     const bool several = tools.choice == ToolChoice::Required && tools.parallel;

@@ -293,6 +293,9 @@ Server::Server(ServerOptions options, ServedModel model)
   if (const auto& f = impl_->template_format; f.derived && f.tools == chat::ToolFamily::Derived)
     log_info("tool calls: the syntax the chat template writes them in, learned from it (blocks open with {})",
              f.derived->marker);
+  if (const auto& f = impl_->template_format; f.reasoning == chat::ReasoningFormat::Derived)
+    log_info("reasoning: the markers the chat template writes, learned from it ({} .. {})", f.markup.open,
+             f.markup.close);
   impl_->routes();
 }
 

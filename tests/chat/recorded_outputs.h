@@ -23,7 +23,7 @@ struct Recorded {
 
 inline chat::OutputFormat fmt(chat::ToolFamily f, chat::ReasoningFormat r = chat::ReasoningFormat::None,
                               bool starts_in_reasoning = false) {
-  return {f, r, true, starts_in_reasoning, {}, {}};
+  return {f, r, true, starts_in_reasoning, {}, {}, {}};
 }
 
 inline std::vector<Recorded> recorded_outputs() {
@@ -125,13 +125,13 @@ inline std::vector<Recorded> recorded_outputs() {
        "",
        {{"get_weather", R"({"city":"Paris","unit":"celsius"})"}}},
       {"think without tools",
-       {ToolFamily::Hermes, ReasoningFormat::Think, false, false, {}, {}},
+       {ToolFamily::Hermes, ReasoningFormat::Think, false, false, {}, {}, {}},
        "<think>\nHmm.\n</think>\n\nHello <tool_call> world",
        "Hmm.",
        "Hello <tool_call> world",
        {}},
       {"prompt opened think",
-       {ToolFamily::Hermes, ReasoningFormat::Think, false, true, {}, {}},
+       {ToolFamily::Hermes, ReasoningFormat::Think, false, true, {}, {}, {}},
        "Let me think.\n</think>\n\nHi.",
        "Let me think.",
        "Hi.",

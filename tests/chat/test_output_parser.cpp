@@ -33,7 +33,7 @@ TEST(ChatOutput, RecordedOutputsParse) {
 }
 
 TEST(ChatOutput, PartialParseHoldsBackWhatMayBeAMarker) {
-  const OutputFormat f{ToolFamily::Hermes, ReasoningFormat::None, true, false, {}, {}};
+  const OutputFormat f{ToolFamily::Hermes, ReasoningFormat::None, true, false, {}, {}, {}};
   EXPECT_EQ(parse_output("Sure <tool_c", f, false).content, "Sure");
   EXPECT_EQ(parse_output("Sure <tool_c", f, true).content, "Sure <tool_c");
   EXPECT_EQ(parse_output("Sure <b>", f, false).content, "Sure <b>");
@@ -50,7 +50,7 @@ TEST(ChatOutput, PartialParseHoldsBackWhatMayBeAMarker) {
 }
 
 TEST(ChatOutput, ReasoningStillOpenIsReasoning) {
-  const OutputFormat f{ToolFamily::Hermes, ReasoningFormat::Think, false, false, {}, {}};
+  const OutputFormat f{ToolFamily::Hermes, ReasoningFormat::Think, false, false, {}, {}, {}};
   EXPECT_EQ(parse_output("<think>\nstep one\n</thi", f, false).reasoning, "step one");
   EXPECT_EQ(parse_output("<think>\nstep one\n</thi", f, false).content, "");
   EXPECT_EQ(parse_output("<thi", f, false).content, "");
@@ -59,7 +59,7 @@ TEST(ChatOutput, ReasoningStillOpenIsReasoning) {
 }
 
 TEST(ChatOutput, ToolsNotOfferedLeaveCallsAsText) {
-  const OutputFormat f{ToolFamily::Hermes, ReasoningFormat::None, false, false, {}, {}};
+  const OutputFormat f{ToolFamily::Hermes, ReasoningFormat::None, false, false, {}, {}, {}};
   const std::string text = "<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>";
   const auto p = parse_output(text, f, true);
   EXPECT_TRUE(p.calls.empty());

@@ -173,7 +173,7 @@ TEST(ChatTools, ForcedChoiceGrammarPerFamily) {
 }
 
 TEST(ChatTools, AnswerAndStreamShapes) {
-  chat::OutputFormat f{chat::ToolFamily::Hermes, chat::ReasoningFormat::Think, true, false, {}, {}};
+  chat::OutputFormat f{chat::ToolFamily::Hermes, chat::ReasoningFormat::Think, true, false, {}, {}, {}};
   const std::string text =
       "<think>\nweather\n</think>\n\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
   ChatOutput whole(f);

@@ -3,7 +3,8 @@
 // arguments validate against the schema, whole and streamed; the tool result sent back in history is accepted;
 // a template that opens <think> gives reasoning_content, whole and streamed alike; bad tool fields are 400s;
 // --tool-format overrides the family the template's markers select; a syntax derived from a corpus template, with
-// JSON arguments and with key/value markup (nested markup for lists and objects too).
+// JSON arguments and with key/value markup (nested markup for lists and objects too); reasoning markers derived
+// from a corpus template (Kimi K3's).
 #include <set>
 
 #include "server/serve_test_util.h"
@@ -271,6 +272,42 @@ TEST(ServeTools, NativeMarkupRequiredCallsValidate) {
     }
     EXPECT_EQ(valid, 8);
   }
+}
+
+// Reasoning markers derived from a corpus template (Kimi K3's "<|open|>think<|sep|>..<|close|>think<|sep|>", which
+// its generation prompt opens): random tokens after that prompt are reasoning_content, whole and streamed alike;
+// a forced call first closes the block with the derived markers and reads back with empty reasoning.
+TEST(ServeTools, DerivedReasoningMarkersGiveReasoningContent) {
+  const auto k3 = shared_dir() / "fixtures/templates/templates/Kimi-K3.jinja";
+  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", k3.string()});
+  auto c = client(s);
+  const json q = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 24}, {"seed", 4}};
+  const json whole = post(c, "/v1/chat/completions", q);
+  const json& m = whole["choices"][0]["message"];
+  ASSERT_TRUE(m.contains("reasoning_content")) << whole.dump();
+  EXPECT_FALSE(m["reasoning_content"].get<std::string>().empty());
+  EXPECT_EQ(m["content"], "");
+  json sq = q;
+  sq["stream"] = true;
+  auto r = c.Post("/v1/chat/completions", sq.dump(), "application/json");
+  ASSERT_TRUE(r);
+  std::string reasoning, content;
+  for (const json& chunk : parse_stream(r->body)) {
+    const json& d = chunk["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, m["reasoning_content"]);
+  EXPECT_EQ(content, "");
+
+  const json call = post(c, "/v1/chat/completions", ask(5));
+  const json& cm = call["choices"][0]["message"];
+  ASSERT_EQ(call["choices"][0]["finish_reason"], "tool_calls") << call.dump();
+  ASSERT_EQ(cm["tool_calls"].size(), 1u) << call.dump();
+  EXPECT_EQ(cm["tool_calls"][0]["function"]["name"], "get_weather");
+  const json args = json::parse(cm["tool_calls"][0]["function"]["arguments"].get<std::string>());
+  EXPECT_EQ(json_invalid(args, kSchema, kSchema), "") << args.dump();
+  EXPECT_FALSE(cm.contains("reasoning_content")) << call.dump();
 }
 
 }  // namespace
