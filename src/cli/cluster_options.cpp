@@ -2,6 +2,7 @@
 // layer order (the head's own part, `local`, runs on the head).
 #include "cli/cluster_options.h"
 
+#include <map>
 #include <thread>
 
 #include "cli/place_spec.h"
@@ -58,8 +59,19 @@ std::vector<WorkerAddress> parse_workers(const std::string& text) {
   return plan::parse_worker_list(text);
 }
 
+std::vector<std::string> worker_names(const std::string& text) {
+  std::vector<std::string> out;
+  for (const auto& w : parse_workers(text)) out.push_back(w.name);
+  return out;
+}
+
 void use_workers_as_ranks(ModelOptions& mo, ClusterOptions& co) {
   if (!co.place.empty() && !co.enabled()) fail("--place {}: needs --workers (the nodes it names)", co.place);
+  if (!co.place.empty() && !mo.tp_shares.empty()) {
+    fail(
+        "--place gives a group's shares after its members' names (tp(local:2,a): local holds 2 parts, a 1): leave "
+        "out --tp-shares");
+  }
   if (!co.enabled() || (mo.tp <= 1 && mo.ep <= 1)) return;
   if (!co.place.empty()) fail("--place gives each stage's group itself (tp(a,b)): leave out --tp/--ep");
   if (!co.split.empty()) fail("--split is for pipelines: under --tp/--ep every worker holds a share of every layer");
@@ -143,6 +155,7 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
   po.recovery_timeout = std::chrono::milliseconds(static_cast<int64_t>(co.recovery_timeout * 1000));
   auto pipeline = std::make_unique<cluster::PipelineExecutor>(c, so.n_ctx, so.n_slots, po);
   const int threads = mo.threads > 0 ? mo.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::map<int, cluster::StageGroupPlan> group_plans;  // the group stages workers lead, for recovery to re-form
 
   TextTable table({"node", "layers", "weights", "KV cache", "buffers", "sent", "prompt t/s by batch (measured)",
                    "link (measured at connect)"});
@@ -175,14 +188,21 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
       join.timeout_s = static_cast<float>(mo.collective_timeout);
       join.layer_begin = static_cast<uint32_t>(layers.begin);
       join.layer_end = static_cast<uint32_t>(layers.end);
+      join.shares = placed_stage.shares_text();
+      join.ep_redundancy = placed_stage.ep ? mo.ep_redundancy : 0.0f;
       if (placed_stage.ep && c.n_expert == 0) fail("--place {}: {} has no experts", node, mo.model);
+      log_info("--place: {} holds layers {}-{}{}{}", node, r.first, r.last,
+               join.shares.empty() ? ", equal shares" : ", shares " + join.shares,
+               placed_stage.ep ? fmt::format(", --ep-redundancy {:g}", join.ep_redundancy) : "");
     }
     if (r.node == "local") {
       auto w = ModelWeights::load(model.weights->file().name(), layers, first, last);
       StageOptions stage_so = so;
       std::shared_ptr<collective::Communicator> group;
       if (placed_stage.group()) {
-        group = cluster::start_stage_group(join, "head", members, *key);
+        // A member without the model receives its share of these layers from the head, which leads.
+        group = cluster::start_stage_group(join, "head", members, *key,
+                                           cluster::stage_shares(w, join, static_cast<int>(members.size()) + 1));
         stage_so.shard = cluster::stage_group_shard(join, 0, static_cast<int>(placed_stage.members.size()));
       }
       uint64_t mapped = first ? profile.embd_bytes : 0;
@@ -211,6 +231,8 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     ro.group_tp = placed_stage.tp;
     ro.group_ep = placed_stage.ep;
     ro.group_timeout_s = static_cast<float>(mo.collective_timeout);
+    ro.group_shares = join.shares;
+    ro.group_ep_redundancy = join.ep_redundancy;
     ro.model_hash = model_hash;
     std::unique_ptr<cluster::TransferProgress> sending;
     ro.progress = [&](uint64_t done, uint64_t total) {
@@ -222,6 +244,12 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
                                                              static_cast<int>(i), *model.weights, layers, first, last,
                                                              ro, pipeline->completions());
     pool->add_busy(address_of(r.node));
+    if (placed_stage.group()) {
+      cluster::StageGroupPlan gp{{{r.node, address_of(r.node)}}, ro.group_tp,        ro.group_ep, ro.group_shares,
+                                 ro.group_ep_redundancy,         ro.group_timeout_s, model_hash};
+      gp.nodes.insert(gp.nodes.end(), ro.group.begin(), ro.group.end());
+      group_plans[static_cast<int>(i)] = std::move(gp);
+    }
     const auto& rep = ep->load_report();
     table.add_row({node, fmt::format("{}-{}", r.first, r.last), human_bytes(rep.weights_bytes),
                    human_bytes(rep.kv_bytes), human_bytes(rep.buffer_bytes), human_bytes(rep.weight_bytes_sent),
@@ -237,6 +265,7 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     ro.key = key;
     ro.local_stage = so;
     ro.local_threads = threads;
+    ro.groups = group_plans;
     auto replacer = std::make_shared<cluster::StageReplacer>(model.weights, pool, std::move(ro));
     pipeline->set_recovery([replacer](int index, const cluster::StageEndpoint& failed, bool first, bool last,
                                       cluster::CompletionQueue& done, std::chrono::steady_clock::time_point deadline) {

@@ -42,6 +42,8 @@ void add_cluster_options(CLI::App& app, ClusterOptions& o);
 using WorkerAddress = plan::WorkerEndpoint;
 // Throws Error for an empty list or entry, a missing port, a duplicate name, or the reserved name "local".
 std::vector<WorkerAddress> parse_workers(const std::string& text);
+// The names --workers gives ("a=10.0.0.2:50052,b=..." -> a, b).
+std::vector<std::string> worker_names(const std::string& text);
 
 // --workers with --tp/--ep: the workers are ranks 1..N-1 of one tensor/expert-parallel group (docs/parallel.md, "Over
 // worker links"), not pipeline stages: moves the list, the key file and the wire type into the model options and

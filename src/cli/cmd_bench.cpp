@@ -18,6 +18,7 @@
 #include "cli/commands.h"
 #include "cli/grammar_options.h"
 #include "cli/model_options.h"
+#include "cli/place_spec.h"
 #include "cli/plan_choice.h"
 #include "cli/table.h"
 #include "cluster/pipeline_executor.h"
@@ -117,6 +118,8 @@ plan::CliPlanRequest plan_request(const BenchArgs& a, const ModelOptions& mo, co
     r.workers = a.cluster.workers;
     r.split = a.cluster.split;
     r.place = a.cluster.place;
+    r.plan_cluster = a.cluster.plan_cluster;
+    if (!r.place.empty()) r.place_stages = place_for_plan(r.place, worker_names(r.workers), mo.ep_redundancy);
     r.key_file = a.cluster.key_file;
     r.wire_type = a.cluster.wire_type;
     r.micro_batch = a.cluster.micro_batch;
@@ -207,9 +210,10 @@ void print_plan_check(const BenchArgs& a, const ModelOptions& mo, const std::vec
     const plan::Strategy& s = p.plan.strategies[row];
     const BenchTest& t = r.timing.test;
     const double pred = predicted_ts(s, t);
-    const std::string name = !dist    ? (mo.parallel ? check_label(s) : "local")
-                             : copies ? r.split
-                                      : fmt::format("pipeline {}", r.split);
+    const std::string name = !dist                      ? (mo.parallel ? check_label(s) : "local")
+                             : copies                   ? r.split
+                             : !a.cluster.place.empty() ? s.name
+                                                        : fmt::format("pipeline {}", r.split);
     if (auto line = parallel_check_arithmetic(s, r)) {
       per_token.push_back(*line);
     }
@@ -321,7 +325,6 @@ int run_bench(BenchArgs& a) {
     // Each rank reads its own share of the weights: the head's bandwidth is no ceiling for the group.
     config.probe = false;
   }
-  if (!a.cluster.place.empty() && a.check_plan) fail("bench --check-plan: a --place layout is not predicted yet");
   mo.profile_ranks = (!a.no_plan && !follow) || a.check_plan;
   const std::string grammar_text = a.grammar.grammar_text();
   LoadedModel first = load_model(mo, n_slots, !distributed || a.check_plan);

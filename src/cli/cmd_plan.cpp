@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_options.h"
+#include "cli/place_spec.h"
 #include "model/model_config.h"
 #include "plan/cluster_file.h"
 #include "plan/live_cluster.h"
@@ -39,6 +40,8 @@ struct PlanArgs {
   int64_t micro_batch = 0;
   std::string kv_type = "f16";
   std::string split;
+  std::string place;
+  double ep_redundancy = kDefaultEpRedundancy;
   bool distribute = false;
   bool no_parallel = false;
   bool all_subsets = false;
@@ -141,6 +144,20 @@ int run_plan(const PlanArgs& a) {
   // Every node packs as run/worker --repack would on this CPU: each stage then also needs the packed copy.
   for (size_t i = 0; a.repack && i < cluster->size(); ++i) cluster->set_repack(i, true);
 
+  if (!a.place.empty()) {
+    // The nodes by the cluster's names, the head as `local`.
+    std::vector<std::string> others;
+    for (size_t i = 0; i < cluster->size(); ++i) {
+      if (i != cluster->head_index()) others.push_back(cluster->nodes()[i].name);
+    }
+    auto stages = place_for_plan(a.place, others, a.ep_redundancy);
+    for (auto& st : stages) {
+      for (auto& n : st.nodes) {
+        if (n == "local") n = cluster->head().name;
+      }
+    }
+    o.place = plan::PlanOptions::PlaceRun{a.place, std::move(stages)};
+  }
   const plan::Plan p = plan::make_plan(model, *cluster, o);
   if (a.json) {
     fmt::print("{}\n", plan::plan_json(p, model, *cluster).dump(2));
@@ -202,6 +219,12 @@ Command add_plan_command(CLI::App& root) {
       ->check(CLI::IsMember({"f16", "f32"}))
       ->capture_default_str();
   app->add_option("--split", a->split, "Your layer placement to check: ranges 0-10@a,11-21@b or shares a:1,b:2");
+  app->add_option("--place", a->place,
+                  "Your pipeline of groups to check, as run --place takes it: local,tp(a,b) or tp(local:2,a),b "
+                  "(the head is local; --split names each stage by its first node)");
+  app->add_option("--ep-redundancy", a->ep_redundancy, "The --ep-redundancy of --place's ep groups")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   app->add_flag("--distribute", a->distribute, "Choose a split over several nodes even when one node is faster");
   app->add_flag("--no-parallel", a->no_parallel,
                 "Leave out tensor/expert-parallel rows (for nodes that cannot run MPI ranks)");

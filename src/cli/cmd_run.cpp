@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/grammar_options.h"
 #include "cli/model_options.h"
+#include "cli/place_spec.h"
 #include "cli/plan_choice.h"
 #include "cluster/pipeline_executor.h"
 #include "engine/generator.h"
@@ -49,6 +50,8 @@ plan::CliPlanRequest plan_request(const RunArgs& a, int64_t prompt_tokens) {
   r.workers = a.cluster.workers;
   r.split = a.cluster.split;
   r.place = a.cluster.place;
+  r.plan_cluster = a.cluster.plan_cluster;
+  if (!r.place.empty()) r.place_stages = place_for_plan(r.place, worker_names(r.workers), a.model.ep_redundancy);
   r.key_file = a.cluster.key_file;
   r.wire_type = a.cluster.wire_type;
   r.threads = a.model.threads;

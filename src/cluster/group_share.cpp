@@ -25,8 +25,12 @@ std::vector<uint8_t> share_metadata(const ModelWeights& model) {
 }  // namespace
 
 net::Hash128 share_key(const net::GroupJoin& join) {
-  const std::string layout = fmt::format("share v1 tp={} ep={} ranks={} shares={} rank={}", join.tp, join.ep,
-                                         join.members.size(), join.shares, join.rank);
+  std::string layout = fmt::format("share v1 tp={} ep={} ranks={} shares={} rank={}", join.tp, join.ep,
+                                   join.members.size(), join.shares, join.rank);
+  // A --place stage's share is of its layers only: another split is another share.
+  // The experts' copies change an --ep share's contents.
+  if (join.ep) layout += fmt::format(" ep_redundancy={:g}", join.ep_redundancy);
+  if (join.layer_end > 0) layout += fmt::format(" layers={}-{}", join.layer_begin, join.layer_end);
   std::vector<uint8_t> bytes(join.model_hash.begin(), join.model_hash.end());
   bytes.insert(bytes.end(), layout.begin(), layout.end());
   return net::content_hash(bytes);

@@ -16,7 +16,7 @@
 
 namespace tessera::cluster {
 
-// The key of rank `rank`'s share: the model's identity and the layout (tp, ep, ranks, --tp-shares).
+// The key of rank `rank`'s share: the model's identity and the layout (tp, ep, ranks, --tp-shares; a stage's layers).
 net::Hash128 share_key(const net::GroupJoin& join);
 
 // The head's side: a rank's table (group_id left 0) and the tensors' bytes the runs index.
@@ -27,7 +27,7 @@ struct ShareSource {
   uint64_t model_bytes = 0;                    // every tensor's bytes, for the log
 };
 
-// Rank spec.rank's share of `weights` (the whole model, loaded from a file), keyed `key`.
+// Rank spec.rank's share of `weights` (the whole model, or a stage's layers), keyed `key`.
 ShareSource share_source(const std::shared_ptr<const ModelWeights>& weights, const ShardSpec& spec,
                          const net::Hash128& key);
 

@@ -131,6 +131,8 @@ StartedGroup start_group(const GroupStart& start) {
           start_member(start, join, r, m, sent[static_cast<size_t>(r)], state);
         } catch (const std::exception& e) {
           state.fail_with(fmt::format("worker {} ({}) cannot join the group: {}", m.name, m.address, e.what()));
+        } catch (...) {
+          state.fail_with(fmt::format("worker {} ({}) cannot join the group: an unknown error", m.name, m.address));
         }
       });
     }

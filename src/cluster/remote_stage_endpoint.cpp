@@ -155,6 +155,8 @@ StageRequest stage_request(const ModelWeights& model, LayerRange layers, bool ha
   req.group_tp = options.group_tp;
   req.group_ep = options.group_ep;
   req.group_timeout_s = options.group_timeout_s;
+  req.group_shares = options.group_shares;
+  req.group_ep_redundancy = options.group_ep_redundancy;
   return out;
 }
 
@@ -227,6 +229,12 @@ void RemoteStageEndpoint::receive_loop() {
       return;
     }
     if (!msg) continue;
+    // The worker ended the session (a group stage whose member failed says why): the stage is down.
+    if (const auto* bye = std::get_if<net::Bye>(&*msg)) {
+      fail_pending(fmt::format("worker {} lost: it closed the connection{}", node_,
+                               bye->reason.empty() ? "" : " (" + bye->reason + ")"));
+      return;
+    }
     // An error about no Forward (a ClearSequence or TruncateSequence the worker refused) is reported as what it
     // is, and no job in flight takes the blame.
     if (const auto* e = std::get_if<net::ErrorMsg>(&*msg); e != nullptr && e->request_id == 0) {

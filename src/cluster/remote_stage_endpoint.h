@@ -40,6 +40,8 @@ struct RemoteStageOptions {
   bool group_tp = true;
   bool group_ep = false;
   float group_timeout_s = 30.0f;
+  std::string group_shares;          // "2,1": the members' shares in rank order; empty: equal
+  float group_ep_redundancy = 0.0f;  // an ep group's --ep-redundancy
   net::Hash128 model_hash{};
 };
 

@@ -29,6 +29,8 @@ net::GroupJoin stage_group_join(const net::LoadStage& load) {
   j.timeout_s = load.group_timeout_s;
   j.layer_begin = load.layer_begin;
   j.layer_end = load.layer_end;
+  j.shares = load.group_shares;
+  j.ep_redundancy = load.group_ep ? load.group_ep_redundancy : 0.0f;
   return j;
 }
 
@@ -38,7 +40,19 @@ ShardSpec stage_group_shard(const net::GroupJoin& join, int rank, int n) {
   spec.n_ranks = n;
   spec.tp = join.tp;
   spec.ep = join.ep;
+  spec.ep_redundancy = join.ep ? join.ep_redundancy : 0.0;
+  if (!join.shares.empty()) spec.shares = parse_shares(join.shares, n);
   return spec;
+}
+
+std::function<ShareSource(int)> stage_shares(std::shared_ptr<const ModelWeights> weights, const net::GroupJoin& join,
+                                             int n) {
+  return [weights = std::move(weights), join, n](int rank) {
+    net::GroupJoin member = join;
+    member.members.resize(static_cast<size_t>(n));  // share_key reads the count
+    member.rank = static_cast<uint32_t>(rank);
+    return share_source(weights, stage_group_shard(member, rank, n), share_key(member));
+  };
 }
 
 std::shared_ptr<LinkCommunicator> start_stage_group(const net::GroupJoin& join, const std::string& leader,

@@ -21,6 +21,11 @@ net::GroupJoin stage_group_join(const net::LoadStage& load);
 // Rank `rank`'s share of the stage's layers under the join's layout, in a group of n members (equal shares).
 ShardSpec stage_group_shard(const net::GroupJoin& join, int rank, int n);
 
+// The shares of a stage's members, cut from the leader's weights of the stage's layers (`weights`): a member
+// without the model receives its share from its leader, which holds every byte of the stage (docs/parallel.md).
+std::function<ShareSource(int rank)> stage_shares(std::shared_ptr<const ModelWeights> weights,
+                                                  const net::GroupJoin& join, int n);
+
 // The leader (rank 0): links `members` (ranks 1..n-1) for join's layers and returns the group's communicator. Throws
 // Error naming a member that cannot join. share: the share of a member without the model (unset: it is refused).
 // leader: rank 0's name ("head", or the leading worker's).

@@ -3,6 +3,7 @@
 #include "cluster/stage_recovery.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <thread>
 
@@ -11,6 +12,7 @@
 #include "hw/probe.h"
 #include "model/kv_cache.h"
 #include "model/model_profile.h"
+#include "net/handshake.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -102,8 +104,91 @@ std::unique_ptr<StageEndpoint> StageReplacer::make(const std::string& address, i
                                                *model_, layers, first, last, ro, done);
 }
 
+namespace {
+
+// Whether a worker answers a head's handshake within `limit` (a leader whose group broke takes a moment to end its
+// session and be ready again).
+bool answers(const std::string& address, const net::ClusterKey* key, Clock::time_point limit) {
+  for (;;) {
+    try {
+      auto link = net::connect(address, key, 500ms);
+      net::client_handshake(*link, net::make_hello(net::Role::Head, "head"), 1000ms);
+      link->close("recovery: checking that it is there");
+      return true;
+    } catch (const std::exception&) {
+      if (Clock::now() + 300ms >= limit) return false;
+      std::this_thread::sleep_for(300ms);
+    }
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<StageEndpoint> StageReplacer::reform(int index, LayerRange layers, bool first, bool last,
+                                                     CompletionQueue& done, Clock::time_point deadline) {
+  const auto it = options_.groups.find(index);
+  if (it == options_.groups.end()) return nullptr;
+  StageGroupPlan plan = it->second;
+  const net::ClusterKey* key = options_.key ? &*options_.key : nullptr;
+  const auto probe_until = std::min(deadline, Clock::now() + 3s);
+  std::vector<size_t> dead;
+  for (size_t i = 0; i < plan.nodes.size(); ++i) {
+    if (!answers(plan.nodes[i].address, key, probe_until)) dead.push_back(i);
+  }
+  if (dead.empty() || dead.size() == plan.nodes.size()) return nullptr;
+  // A spare worker for each dead node, in the pool's order.
+  std::vector<std::string> claimed;
+  for (const std::string& address : pool_->candidates()) {
+    if (claimed.size() == dead.size()) break;
+    if (address != kLocalSpare && pool_->try_claim(address)) claimed.push_back(address);
+  }
+  if (claimed.size() < dead.size()) {
+    for (const auto& a : claimed) pool_->release(a, false);
+    return nullptr;
+  }
+  std::string was;
+  for (size_t k = 0; k < dead.size(); ++k) {
+    net::GroupMember& m = plan.nodes[dead[k]];
+    was += fmt::format("{}{} in {}'s place", was.empty() ? "" : ", ", claimed[k], m.name);
+    pool_->release(m.address, true);
+    // A spare is named by its address, as a node name may be written ("127.0.0.1_50052").
+    std::string name = claimed[k];
+    for (char& ch : name) {
+      if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-') ch = '_';
+    }
+    m = {name, claimed[k]};
+  }
+  RemoteStageOptions ro = options_.remote;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  ro.connect_timeout = std::clamp(left, 100ms, ro.connect_timeout);
+  ro.measure_bytes = 0;
+  ro.progress = nullptr;
+  ro.group.assign(plan.nodes.begin() + 1, plan.nodes.end());
+  ro.group_tp = plan.tp;
+  ro.group_ep = plan.ep;
+  ro.group_shares = plan.shares;
+  ro.group_ep_redundancy = plan.ep_redundancy;
+  ro.group_timeout_s = plan.timeout_s;
+  ro.model_hash = plan.model_hash;
+  const std::string leader = plan.nodes.front().address;
+  try {
+    auto stage =
+        std::make_unique<RemoteStageEndpoint>(leader, leader, key, index, *model_, layers, first, last, ro, done);
+    log_info("recovery: stage {} (layers {}-{}) re-formed as its group again, led by {}: {}", index, layers.begin,
+             layers.end - 1, plan.nodes.front().name, was);
+    it->second = std::move(plan);
+    return stage;
+  } catch (const std::exception& e) {
+    log_warn("recovery: stage {} could not re-form its group ({}): one node takes it", index, e.what());
+    for (const auto& a : claimed) pool_->release(a, true);
+    return nullptr;
+  }
+}
+
 std::unique_ptr<StageEndpoint> StageReplacer::replace(int index, const StageEndpoint& failed, bool first, bool last,
                                                       CompletionQueue& done, Clock::time_point deadline) {
+  // A group stage: its live nodes again with spares in the dead ones' places, when enough spares are free.
+  if (auto stage = reform(index, failed.layers(), first, last, done, deadline)) return stage;
   if (const std::string old = failed.where(); !old.empty()) pool_->release(old, true);
   auto backoff = 100ms;
   std::map<std::string, std::string> last_error;  // per candidate: its latest failure

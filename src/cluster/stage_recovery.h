@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -45,12 +46,24 @@ class WorkerPool {
   std::vector<Entry> entries_;
 };
 
+// A --place group stage led by a worker: its nodes (the leader first) and layout, so a replacement can re-form it.
+struct StageGroupPlan {
+  std::vector<net::GroupMember> nodes;  // name and address, the leader first
+  bool tp = true;
+  bool ep = false;
+  std::string shares;
+  float ep_redundancy = 0.0f;
+  float timeout_s = 30.0f;
+  net::Hash128 model_hash{};
+};
+
 struct ReplacementOptions {
   RemoteStageOptions remote;  // how a stage loads on a worker (the connect timeout is capped by the recovery's)
   std::optional<net::ClusterKey> key;
   StageOptions local_stage;  // a stage on the head (--spare local)
   int local_threads = 1;
   std::chrono::milliseconds max_backoff{2000};  // between rounds over every candidate
+  std::map<int, StageGroupPlan> groups;         // by stage index: the group stages a worker leads
 };
 
 // Makes a loaded, ready stage in place of a failed one, from the pool's candidates.
@@ -67,6 +80,10 @@ class StageReplacer {
   std::unique_ptr<StageEndpoint> make(const std::string& address, int index, LayerRange layers, bool first, bool last,
                                       CompletionQueue& done, std::chrono::steady_clock::time_point deadline) const;
   uint64_t stage_bytes(LayerRange layers, bool first, bool last) const;
+  // The group stage `index` again, each dead node's place taken by a free spare worker; nullptr when it has no
+  // group, no node died, or too few spares are free (the caller then replaces it with one node).
+  std::unique_ptr<StageEndpoint> reform(int index, LayerRange layers, bool first, bool last, CompletionQueue& done,
+                                        std::chrono::steady_clock::time_point deadline);
 
   std::shared_ptr<const ModelWeights> model_;
   std::shared_ptr<WorkerPool> pool_;

@@ -109,6 +109,7 @@ void Worker::session(std::unique_ptr<net::Connection> owned, std::string head_na
   std::shared_ptr<net::Connection> conn(std::move(owned));
   try {
     WorkerSession session(options_, probe_cache_, head_name);
+    std::string end_reason;
     auto last_message = std::chrono::steady_clock::now();
     while (!stopping_.load() && !session.finished()) {
       auto msg = conn->recv(200ms);
@@ -142,7 +143,9 @@ void Worker::session(std::unique_ptr<net::Connection> owned, std::string head_na
         break;
       }
       for (const auto& reply : session.handle(std::move(*msg))) conn->send(reply);
+      end_reason = session.end_reason();
     }
+    if (!end_reason.empty()) conn->close(end_reason);
   } catch (const std::exception& e) {
     log_info("worker {}: {} gone: {}", options_.name, head_name, e.what());
   }

@@ -156,13 +156,16 @@ MemberNeeds member_needs(const net::GroupJoin& join, const net::ShareTable& tabl
     }
     return s;
   };
-  for (int64_t il = 0; il < c.n_layer; ++il) {
+  // A --place stage's member holds its stage's layers only.
+  const int64_t begin = join.layer_end > 0 ? join.layer_begin : 0;
+  const int64_t end = join.layer_end > 0 ? std::min<int64_t>(join.layer_end, c.n_layer) : c.n_layer;
+  for (int64_t il = begin; il < end; ++il) {
     needs.model_kv_heads += c.layer(il).n_head_kv;
     needs.kv_heads += rank_shape(il).n_head_kv;
   }
   const int64_t n_ctx = join.n_ctx > 0 ? join.n_ctx : c.n_ctx_train;
   needs.n_ctx = n_ctx;
-  needs.kv = kv_cache_config(c, 0, c.n_layer, join.n_slots, n_ctx, join.kv_type, kWindowBatch, rank_shape).bytes();
+  needs.kv = kv_cache_config(c, begin, end, join.n_slots, n_ctx, join.kv_type, kWindowBatch, rank_shape).bytes();
   constexpr int64_t kFollowerBatch = 512;
   needs.buffers = stage_buffer_bytes(c, std::max<int64_t>(kFollowerBatch, join.n_slots), n_ctx, true);
   return needs;

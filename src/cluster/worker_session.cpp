@@ -162,6 +162,15 @@ std::vector<net::Message> WorkerSession::handle(net::Message msg) {
       try {
         replies.push_back(run_forward(*stage_, *fwd, request_.wire_type, *sampler_, out_));
       } catch (const std::exception& e) {
+        if (!request_.group.empty()) {
+          // A group stage whose step failed has lost a member or its collectives' order: the stage is gone, not
+          // the step. Closing the session (the error as the Bye's reason) marks the stage down at the head, which
+          // replaces it (--spare, --recovery-timeout) or reports the error naming the member.
+          finished_ = true;
+          end_reason_ = fmt::format("worker {}: {}", options_.name, e.what());
+          log_warn("{}: ending the session", end_reason_);
+          return replies;
+        }
         reply_error(replies, net::ErrorCode::BadRequest, e.what(), fwd->request_id);
       }
     } else if (auto* clear = std::get_if<net::ClearSequence>(&msg)) {
@@ -241,7 +250,9 @@ void WorkerSession::finish_load(std::vector<net::Message>& replies) {
     const net::GroupJoin join = stage_group_join(request_);
     std::vector<GroupWorker> members;
     for (const auto& m : request_.group) members.push_back({m.name, m.address});
-    group = start_stage_group(join, options_.name, members, *options_.key);
+    // This leader holds every byte of the stage: a member without the model receives its share from it.
+    group = start_stage_group(join, options_.name, members, *options_.key,
+                              stage_shares(weights, join, static_cast<int>(members.size()) + 1));
     so.shard = stage_group_shard(join, 0, static_cast<int>(members.size()) + 1);
   }
   stage_ = std::make_unique<LocalExecutor>(

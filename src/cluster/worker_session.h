@@ -25,8 +25,10 @@ class WorkerSession {
   // The replies to one message, in order (none for Clear/Truncate that succeed). What the head asked wrongly is an
   // Error reply; only a failure to allocate what was already admitted may still throw.
   std::vector<net::Message> handle(net::Message message);
-  // The head said Bye.
+  // The head said Bye, or the stage's group broke (end_reason says why).
   bool finished() const { return finished_; }
+  // Why the session ends on this side ("" when the head ended it): the session closes with it as its Bye's reason.
+  const std::string& end_reason() const { return end_reason_; }
 
  private:
   void admit_weights(const net::LoadStage& request) const;
@@ -38,6 +40,7 @@ class WorkerSession {
   ProbeCache& probe_cache_;
   std::string head_name_;
   bool finished_ = false;
+  std::string end_reason_;
   std::unique_ptr<StageAssembler> assembler_;
   net::LoadStage request_;
   // The stage: this worker's alone, or rank 0 of the group the LoadStage named (its members follow it).

@@ -8,9 +8,10 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
-#include <unordered_set>
 
 #include "net/field_io.h"
+#include "net/group_messages.h"
+#include "net/table_fields.h"
 #include "util/error.h"
 
 namespace tessera::net {
@@ -21,6 +22,7 @@ using field_io::Encoder;
 using field_io::kFloatMax;
 using field_io::kMaxByteCount;
 using field_io::kTypeOf;
+using field_io::tensor_table;
 
 // ---- Field descriptions (M is the message, const when encoding) ----
 
@@ -69,59 +71,6 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, Bye> {
   io.string("reason", m.reason, 0, kMaxReason, Charset::Text);
 }
 
-template <typename IO, typename T>
-void tensor_fields(IO& io, T& t, int64_t i) {
-  io.string(Field("tensors", i, "name"), t.name, 1, kMaxTensorName, Charset::TensorName);
-  io.hash(Field("tensors", i, "hash"), t.hash);
-  io.u64(Field("tensors", i, "n_bytes"), t.n_bytes, kMaxByteCount);
-  io.enumeration(Field("tensors", i, "type"), t.type);
-  const size_t n_dims = io.count(Field("tensors", i, "n_dims"), t.shape.size(), 1, kMaxDims, 8);
-  io.sized(Field("tensors", i, "shape"), t.shape, n_dims);
-  const TypeTraits& traits = type_traits(t.type);
-  uint64_t elements = 1;
-  for (size_t d = 0; d < n_dims; ++d) {
-    io.u64(Field("tensors", i, "shape"), t.shape[d], kMaxByteCount);
-    if (t.shape[d] == 0) io.bad(Field("tensors", i, "shape"), fmt::format("dimension {} is 0", d));
-    if (elements > kMaxByteCount / t.shape[d]) io.bad(Field("tensors", i, "shape"), "too many elements");
-    elements *= t.shape[d];
-  }
-  const auto block = static_cast<uint64_t>(traits.block_size);
-  if (t.shape[0] % block != 0) {
-    io.bad(Field("tensors", i, "shape"),
-           fmt::format("ne[0] = {} is not a multiple of {}'s block size {}", t.shape[0], traits.name, block));
-  }
-  const uint64_t expected = elements / block * traits.type_size;
-  if (t.n_bytes != expected) {
-    io.bad(Field("tensors", i, "n_bytes"),
-           fmt::format("{} bytes, but a {} tensor of {} elements has {}", t.n_bytes, traits.name, elements, expected));
-  }
-}
-
-// n tensor entries, each name once.
-template <typename IO, typename V>
-void tensor_table(IO& io, V& tensors, size_t n) {
-  io.sized("tensors", tensors, n);
-  std::unordered_set<std::string_view> names;
-  for (size_t i = 0; i < n; ++i) {
-    tensor_fields(io, tensors[i], static_cast<int64_t>(i));
-    if (!names.insert(tensors[i].name).second) {
-      io.bad(Field("tensors", static_cast<int64_t>(i), "name"), fmt::format("'{}' appears twice", tensors[i].name));
-    }
-  }
-}
-
-// n group members by rank; an address may be empty only before `first_address` (the head: it dials, never listens).
-template <typename IO, typename V>
-void group_members(IO& io, const char* what, V& members, size_t n, size_t first_address) {
-  io.sized(what, members, n);
-  for (size_t i = 0; i < n; ++i) {
-    const auto at = static_cast<int64_t>(i);
-    io.string(Field(what, at, "name"), members[i].name, 1, kMaxNodeName, Charset::NodeName);
-    io.string(Field(what, at, "address"), members[i].address, i < first_address ? 0 : 1, kMaxAddress,
-              Charset::Printable);
-  }
-}
-
 template <typename IO, typename M>
 void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadStage> {
   io.string("file_name", m.file_name, 1, kMaxFileName, Charset::FileName);
@@ -148,13 +97,7 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadSt
   io.u16("threads", m.threads);
   if (m.threads > kMaxThreads) io.bad("threads", fmt::format("{} exceeds the limit {}", m.threads, kMaxThreads));
   io.u32("max_batch", m.max_batch, 1, kMaxBatchTokens);
-  const size_t g = io.count("n_group", m.group.size(), 0, kMaxGroup - 1, 8);
-  group_members(io, "group", m.group, g, 0);
-  io.hash("model_hash", m.model_hash);
-  io.boolean("group_tp", m.group_tp);
-  io.boolean("group_ep", m.group_ep);
-  if (g > 0 && !m.group_tp && !m.group_ep) io.bad("group_tp", "a group is tensor parallel, expert parallel or both");
-  io.f32("group_timeout_s", m.group_timeout_s, 0.1f, 86400.0f);
+  group_codec::load_stage_group(io, m);
 }
 
 template <typename IO, typename V>
@@ -379,94 +322,10 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeR
   }
 }
 
+// The group messages: their codecs are in group_messages.cpp.
 template <typename IO, typename M>
-void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, GroupJoin> {
-  io.u64("group_id", m.group_id);
-  const size_t n = io.count("n_members", m.members.size(), 2, kMaxGroup, 8);
-  group_members(io, "members", m.members, n, 1);
-  io.u32("rank", m.rank, 1, static_cast<uint32_t>(n - 1));
-  io.string("file_name", m.file_name, 1, kMaxFileName, Charset::FileName);
-  io.u64("file_size", m.file_size, kMaxByteCount);
-  io.hash("model_hash", m.model_hash);
-  io.boolean("tp", m.tp);
-  io.boolean("ep", m.ep);
-  if (!m.tp && !m.ep) io.bad("tp", "a group is tensor parallel, expert parallel or both");
-  io.string("shares", m.shares, 0, kMaxSharesText, Charset::Printable);
-  io.f32("ep_redundancy", m.ep_redundancy, 0.0f, 1.0f);
-  io.u32("n_slots", m.n_slots, 1, kMaxSlots);
-  io.u32("n_ctx", m.n_ctx, 1, kMaxCtx);
-  io.enumeration("kv_type", m.kv_type);
-  if (m.kv_type != GgmlType::F16 && m.kv_type != GgmlType::F32) {
-    io.bad("kv_type", fmt::format("{} is not a KV cache type (f16 or f32)", type_name(m.kv_type)));
-  }
-  io.enumeration("wire_type", m.wire_type);
-  io.u16("threads", m.threads);
-  if (m.threads > kMaxThreads) io.bad("threads", fmt::format("{} exceeds the limit {}", m.threads, kMaxThreads));
-  io.boolean("exact_gelu", m.exact_gelu);
-  io.boolean("profile", m.profile);
-  io.f32("timeout_s", m.timeout_s, 0.1f, 86400.0f);
-  io.u32("layer_begin", m.layer_begin, 0, kMaxLayers);
-  io.u32("layer_end", m.layer_end, m.layer_begin, kMaxLayers);
-}
-
-template <typename IO, typename M>
-void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, GroupReady> {
-  io.u64("group_id", m.group_id);
-  io.string("weights_from", m.weights_from, 0, kMaxReason, Charset::Text);
-}
-
-template <typename IO, typename M>
-void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, GroupLink> {
-  io.u64("group_id", m.group_id);
-  io.u32("rank", m.rank, 1, kMaxGroup - 1);
-}
-
-template <typename IO, typename M>
-void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, CollectiveData> {
-  io.u16("op", m.op, 1);
-  io.u64("seq", m.seq);
-  io.bytes("payload", m.payload, 0, kMaxChunkBytes);
-}
-
-template <typename IO, typename M>
-void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ShareRequest> {
-  io.u64("group_id", m.group_id);
-}
-
-template <typename IO, typename M>
-void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ShareAccept> {
-  io.u64("group_id", m.group_id);
-}
-
-template <typename IO, typename M>
-void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ShareTable> {
-  io.u64("group_id", m.group_id);
-  io.hash("key", m.key);
-  io.hash("share_hash", m.share_hash);
-  io.bytes("model_metadata", m.model_metadata, 0, kMaxModelMetadata);
-  const size_t n = io.count("n_tensors", m.tensors.size(), 1, kMaxTensors, 44);
-  tensor_table(io, m.tensors, n);
-  // Smallest run: tensor 4, offset, bytes, stride and count 8 each.
-  const size_t n_runs = io.count("n_runs", m.runs.size(), 0, kMaxShareRuns, 36);
-  io.sized("runs", m.runs, n_runs);
-  for (size_t i = 0; i < n_runs; ++i) {
-    const auto at = static_cast<int64_t>(i);
-    auto& r = m.runs[i];
-    io.u32(Field("runs", at, "tensor"), r.tensor, 0, static_cast<uint32_t>(n - 1));
-    io.u64(Field("runs", at, "offset"), r.offset, kMaxByteCount);
-    io.u64(Field("runs", at, "bytes"), r.bytes, kMaxByteCount);
-    io.u64(Field("runs", at, "stride"), r.stride, kMaxByteCount);
-    io.u64(Field("runs", at, "count"), r.count, kMaxByteCount);
-    const uint64_t size = m.tensors[r.tensor].n_bytes;
-    // Every run lies inside its tensor: offset + (count - 1) * stride + bytes <= n_bytes, without overflow.
-    const bool fits = r.bytes >= 1 && r.count >= 1 && r.stride >= r.bytes && r.offset <= size &&
-                      r.bytes <= size - r.offset && (r.count - 1) <= (size - r.offset - r.bytes) / r.stride;
-    if (!fits) {
-      io.bad(Field("runs", at, "offset"),
-             fmt::format("{} runs of {} bytes, {} apart, from {} leave the tensor of {} bytes", r.count, r.bytes,
-                         r.stride, r.offset, size));
-    }
-  }
+void fields(IO& io, M& m) requires group_codec::kIsGroupMessage<std::remove_const_t<M>> {
+  group_codec::fields(io, m);
 }
 
 template <typename M>

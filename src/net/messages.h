@@ -17,7 +17,7 @@ namespace tessera::net {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 11;
+inline constexpr uint16_t kProtocolVersion = 12;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -206,6 +206,10 @@ struct LoadStage {
   bool group_tp = false;
   bool group_ep = false;
   float group_timeout_s = 30.0f;
+  // Protocol 12: the members' shares of the stage ("2,1", rank order; empty: equal) and, for an ep group, the
+  // copies of experts held besides (--ep-redundancy), as GroupJoin carries them.
+  std::string group_shares;
+  float group_ep_redundancy = 0.0f;
   bool operator==(const LoadStage&) const = default;
 };
 

@@ -151,6 +151,9 @@ class CostModel {
   // Bytes of one token's activations in an all-reduce (f32, n_embd).
   double reduce_bytes() const;
 
+  // One rank's pass (rank -1: the stage's node alone, else rank r of its group).
+  RankPass rank_pass(const StageSpec& s, int rank, double tokens, double seqs, double ctx, double logit_tokens) const;
+
  private:
   // Expected distinct experts (of n) that `tokens` tokens choosing k each touch: n (1 - (1 - k/n)^tokens).
   double distinct_experts(double tokens) const;
@@ -158,8 +161,7 @@ class CostModel {
   // tokens' k picks.
   double expert_batch(double tokens) const;
   uint64_t buffer_bytes(const Workload& w, bool last_stage) const;
-  // One rank's pass (rank -1: the stage's node alone, else rank r of its group), and its memory.
-  RankPass rank_pass(const StageSpec& s, int rank, double tokens, double seqs, double ctx, double logit_tokens) const;
+  // Its memory (rank -1: the stage's node alone, else rank r of its group).
   MemoryNeed rank_memory(const StageSpec& s, int rank, const Workload& w) const;
 
   Prediction finish(double prefill_s, int64_t micro_batch, TimeParts prefill_parts, double d1_s, TimeParts d1_parts,

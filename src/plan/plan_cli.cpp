@@ -9,6 +9,7 @@
 #include "gguf/gguf_file.h"
 #include "model/model_config.h"
 #include "model/model_profile.h"
+#include "plan/cluster_file.h"
 #include "plan/local_node.h"
 #include "plan/plan_report.h"
 #include "util/error.h"
@@ -20,7 +21,7 @@ namespace {
 // (build_pipeline's default: the same byte-balanced cut).
 std::optional<SplitSpec> runtime_split(const CliPlanRequest& r, const std::vector<WorkerEndpoint>& workers,
                                        const std::vector<uint64_t>& layer_bytes) {
-  if (workers.empty()) return std::nullopt;
+  if (workers.empty() || !r.place_stages.empty()) return std::nullopt;
   const auto rename = [&](std::string_view typed) {
     if (typed == "local") return std::string("local");
     for (const auto& w : workers) {
@@ -43,6 +44,50 @@ std::optional<SplitSpec> runtime_split(const CliPlanRequest& r, const std::vecto
     first += counts[i];
   }
   return parse_split(format_ranges(ranges));
+}
+
+// The --place stages in the planner's names, with the layers build_pipeline gives them: --split naming each stage by
+// its first node, or an even cut by bytes over the stages.
+PlanOptions::PlaceRun runtime_place(const CliPlanRequest& r, const std::vector<WorkerEndpoint>& workers,
+                                    const std::vector<uint64_t>& layer_bytes) {
+  const auto rename = [&](const std::string& typed) {
+    for (const auto& w : workers) {
+      if (w.name == typed) return plan_node_name(w.name);
+    }
+    return typed;
+  };
+  PlanOptions::PlaceRun place{r.place, r.place_stages};
+  std::vector<std::string> leaders;
+  for (auto& st : place.stages) {
+    leaders.push_back(st.nodes.front());
+    for (auto& n : st.nodes) n = rename(n);
+  }
+  std::vector<LayerRange> ranges;
+  if (!r.split.empty()) {
+    ranges = resolve_split(parse_split(r.split), leaders, layer_bytes);
+  } else {
+    const auto counts = proportional_counts(layer_bytes, std::vector<double>(leaders.size(), 1.0));
+    int64_t first = 0;
+    for (size_t i = 0; i < leaders.size(); ++i) {
+      if (counts[i] <= 0) fail("an even split over the --place stages leaves {} without layers", leaders[i]);
+      ranges.push_back({leaders[i], first, first + counts[i] - 1});
+      first += counts[i];
+    }
+  }
+  if (ranges.size() != place.stages.size()) {
+    fail("--split {} gives layers to {} of the {} stages of --place {}", r.split, ranges.size(), place.stages.size(),
+         r.place);
+  }
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    // resolve_split keeps the split's order; the stages follow it.
+    const auto at = std::find(leaders.begin(), leaders.end(), ranges[i].node);
+    const auto k = static_cast<size_t>(at - leaders.begin());
+    place.stages[k].first = ranges[i].first;
+    place.stages[k].last = ranges[i].last;
+  }
+  std::stable_sort(place.stages.begin(), place.stages.end(),
+                   [](const PlaceStage& a, const PlaceStage& b) { return a.first < b.first; });
+  return place;
 }
 
 std::string tps(double v) { return v >= 100 ? fmt::format("{:.0f}", v) : fmt::format("{:.1f}", v); }
@@ -98,6 +143,10 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   lo.group_wire_bytes = r.wire_type == "f32" ? 4 : 2;
   if (cluster != nullptr) {
     out.cluster.emplace(*cluster);
+  } else if (!r.plan_cluster.empty() && !r.parallel) {
+    // A deterministic plan (tests, what-ifs): the head named local, the workers as --workers names them.
+    out.cluster.emplace(load_cluster_file(r.plan_cluster));
+    out.cluster->set_worker_groups(r.wire_type == "f32" ? 4 : 2);
   } else if (r.parallel) {
     out.cluster.emplace(rank_cluster(*r.parallel, lo.local));
   } else if (workers.empty()) {
@@ -134,11 +183,13 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   o.workload.n_batch = r.n_batch;
   const int64_t ctx = r.n_ctx > 0 ? r.n_ctx : std::min<int64_t>(config.n_ctx_train, 4096);
   o.workload.n_ctx = std::max(ctx, r.prompt_tokens + r.n_gen);
-  o.split = runtime_split(r, workers, profile_model(file, config).layer_bytes);
-  if (o.split) {
+  const auto layer_bytes = profile_model(file, config).layer_bytes;
+  o.split = runtime_split(r, workers, layer_bytes);
+  if (!r.place_stages.empty()) o.place = runtime_place(r, workers, layer_bytes);
+  if (o.split || o.place) {
     // Predict the micro-batches that will run: the user's, or PipelineExecutor's rule (about four per stage of
     // each prompt batch, at least 16 tokens, the first and last halved).
-    const auto stages = static_cast<int64_t>(o.split->parts.size());
+    const auto stages = static_cast<int64_t>(o.split ? o.split->parts.size() : o.place->stages.size());
     const auto chunks =
         cluster::PipelineExecutor::prompt_chunks(std::min(r.prompt_tokens, r.n_batch), stages, r.micro_batch);
     const bool halved = chunks.size() > 2 && chunks.front() < chunks[1];
@@ -154,7 +205,7 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   out.plan = make_plan(out.model, *out.cluster, o, constants);
   for (size_t i = 0; i < out.plan.strategies.size(); ++i) {
     const auto kind = out.plan.strategies[i].kind;
-    if (kind == (o.split ? StrategyKind::UserSplit : StrategyKind::Local)) out.user = i;
+    if (kind == (o.split || o.place ? StrategyKind::UserSplit : StrategyKind::Local)) out.user = i;
   }
   if (r.parallel) out.user = out.plan.strategies.size() - 1;  // mpi_rows puts the run's own row last
 
@@ -163,9 +214,9 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
   if (yours) {
     const Strategy& u = out.plan.strategies[*out.user];
     const Strategy& local = out.plan.strategies.front();
-    const std::string what = r.parallel        ? u.name
-                             : r.split.empty() ? "the even split over the workers (no --split given)"
-                                               : "your split";
+    const std::string what = r.parallel || o.place ? u.name
+                             : r.split.empty()     ? "the even split over the workers (no --split given)"
+                                                   : "your split";
     if (local.kind == StrategyKind::Local && local.feasible && u.feasible && local.pred.score_s < u.pred.score_s) {
       out.text += fmt::format(
           "One machine would be faster: local alone predicts {} tok/s prefill, {} tok/s decode against {} and {} "
@@ -180,10 +231,6 @@ CliPlan make_cli_plan(const CliPlanRequest& r, const Cluster* cluster) {
 }
 
 std::string plan_for_cli(const CliPlanRequest& request) {
-  if (!request.place.empty()) {
-    return fmt::format("plan: --place {}: pipelines of groups are not predicted yet; running it as asked\n",
-                       request.place);
-  }
   try {
     return make_cli_plan(request).text;
   } catch (const Error& e) {

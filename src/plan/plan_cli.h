@@ -35,10 +35,13 @@ struct ParallelRun {
 
 struct CliPlanRequest {
   std::string model_path;
-  std::string workers;            // --workers text; empty: this machine alone
-  std::string split;              // --split text; empty: the runtime's default, an even split over the workers
-  std::string place;              // --place text: a pipeline of groups, which the planner does not predict yet
-  std::string key_file;           // --key-file; without one the tensor/expert-parallel rows over --workers cannot run
+  std::string workers;  // --workers text; empty: this machine alone
+  std::string split;    // --split text; empty: the runtime's default, an even split over the workers
+  std::string place;    // --place text: a pipeline of groups (as typed, for the row's name)
+  std::vector<PlaceStage> place_stages;
+  std::string plan_cluster;  // --plan-cluster: plan with this cluster.json's nodes and links instead of probing  //
+                             // --place parsed (cli's place_for_plan); the plan cuts their layers
+  std::string key_file;      // --key-file; without one the tensor/expert-parallel rows over --workers cannot run
   std::string wire_type = "f16";  // --wire-type: also the partial sums' type of a group over the workers
   int threads = 0;                // the head's compute threads (-t); 0: all cores
   int64_t prompt_tokens = 512;

@@ -280,6 +280,16 @@ void explain_strategy(Strategy& s, const ModelCost& model, const Cluster& c, con
           fmt::format("{}{} {}", r == 0 ? "" : ", ", g.nodes[r], gib_text(static_cast<uint64_t>(d.ranks[r].bytes)));
     }
     const std::string layers = s.parallel.size() > 1 ? fmt::format("layers {}-{}: ", g.first, g.last) : "";
+    if (g.nodes.size() == 1) {
+      // A stage of one node among groups (--place): its pass, no collectives.
+      const RankPass& alone = d.ranks.front();
+      s.arithmetic.push_back(fmt::format("{}{} {} read per token ({}) / {:.1f} GB/s = {}, + {} overheads", layers,
+                                         g.nodes.front(), gib_text(static_cast<uint64_t>(alone.bytes)), g.cuts,
+                                         g.read_rate.front() / 1e9, seconds_text(alone.t.memory),
+                                         seconds_text(alone.t.compute)));
+      accounted += d.total.total();
+      continue;
+    }
     s.arithmetic.push_back(fmt::format("{}{} read per token ({}; {})", layers, reads,
                                        parallel_flags(g.mode, static_cast<int>(g.nodes.size()), g.ep_redundancy),
                                        g.cuts));

@@ -465,7 +465,10 @@ std::optional<size_t> Planner::cluster_rows(Plan& plan) const {
     for (auto& s : tensor_pipeline_rows(sets)) plan.strategies.push_back(std::move(s));
   }
   std::optional<size_t> user;
-  if (o_.split) {
+  if (o_.place) {
+    user = plan.strategies.size();
+    plan.strategies.push_back(place_row());
+  } else if (o_.split) {
     const auto node_names = c_.node_name_list();
     const auto ranges = resolve_split(*o_.split, node_names, m_.layer_weight_bytes());
     std::vector<StageSpec> specs;

@@ -84,6 +84,15 @@ struct Skipped {
 // cluster file's nodes under mpirun, the ranks of an mpirun, or --workers with a cluster key).
 enum class ParallelRows { Off, Shown, Runnable };
 
+// A stage of a user's --place layout: one node, or a group of nodes (the first leads) in a mode with its shares.
+struct PlaceStage {
+  std::vector<std::string> nodes;  // planner names
+  ParallelMode mode = ParallelMode::Tensor;
+  std::vector<double> shares;  // empty: equal
+  double ep_redundancy = 0;    // an ep group's --ep-redundancy
+  int64_t first = 0, last = -1;
+};
+
 struct PlanOptions {
   Workload workload;
   bool distribute = false;  // never choose a single node
@@ -110,6 +119,12 @@ struct PlanOptions {
     std::optional<CollectiveProfile> stage_collectives = std::nullopt;
   };
   std::optional<ParallelRun> run;
+  // Over --workers: the user's --place layout (`text` as typed), predicted as its own row ("your --place ...").
+  struct PlaceRun {
+    std::string text;
+    std::vector<PlaceStage> stages;
+  };
+  std::optional<PlaceRun> place;
 };
 
 struct Plan {

@@ -54,6 +54,8 @@ class Planner {
   std::optional<Strategy> replicas() const;
   // A strategy over group stages (tensor/expert parallel, TP x PP).
   Strategy evaluate_groups(std::string name, StrategyKind kind, const std::vector<StageSpec>& specs) const;
+  // A stage of one node among groups (--place), as a ParallelStage of one rank: its pass, no collectives.
+  ParallelStage single_stage(const StageSpec& spec, double ctx) const;
   // The best group of each mode and size over the sets that include the head; reasons for those that cannot be cut.
   std::vector<Strategy> parallel_rows(const std::vector<std::vector<size_t>>& sets,
                                       std::vector<Skipped>& skipped) const;
@@ -61,6 +63,8 @@ class Planner {
   std::vector<Strategy> tensor_pipeline_rows(const std::vector<std::vector<size_t>>& sets) const;
   // The run's own pipeline of rank groups under mpirun --pp (PlanOptions::run), "your --tp 2 --pp 2".
   Strategy run_pipeline_row() const;
+  // The user's --place layout (PlanOptions::place): each stage's slowest rank and collectives, the hops between.
+  Strategy place_row() const;
   // Shares in proportion to the nodes' read bandwidth (empty when they are equal within 1%).
   std::vector<double> speed_shares(const std::vector<size_t>& nodes) const;
   // The rows: of a cluster (every subset), or of the ranks of an mpirun. The user's row, if any.

@@ -54,6 +54,7 @@ Strategy Planner::evaluate_groups(std::string name, StrategyKind kind, const std
     s.blocked = o_.parallel_blocked;
   }
   for (const auto& spec : specs) {
+    if (!spec.group) continue;
     for (size_t i = 0; s.blocked.empty() && i < spec.group->nodes.size(); ++i) {
       for (size_t j = i + 1; s.blocked.empty() && j < spec.group->nodes.size(); ++j) {
         const std::string &a = c_.nodes()[spec.group->nodes[i]].name, &b = c_.nodes()[spec.group->nodes[j]].name;
@@ -66,6 +67,24 @@ Strategy Planner::evaluate_groups(std::string name, StrategyKind kind, const std
   }
   const double ctx = static_cast<double>(w.prompt_tokens) + static_cast<double>(w.n_gen) / 2.0;
   for (const auto& spec : specs) {
+    if (!spec.group) {
+      // A stage of one node (--place): a "group" of one rank, with no collectives, for the arithmetic.
+      s.parallel.push_back(single_stage(spec, ctx));
+      const MemoryNeed need = cm_.stage_memory(spec, w);
+      NodeMemory mem{c_.nodes()[spec.node].name,
+                     range_text(spec.first, spec.last),
+                     need.weights,
+                     need.kv_cache,
+                     need.buffers,
+                     need.packed,
+                     need.total(),
+                     need.available};
+      s.feasible = s.feasible && mem.fits();
+      s.nodes.push_back(mem.node);
+      s.memory.push_back(std::move(mem));
+      s.stages.push_back({c_.nodes()[spec.node].name, spec.first, spec.last});
+      continue;
+    }
     const ParallelGroup& g = *spec.group;
     const auto needs = cm_.group_memory(spec, w);
     ParallelStage ps;

@@ -6,9 +6,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <thread>
 
 #include "support/background_process.h"
 #include "support/test_paths.h"
+#include "support/worker_group.h"
 #include "support/worker_process.h"
 
 namespace tessera {
@@ -28,34 +31,7 @@ std::filesystem::path model_path(const std::string& model) {
                                 : test::shared_dir() / "fixtures/models" / (model + ".gguf");
 }
 
-test::CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), test::tessera_bin().string());
-  return test::run_command(args);
-}
-
-// Workers a, b, c, ... with one key, mapping models from `models`.
-struct Workers {
-  Workers(const test::TempDir& dir, int n, const std::filesystem::path& models) {
-    key = (dir / "k.key").string();
-    EXPECT_EQ(tessera({"keygen", "-o", key}).exit_code, 0);
-    for (int i = 0; i < n; ++i) {
-      workers.push_back(std::make_unique<test::WorkerProcess>(
-          std::vector<std::string>{"--key-file", key, "--models", models.string()}));
-    }
-  }
-  std::string list() const {
-    std::string s;
-    for (size_t i = 0; i < workers.size(); ++i) {
-      if (!s.empty()) s += ',';
-      s += static_cast<char>('a' + i);
-      s += '=';
-      s += workers[i]->address();
-    }
-    return s;
-  }
-  std::string key;
-  std::vector<std::unique_ptr<test::WorkerProcess>> workers;
-};
+using test::tessera;
 
 struct Case {
   const char* model;
@@ -77,7 +53,7 @@ TEST_P(PlaceWorkers, SameTextAndLogitsAsOneNode) {
   const auto one = tessera(one_args);
   ASSERT_EQ(one.exit_code, 0) << one.err;
 
-  Workers w(dir, c.workers, model.parent_path());
+  test::WorkerGroup w(dir, c.workers, model.parent_path());
   auto par_args = common;
   par_args.insert(par_args.end(), {"--logits-out", (dir / "par.f32").string(), "--workers", w.list(), "--place",
                                    c.place, "--key-file", w.key, "--wire-type", "f32"});
@@ -86,13 +62,7 @@ TEST_P(PlaceWorkers, SameTextAndLogitsAsOneNode) {
   EXPECT_EQ(par.out, one.out);
   // Every group of two linked (one line per group, from whichever member leads it).
   EXPECT_NE(par.err.find("pipeline: "), std::string::npos) << par.err;
-  const auto a = test::read_floats(dir / "one.f32");
-  const auto b = test::read_floats(dir / "par.f32");
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_GT(a.size(), 0u);
-  float max_diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
-  EXPECT_LE(max_diff, 1e-4f) << c.model << " " << c.place;
+  EXPECT_LE(test::max_logit_diff(dir / "one.f32", dir / "par.f32"), 1e-4f) << c.model << " " << c.place;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, PlaceWorkers,
@@ -111,7 +81,7 @@ INSTANTIATE_TEST_SUITE_P(Layouts, PlaceWorkers,
 TEST(PlaceWorkersErrors, BadPlaceIsNamed) {
   test::TempDir dir;
   const auto model = model_path("stories260K");
-  Workers w(dir, 2, model.parent_path());
+  test::WorkerGroup w(dir, 2, model.parent_path());
   const auto with = [&](const std::string& place, bool key = true) {
     std::vector<std::string> args = {"run", "-m", model.string(), "-p",     "Once",    "-n", "2",
                                      "-t",  "1",  "--workers",    w.list(), "--place", place};
@@ -131,11 +101,18 @@ TEST(PlaceWorkersErrors, BadPlaceIsNamed) {
   expect_error("local,tp(a,b", "a '(' without its ')'");
   expect_error("local,,tp(a,b)", "an empty stage");
   expect_error("local,tp(a,b)", "only the cluster key authenticates them: give --key-file", false);
+  expect_error("local,tp(a:0,b)", "'a:0' in 'tp(a:0,b)': a member's share is a positive number");
+  expect_error("local,tp(a:x,b)", "a member's share is a positive number after its name");
+  expect_error("local:2,tp(a,b)", "'local:2': a share is for a member of a group");
   // --tp with --place, and --pp over workers, say what to write instead.
   auto r = tessera({"run", "-m", model.string(), "-p", "Once", "-n", "2", "--workers", w.list(), "--place",
                     "local,tp(a,b)", "--tp", "2", "--key-file", w.key});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("leave out --tp/--ep"), std::string::npos) << r.err;
+  r = tessera({"run", "-m", model.string(), "-p", "Once", "-n", "2", "--workers", w.list(), "--place", "local,tp(a,b)",
+               "--tp-shares", "2,1", "--key-file", w.key});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("shares after its members' names (tp(local:2,a)"), std::string::npos) << r.err;
   r = tessera({"run", "-m", model.string(), "-p", "Once", "-n", "2", "--workers", w.list(), "--tp", "2", "--pp", "2",
                "--key-file", w.key});
   EXPECT_NE(r.exit_code, 0);
@@ -146,7 +123,7 @@ TEST(PlaceWorkersErrors, BadPlaceIsNamed) {
 TEST(PlaceWorkersFaults, KilledMemberIsNamed) {
   test::TempDir dir;
   const auto model = model_path("stories260K");
-  Workers w(dir, 2, model.parent_path());
+  test::WorkerGroup w(dir, 2, model.parent_path());
   const auto victim = w.workers[1]->address();
   test::Background head({"bench",
                          "-m",
@@ -180,6 +157,57 @@ TEST(PlaceWorkersFaults, KilledMemberIsNamed) {
   EXPECT_NE(code, -1) << "the head did not end: " << head.output();
   EXPECT_LT(seconds, 10.0) << head.output();
   EXPECT_NE(head.output().find("b (" + victim + ")"), std::string::npos) << head.output();
+}
+
+// A member of a worker-led group stage killed mid-generation, with a spare and --recovery-timeout: the leader ends
+// its session with the error, the head marks the stage down and re-forms the group with the spare in the dead
+// member's place (the leader links it); the text is one node's.
+// The killed member's stage with the spare `spare` ("" for the third worker): the head's output and the text.
+std::pair<std::string, std::string> kill_member_mid_run(const std::string& spare_arg, test::WorkerGroup& w,
+                                                        const test::TempDir& dir,
+                                                        const std::vector<std::string>& common) {
+  auto args = common;
+  args.insert(args.end(), {"--workers", w.list({0, 1}), "--place", "local,tp(a,b)", "--spare", spare_arg,
+                           "--recovery-timeout", "30", "--collective-timeout", "5", "--key-file", w.key, "--no-plan"});
+  test::Background head(args, dir / "text.out");
+  EXPECT_TRUE(head.wait_for("pipeline: ", 60s)) << head.output();
+  std::this_thread::sleep_for(200ms);
+  kill(w.workers[1]->pid(), SIGKILL);
+  EXPECT_EQ(head.wait_exit(60s), 0) << head.output();
+  std::ifstream in(dir / "text.out");
+  return {head.output(), std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>())};
+}
+
+TEST(PlaceWorkersFaults, KilledMemberWithASpareIsReplaced) {
+  test::TempDir dir;
+  const auto model = model_path("stories260K");
+  const std::vector<std::string> common = {
+      "run",    "-m", model.string(), "-p", "Once upon a time", "-n", "1500", "-c", "1600",
+      "--temp", "0",  "-t",           "1",  "--ignore-eos"};
+  const auto one = tessera(common);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  test::WorkerGroup w(dir, 3, model.parent_path());
+  const auto [output, text] = kill_member_mid_run(w.workers[2]->address(), w, dir, common);
+  EXPECT_NE(output.find("re-formed as its group again, led by a: " + w.workers[2]->address() + " in b's place"),
+            std::string::npos)
+      << output;
+  EXPECT_EQ(text, one.out);
+}
+
+// No spare worker free (only --spare local): the stage is not re-formed but taken by one node, the head.
+TEST(PlaceWorkersFaults, KilledMemberWithoutASpareWorkerFallsBackToOneNode) {
+  test::TempDir dir;
+  const auto model = model_path("stories260K");
+  const std::vector<std::string> common = {
+      "run",    "-m", model.string(), "-p", "Once upon a time", "-n", "1500", "-c", "1600",
+      "--temp", "0",  "-t",           "1",  "--ignore-eos"};
+  const auto one = tessera(common);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  test::WorkerGroup w(dir, 2, model.parent_path());
+  const auto [output, text] = kill_member_mid_run("local", w, dir, common);
+  EXPECT_EQ(output.find("re-formed"), std::string::npos) << output;
+  EXPECT_NE(output.find("now runs on local"), std::string::npos) << output;
+  EXPECT_EQ(text, one.out);
 }
 
 }  // namespace

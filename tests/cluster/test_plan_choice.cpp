@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "support/test_paths.h"
+#include "support/worker_group.h"
 #include "support/worker_process.h"
 
 namespace tessera {
@@ -22,10 +23,7 @@ const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ScalarEnvironme
 
 std::filesystem::path stories() { return test::source_dir() / "models/stories260K.gguf"; }
 
-test::CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), test::tessera_bin().string());
-  return test::run_command(args);
-}
+using test::tessera;
 
 // Three nodes named as the run names them: each node's memory bandwidth (GB/s), b's memory and the network.
 std::string cluster(const test::TempDir& dir, const std::string& name, double local_gbps, double a_gbps, double gbit,
@@ -39,16 +37,9 @@ std::string cluster(const test::TempDir& dir, const std::string& name, double lo
   return path.string();
 }
 
-struct Workers {
-  explicit Workers(const test::TempDir& dir) : key((dir / "k.key").string()) {
-    EXPECT_EQ(tessera({"keygen", "-o", key}).exit_code, 0);
-    const std::vector<std::string> args = {"--key-file", key, "--models", stories().parent_path().string()};
-    a = std::make_unique<test::WorkerProcess>(args);
-    b = std::make_unique<test::WorkerProcess>(args);
-  }
-  std::string list() const { return "a=" + a->address() + ",b=" + b->address(); }
-  std::string key;
-  std::unique_ptr<test::WorkerProcess> a, b;
+// Workers a and b, mapping stories260K.
+struct Workers : test::WorkerGroup {
+  explicit Workers(const test::TempDir& dir) : test::WorkerGroup(dir, 2, stories().parent_path()) {}
 };
 
 const std::vector<std::string> kRun = {
@@ -91,7 +82,7 @@ TEST(PlanChoice, GroupWhenThePlanPicksIt) {
   ASSERT_EQ(split.exit_code, 0) << split.err;
   EXPECT_NE(split.err.find("pipeline: 0-4@b"), std::string::npos) << split.err;
   EXPECT_EQ(split.err.find("plan: running the planner's choice"), std::string::npos) << split.err;
-  const auto tp2 = run({"--workers", "a=" + w.a->address(), "--key-file", w.key, "--tp", "2", "--no-plan"});
+  const auto tp2 = run({"--workers", "a=" + w.workers[0]->address(), "--key-file", w.key, "--tp", "2", "--no-plan"});
   ASSERT_EQ(tp2.exit_code, 0) << tp2.err;
   EXPECT_NE(tp2.err.find("2 ranks (tensor parallel)"), std::string::npos) << tp2.err;
   const auto none = run({"--workers", w.list(), "--key-file", w.key, "--plan-cluster", fast, "--no-plan"});
@@ -131,8 +122,8 @@ TEST(PlanChoice, PipelineOrTheEvenSplitOtherwise) {
 TEST(PlanChoice, PlanClusterMustNameTheWorkers) {
   test::TempDir dir;
   Workers w(dir);
-  const auto r = run({"--workers", "a=" + w.a->address() + ",zz=" + w.b->address(), "--key-file", w.key,
-                      "--plan-cluster", cluster(dir, "c.json", 10, 10, 10, 0.1)});
+  const auto r = run({"--workers", "a=" + w.workers[0]->address() + ",zz=" + w.workers[1]->address(), "--key-file",
+                      w.key, "--plan-cluster", cluster(dir, "c.json", 10, 10, 10, 0.1)});
   // The plan cannot be made: the run goes on as without one (the even pipeline), saying why.
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("plan: not available: "), std::string::npos) << r.err;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "support/test_paths.h"
+#include "support/worker_group.h"
 #include "support/worker_process.h"
 
 namespace tessera {
@@ -22,16 +23,8 @@ const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ScalarEnvironme
 
 std::filesystem::path stories() { return test::source_dir() / "models/stories260K.gguf"; }
 
-test::CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), test::tessera_bin().string());
-  return test::run_command(args);
-}
-
-size_t count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
+using test::count_of;
+using test::tessera;
 
 struct Case {
   const char* model;  // a fixture name, or "stories260K"
@@ -86,9 +79,9 @@ TEST_P(TpShares, ShareSentOnceLogitsAsOneNode) {
   const auto first = parallel("first.f32");
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(first.out, one.out);
-  EXPECT_EQ(count(first.err, "has no copy of the model: sending its share"), static_cast<size_t>(receivers))
+  EXPECT_EQ(count_of(first.err, "has no copy of the model: sending its share"), static_cast<size_t>(receivers))
       << first.err;
-  EXPECT_EQ(count(first.err, "weights from the head ("), static_cast<size_t>(receivers)) << first.err;
+  EXPECT_EQ(count_of(first.err, "weights from the head ("), static_cast<size_t>(receivers)) << first.err;
   if (c.mixed) {
     EXPECT_NE(first.err.find("weights from its --models copy, 0 weight bytes sent"), std::string::npos);
   }
@@ -106,7 +99,7 @@ TEST_P(TpShares, ShareSentOnceLogitsAsOneNode) {
   ASSERT_EQ(second.exit_code, 0) << second.err;
   EXPECT_EQ(second.out, one.out);
   EXPECT_NE(second.err.find("group: 0 weight bytes sent to the members"), std::string::npos) << second.err;
-  EXPECT_EQ(count(second.err, "weights from its cache, 0 weight bytes sent"), static_cast<size_t>(receivers))
+  EXPECT_EQ(count_of(second.err, "weights from its cache, 0 weight bytes sent"), static_cast<size_t>(receivers))
       << second.err;
   EXPECT_EQ(test::read_floats(dir / "second.f32"), b);
 }

@@ -17,6 +17,7 @@
 
 #include "support/background_process.h"
 #include "support/test_paths.h"
+#include "support/worker_group.h"
 #include "support/worker_process.h"
 
 namespace tessera {
@@ -34,40 +35,8 @@ const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ScalarEnvironme
 std::filesystem::path fixtures() { return test::shared_dir() / "fixtures/models"; }
 std::filesystem::path stories() { return test::source_dir() / "models/stories260K.gguf"; }
 
-test::CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), test::tessera_bin().string());
-  return test::run_command(args);
-}
-
-// A key file in `dir`, and workers that hold it and map models from `models`.
-struct Group {
-  Group(const test::TempDir& dir, int n_workers, const std::filesystem::path& models, const std::string& name = "k") {
-    key = (dir / (name + ".key")).string();
-    EXPECT_EQ(tessera({"keygen", "-o", key}).exit_code, 0);
-    for (int i = 0; i < n_workers; ++i) add(models);
-  }
-  void add(const std::filesystem::path& models, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--key-file", key, "--models", models.string()};
-    args.insert(args.end(), extra.begin(), extra.end());
-    workers.push_back(std::make_unique<test::WorkerProcess>(args));
-  }
-  // "a=HOST:PORT,b=..." for the workers given by index (all by default).
-  std::string list(std::vector<size_t> which = {}) const {
-    if (which.empty()) {
-      for (size_t i = 0; i < workers.size(); ++i) which.push_back(i);
-    }
-    std::string s;
-    for (size_t i : which) {
-      if (!s.empty()) s += ',';
-      s += static_cast<char>('a' + i);
-      s += '=';
-      s += workers[i]->address();
-    }
-    return s;
-  }
-  std::string key;
-  std::vector<std::unique_ptr<test::WorkerProcess>> workers;
-};
+using test::tessera;
+using Group = test::WorkerGroup;
 
 struct Case {
   const char* model;  // a fixture name, or "stories260K"
@@ -107,13 +76,7 @@ TEST_P(TpWorkers, SameTextAndLogitsAsOneNode) {
   EXPECT_NE(par.err.find(std::to_string(c.ranks) + " ranks ("), std::string::npos) << par.err;
   EXPECT_NE(par.err.find("group: " + std::to_string(c.ranks) + " members linked over TLS (f32 wire"), std::string::npos)
       << par.err;
-  const auto a = test::read_floats(dir / "one.f32");
-  const auto b = test::read_floats(dir / "par.f32");
-  ASSERT_EQ(a.size(), b.size());
-  ASSERT_GT(a.size(), 0u);
-  float max_diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
-  EXPECT_LE(max_diff, 1e-4f) << c.model;
+  EXPECT_LE(test::max_logit_diff(dir / "one.f32", dir / "par.f32"), 1e-4f) << c.model;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TpWorkers,

@@ -51,6 +51,8 @@ LoadStage sample_load_stage() {
   m.group_tp = true;
   m.group_ep = true;
   m.group_timeout_s = 7.5f;
+  m.group_shares = "2,1,1";
+  m.group_ep_redundancy = 0.25f;
   return m;
 }
 
@@ -313,16 +315,18 @@ TEST(WireCodec, BadEnumsAndBooleans) {
 
   LoadStage alone = sample_load_stage();
   alone.group.clear();
-  // The body ends kv_type (u32), wire_type (u8), threads (u16), max_batch (u32), then 26 bytes of an empty group:
-  // its count (u32), model_hash (16), group_tp, group_ep (bool), group_timeout_s (f32).
+  alone.group_shares.clear();
+  // The body ends kv_type (u32), wire_type (u8), threads (u16), max_batch (u32), then 34 bytes of an empty group:
+  // its count (u32), model_hash (16), group_tp, group_ep (bool), group_timeout_s (f32), group_shares (an empty
+  // string: u32) and group_ep_redundancy (f32).
   auto body = encode_body(alone);
-  body[body.size() - 33] = 7;
+  body[body.size() - 41] = 7;
   expect_error([&] { decode(MsgType::LoadStage, body); }, {"LoadStage", "wire_type"});
   body = encode_body(alone);
-  body[body.size() - 37] = static_cast<uint8_t>(GgmlType::Q4_0);  // kv_type (u32)
+  body[body.size() - 45] = static_cast<uint8_t>(GgmlType::Q4_0);  // kv_type (u32)
   expect_error([&] { decode(MsgType::LoadStage, body); }, {"LoadStage", "kv_type", "q4_0"});
   body = encode_body(alone);
-  body[body.size() - 37] = 200;  // not a ggml type at all
+  body[body.size() - 45] = 200;  // not a ggml type at all
   expect_error([&] { decode(MsgType::LoadStage, body); }, {"LoadStage", "kv_type", "200"});
 
   Forward f = sample_forward();
@@ -390,6 +394,13 @@ TEST(WireCodec, LoadStageFieldChecks) {
       },
       {"group_tp", "tensor parallel"});
   bad([](LoadStage& m) { m.group_timeout_s = 0; }, {"group_timeout_s"});
+  bad([](LoadStage& m) { m.group_ep_redundancy = 2; }, {"group_ep_redundancy"});
+  bad(
+      [](LoadStage& m) {
+        m.group.clear();
+        m.group_shares = "1,1";
+      },
+      {"group_shares", "without a group"});
   // The same checks run on decode: flip a byte of a tensor name to a space in a valid encoding.
   auto body = encode_body(sample_load_stage());
   const std::string name = "blk.0.attn_q.weight";

@@ -26,7 +26,8 @@ class Background {
     static int n = 0;
     return n;
   }
-  explicit Background(std::vector<std::string> args) {
+  // `out`: a file for its standard output alone (the text a run prints); empty: with its log in output().
+  explicit Background(std::vector<std::string> args, const std::filesystem::path& out = {}) {
     args.insert(args.begin(), test::tessera_bin().string());
     log_ = std::filesystem::temp_directory_path() /
            ("tessera-bg-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++) + ".log");
@@ -35,6 +36,10 @@ class Background {
       FILE* f = std::fopen(log_.c_str(), "w");
       dup2(fileno(f), 1);
       dup2(fileno(f), 2);
+      if (!out.empty()) {
+        FILE* o = std::fopen(out.c_str(), "w");
+        if (o != nullptr) dup2(fileno(o), 1);
+      }
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);

@@ -1,11 +1,13 @@
 // Test helper: a real `tessera worker` child process on loopback (port chosen by the OS), stopped on destruction.
 #pragma once
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -17,13 +19,19 @@ namespace tessera::test {
 class WorkerProcess {
  public:
   // `listen`: a fixed address, so a restarted worker is found where the killed one was.
-  explicit WorkerProcess(std::vector<std::string> extra_args = {}, std::string listen = "127.0.0.1:0") {
+  // `log`: a file for the worker's stderr (its log), to read what it did; empty: the test's stderr.
+  explicit WorkerProcess(std::vector<std::string> extra_args = {}, std::string listen = "127.0.0.1:0",
+                         const std::filesystem::path& log = {}) {
     int out[2];
     if (pipe(out) != 0) throw std::runtime_error("pipe failed");
     pid_ = fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {
       dup2(out[1], 1);
+      if (!log.empty()) {
+        const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) dup2(fd, 2);
+      }
       close(out[0]);
       close(out[1]);
       std::vector<std::string> args = {tessera_bin().string(), "worker", "--listen", listen, "-t", "1"};
