@@ -31,7 +31,8 @@ void check_calls(const tessera::chat::ParsedOutput& p, ToolFamily family) {
   }
 }
 
-// Syntaxes of the shapes derive_tool_syntax learns (Kimi K2, DeepSeek V4, MiniMax M1 / GigaChat).
+// Syntaxes of the shapes derive_tool_syntax learns (Kimi K2, DeepSeek V4 with MiniMax M3's nested values, MiniMax
+// M1 / GigaChat).
 std::shared_ptr<const tessera::chat::DerivedSyntax> derived(int which) {
   using tessera::chat::DerivedSyntax;
   static const auto all = [] {
@@ -52,6 +53,8 @@ std::shared_ptr<const tessera::chat::DerivedSyntax> derived(int which) {
     b.pair = "<p name=\"\x05\" s=\"1\">\x06</p>";
     b.pair_json = "<p name=\"\x05\" s=\"0\">\x06</p>";
     b.pair_sep = "\n";
+    b.item = "<i>\x06</i>";  // lists and objects as nested markup (MiniMax M3's shape)
+    b.member = "<m k=\"\x05\">\x06</m>";
     b.marker = "<tc>";
     v.push_back(std::make_shared<DerivedSyntax>(b));
     DerivedSyntax c;

@@ -1,7 +1,8 @@
 // derive_tool_syntax: sentinel conversations rendered through the template and compared. The generation prompt
 // and a plain-text answer give the assistant turn's frame (what precedes and follows the model's output); one call,
 // two calls, no arguments, two arguments and a number argument give the call pattern, what opens, separates and
-// closes calls, and how arguments are written. The result must read its own renders back, or there is none.
+// closes calls, and how arguments are written (a list and an object argument: whether as nested markup). The
+// result must read its own renders back, or there is none.
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
@@ -251,13 +252,16 @@ bool has_slot(std::string_view s, char lo, char hi) {
   return false;
 }
 
-// Each slot that reads up to the text after it needs such text in its own pattern.
-bool slots_terminated(std::string_view p) {
+// Each slot that reads up to the text after it needs such text in its own pattern; `pairs_open`: the pair
+// pattern starts with a literal, which ends a slot right before pair arguments (GLM's "NAME\n<arg_key>").
+bool slots_terminated(std::string_view p, bool pairs_open = false) {
   for (size_t k = 0; k < p.size(); ++k) {
     const char c = p[k];
     if (c < kName || c > kValue || c == kArgs) continue;  // arguments end where they stop matching
     size_t j = k + 1;
     while (j < p.size() && is_ws(p[j])) ++j;
+    if (j < p.size() && p[j] == kArgs && pairs_open && j + 1 < p.size() && !(p[j + 1] >= kName && p[j + 1] <= kValue))
+      continue;
     if (j >= p.size() || (p[j] >= kName && p[j] <= kValue)) return false;
   }
   return true;
@@ -275,6 +279,47 @@ bool reads_back(const DerivedSyntax& d, const std::string& text,
     if (p.calls[i].name != want[i].first || !same_json(p.calls[i].arguments, want[i].second)) return false;
   }
   return true;
+}
+
+// Booleans as Python writes them (Qwen 3.5's `| string`: True), and lists and objects as nested markup (MiniMax
+// M3): the value of a list [va, vb] is X va Y X vb Y (an item is
+// X value Y), the value of an object {kb: vb, kc: vc} is M(kb, vb) M(kc, vc) (a member is M). `head`/`tail`: the
+// call around its arguments.
+void derive_nested(const Sentinels& s, const Frame& fr, const std::string& head, const std::string& tail,
+                   DerivedSyntax& d) {
+  const size_t v = d.pair.find(kValue);
+  std::string pre = d.pair.substr(0, v), post = d.pair.substr(v + 1);
+  replace_all(pre, std::string(1, kKey), kKa);
+  replace_all(post, std::string(1, kKey), kKa);
+  const auto value = [&](Json arg) -> std::optional<std::string> {
+    const auto t = fr.cut(s.calls(Json::array({call(kSentinelName, {{kKa, std::move(arg)}}, kId1)})));
+    if (!t || t->size() < head.size() + tail.size() + pre.size() + post.size() || !t->starts_with(head + pre) ||
+        !t->ends_with(post + tail))
+      return std::nullopt;
+    return t->substr(head.size() + pre.size(), t->size() - head.size() - pre.size() - post.size() - tail.size());
+  };
+  d.python_bools = value(true) == std::optional<std::string>("True");
+  const auto patterned = [](std::string p) {
+    return !p.empty() && (p[0] < kName || p[0] > kValue) && slots_terminated(p) &&
+           std::count(p.begin(), p.end(), kValue) == 1;
+  };
+  if (const auto list = value(Json::array({kVa, kVb}))) {
+    const size_t a = list->find(kVa), b = list->find(kVb);
+    if (a != npos && b != npos && a > 0 && b > a) {
+      const std::string x = list->substr(0, a), mid = list->substr(a + kVa.size(), b - a - kVa.size());
+      const std::string y = mid.size() > x.size() && mid.ends_with(x) ? mid.substr(0, mid.size() - x.size()) : "";
+      std::string item = x + kValue + y;
+      if (!y.empty() && list->substr(b + kVb.size()) == y && patterned(item)) d.item = std::move(item);
+    }
+  }
+  if (const auto obj = value(Json{{kKb, kVb}, {kKc, kVc}}); obj && obj->size() % 2 == 0) {
+    std::string m = obj->substr(0, obj->size() / 2), second = m;
+    replace_all(second, kKb, kKc);
+    replace_all(second, kVb, kVc);
+    replace_all(m, kKb, std::string(1, kKey));
+    replace_all(m, kVb, std::string(1, kValue));
+    if (second == obj->substr(obj->size() / 2) && m.find(kKey) < m.find(kValue) && patterned(m)) d.member = m;
+  }
 }
 
 // The pairs form: where the arguments go (q, in the no-argument turn) and one pair's pattern.
@@ -322,6 +367,7 @@ bool derive_pairs(const Sentinels& s, const Frame& fr, const std::string& one, D
       d.pair_json = n;
     }
   }
+  derive_nested(s, fr, std::string(head), std::string(tail), d);
   d.json_args = false;
   t1 = zero->substr(0, q) + kArgs + zero->substr(q);
   return slots_terminated(d.pair) && (d.pair_json.empty() || slots_terminated(d.pair_json));
@@ -429,7 +475,9 @@ Derivation derive_tool_syntax(std::string_view template_source, std::string_view
   t1 = slots(std::move(t1));
   if (has_slot(t1, kName2, kId2Slot) || std::count(t1.begin(), t1.end(), kArgs) != 1) return out;
   if (!derive_blocks(t1, t2, d)) return out;
-  if (!slots_terminated(d.call)) return out;
+  const bool pairs_open = !d.json_args && !d.pair.empty() && !(d.pair[0] >= kName && d.pair[0] <= kValue) &&
+                          !blank(d.pair.substr(0, d.pair.find_first_of("\x01\x02\x03\x04\x05\x06")));
+  if (!slots_terminated(d.call, pairs_open)) return out;
   d.marker = find_marker_text(d);
   if (d.marker.empty()) return out;
   // The syntax must read back what it was learned from.
@@ -439,6 +487,14 @@ Derivation derive_tool_syntax(std::string_view template_source, std::string_view
     return out;
   const auto two = fr->cut(s.calls(Json::array({call(kSentinelName, {{kKa, kVa}, {kKb, kVb}}, kId1)})));
   if (two && !reads_back(d, *two, {{std::string(kSentinelName), {{kKa, kVa}, {kKb, kVb}}}})) return out;
+  // Nested lists and objects must read back too, or they are left to JSON.
+  for (const bool list : {true, false}) {
+    std::string& nested = list ? d.item : d.member;
+    if (nested.empty()) continue;
+    const Json arg = list ? Json::array({kVa, kVb}) : Json{{kKb, kVb}, {kKc, kVc}};
+    const auto t = fr->cut(s.calls(Json::array({call(kSentinelName, {{kKa, arg}}, kId1)})));
+    if (!t || !reads_back(d, *t, {{std::string(kSentinelName), {{kKa, arg}}}})) nested.clear();
+  }
   // Arguments given out of order: a template that sorts them (dictsort) writes ka first all the same.
   const auto reversed = fr->cut(s.calls(Json::array({call(kSentinelName, {{kKb, kVb}, {kKa, kVa}}, kId1)})));
   d.sorted_keys = reversed && reversed->find(kKa) != npos && reversed->find(kKa) < reversed->find(kKb);
@@ -458,7 +514,12 @@ OutputFormat template_output_format(std::string_view template_source, std::strin
   const auto p = parse_output(d.sample, known, true);
   const bool reads = p.calls.size() == 1 && p.calls[0].name == kSentinelName &&
                      same_json(p.calls[0].arguments, Json::parse(kSentinelArguments));
-  if (reads) return f;
+  if (reads) {
+    // The family reads these calls (Qwen 3.5's and GLM's XML bodies inside <tool_call>); the derived pairs still
+    // say how the model writes them, which a forced call's grammar follows.
+    if (!d.syntax->json_args) f.derived = std::make_shared<const DerivedSyntax>(*d.syntax);
+    return f;
+  }
   f.tools = ToolFamily::Derived;
   f.derived = std::make_shared<const DerivedSyntax>(*d.syntax);
   return f;

@@ -34,7 +34,15 @@ struct DerivedSyntax {
   std::string pair_sep;      // between two arguments
   std::string marker;        // the text that opens a block in the output (where the reader looks)
   bool sorted_keys = false;  // the template writes arguments sorted by name, whatever their order (dictsort)
+  // Lists and objects written as nested markup rather than JSON (MiniMax M3's "<item>v</item>", "<k>v</k>"): one
+  // list item (a kValue slot) and one object member (kKey, kValue); "" where the template writes them otherwise.
+  std::string item, member;
+  bool python_bools = false;  // booleans written True / False (Jinja's `| string` of a Python bool: Qwen 3.5)
 };
+
+// Paths of nested values in OutputFormat::text_args: a member's key follows kMemberPath, a list item is kItemPath.
+constexpr char kMemberPath = '\x1f';
+constexpr char kItemPath = '\x1e';
 
 // What a template's sentinel conversations show: the learned syntax (when the template renders calls in a way the
 // derivation understands) and the assistant turn with one sentinel call, as the model would write it.

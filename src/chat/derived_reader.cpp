@@ -1,8 +1,10 @@
 // The reader of a derived syntax (derived.h): the learned pattern walked over the output. Literal text matches
 // leniently (whitespace may differ where the template wrote whitespace or JSON punctuation); a slot reads up to the
 // next literal. JSON arguments stream as they grow; pair arguments come whole, once the call is complete.
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "chat/derived.h"
 #include "chat/tool_blocks.h"
@@ -71,8 +73,10 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
-nlohmann::ordered_json typed_value(std::string_view raw) {
-  auto v = nlohmann::ordered_json::parse(raw, nullptr, false);
+using Json = nlohmann::ordered_json;
+
+Json typed_value(std::string_view raw) {
+  auto v = Json::parse(raw, nullptr, false);
   if (!v.is_discarded() && !v.is_string()) return v;
   return std::string(raw);
 }
@@ -122,10 +126,24 @@ class PatternReader {
   // A name, id, index, key or value up to the terminator of the literal after it in `p` (from k).
   Scan text_slot(size_t& t, char slot, std::string_view p, size_t k) {
     const auto lit = literal_at(p, k);
-    const auto end = terminator(lit);
-    const size_t at = text_.find(end, t);
+    auto end = terminator(lit);
+    size_t at = text_.find(end, t);
     std::string_view raw = text_.substr(t, (at == npos ? text_.size() : at) - t);
     if (at == npos) raw.remove_suffix(partial_marker_suffix(raw, end));  // the terminator may be arriving
+    if (end.empty() && k + lit.size() < p.size() && p[k + lit.size()] == kArgs && !d_.json_args) {
+      // Only whitespace before pair arguments (GLM's "NAME\n<arg_key>"): the first pair, or the literal after
+      // the arguments where there are none, ends the slot.
+      at = npos;
+      size_t hold = 0;
+      for (const auto e : {terminator(literal_at(d_.pair, 0)), terminator(literal_at(p, k + lit.size() + 1))}) {
+        if (e.empty()) continue;
+        const size_t f = text_.find(e, t);
+        if (f < at) at = f, end = e;
+        hold = std::max(hold, partial_marker_suffix(text_.substr(t), e));
+      }
+      raw = text_.substr(t, (at == npos ? text_.size() : at) - t);
+      if (at == npos) raw.remove_suffix(hold);
+    }
     if (slot != kValue) {
       raw = trim(raw);
       for (char c : raw) {
@@ -200,7 +218,7 @@ class PatternReader {
 
   // Zero or more pairs, separated by pair_sep; the arguments come out as one JSON object.
   Scan pair_args(size_t& t, ToolCall& out) {
-    auto args = nlohmann::ordered_json::object();
+    auto args = Json::object();
     const auto saved = slots_;
     for (bool first = true;; first = false) {
       size_t u = t;
@@ -209,40 +227,103 @@ class PatternReader {
         if (s == Scan::Incomplete) return Scan::Incomplete;
         if (s == Scan::Invalid) break;
       }
-      std::string key, value;
-      Scan s = pair(u, d_.pair, key, value);
+      Value v;
+      Scan s = pair(u, d_.pair, out.name, {}, Place::Top, 0, v);
       bool json = false;
       if (s == Scan::Invalid && !d_.pair_json.empty()) {
-        s = pair(u, d_.pair_json, key, value);
+        s = pair(u, d_.pair_json, out.name, {}, Place::Top, 0, v);
         json = true;
       }
       if (s == Scan::Incomplete) return Scan::Incomplete;
       if (s == Scan::Invalid) break;
-      if (json) {
-        args[key] = typed_value(value);
+      if (v.nested) {
+        args[v.key] = std::move(*v.nested);
+      } else if (json) {
+        args[v.key] = typed_value(v.raw);
       } else {
-        args[key] =
-            d_.pair_json.empty() && !text_arg(out.name, key) ? typed_value(value) : nlohmann::ordered_json(value);
+        const bool text = !d_.pair_json.empty() || text_arg(out.name, v.key);
+        if (!text && d_.python_bools && (v.raw == "True" || v.raw == "False")) {
+          args[v.key] = v.raw == "True";
+        } else {
+          args[v.key] = text ? Json(v.raw) : typed_value(v.raw);
+        }
       }
       t = u;
     }
     slots_ = saved;
-    out.arguments = args.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    out.arguments = args.dump(-1, ' ', false, Json::error_handler_t::replace);
     return Scan::Complete;
   }
 
-  bool text_arg(const std::string& function, const std::string& key) const {
+  bool text_arg(const std::string& function, const std::string& path) const {
     if (!text_args_) return false;
     const auto it = text_args_->find(function);
-    return it != text_args_->end() && it->second.contains(key);
+    return it != text_args_->end() && it->second.contains(path);
   }
 
-  Scan pair(size_t& u, std::string_view p, std::string& key, std::string& value) {
+  // Where a pattern is read: a call's pair, or inside a nested value a list item or an object member.
+  enum class Place { Top, Item, Member };
+  struct Value {
+    std::string key, raw, path;  // path: as in OutputFormat::text_args
+    std::optional<Json> nested;  // a list or object in nested markup (else raw is the value's text)
+  };
+
+  // Whether the text at t closes the value (the literal after the value slot at p[k], with the slots read so far
+  // written in): then the value is empty text, not nested markup.
+  Scan closes_here(size_t t, std::string_view p, size_t k) {
+    std::string expect;
+    for (; k < p.size(); ++k) {
+      if (!is_slot(p[k])) {
+        expect += p[k];
+      } else if (const auto it = slots_.find(p[k]); it != slots_.end() && p[k] != kValue) {
+        expect += it->second;
+      } else {
+        break;
+      }
+    }
+    return match_literal(text_, t, expect);
+  }
+
+  bool opens_like_item(std::string_view member_head, const std::string& key) const {
+    std::string head;
+    for (char c : member_head) head += c == kKey ? key : std::string(1, c);
+    return head == std::string_view(d_.item).substr(0, d_.item.find(kValue));
+  }
+
+  // A list (items) or an object (members) in nested markup at text[t].
+  Scan nested_value(size_t& t, const std::string& fn, const std::string& path, int depth, Json& out) {
+    for (const bool list : {true, false}) {
+      const std::string& p = list ? d_.item : d_.member;
+      if (p.empty()) continue;
+      Json got = list ? Json::array() : Json::object();
+      size_t v = t;
+      for (;;) {
+        size_t w = v;
+        Value e;
+        const Scan s = pair(w, p, fn, path, list ? Place::Item : Place::Member, depth, e);
+        if (s == Scan::Incomplete) return s;
+        if (s == Scan::Invalid) break;
+        Json value = e.nested ? std::move(*e.nested) : text_arg(fn, e.path) ? Json(e.raw) : typed_value(e.raw);
+        if (list) {
+          got.push_back(std::move(value));
+        } else {
+          got[e.key] = std::move(value);
+        }
+        v = w;
+      }
+      if (!got.empty()) return t = v, out = std::move(got), Scan::Complete;
+    }
+    return Scan::Invalid;
+  }
+
+  Scan pair(size_t& u, std::string_view p, const std::string& fn, const std::string& parent, Place place, int depth,
+            Value& out) {
     const auto outer = slots_;
     slots_.erase(kKey);
     slots_.erase(kValue);
     prev_lit_ = {};
     size_t t = u;
+    const bool nests = depth < 16 && (!d_.item.empty() || !d_.member.empty());
     for (size_t k = 0; k < p.size();) {
       if (!is_slot(p[k])) {
         const auto lit = literal_at(p, k);
@@ -252,11 +333,32 @@ class PatternReader {
         continue;
       }
       const char slot = p[k++];
+      if (slot == kValue) {
+        const std::string& key = slots_[kKey];
+        // A nested member's key never starts with '/': that is the enclosing value's closing tag.
+        if (place == Place::Member && (key.empty() || key[0] == '/')) return slots_ = outer, Scan::Invalid;
+        // Nor does it open like an item (a list read as an object), which also keeps backtracking linear.
+        if (place == Place::Member && opens_like_item(p.substr(0, k - 1), key)) return slots_ = outer, Scan::Invalid;
+        out.path = place == Place::Top ? key : place == Place::Item ? parent + kItemPath : parent + kMemberPath + key;
+        if (nests) {
+          Scan s = closes_here(t, p, k);
+          if (s == Scan::Invalid) {
+            Json got;
+            s = nested_value(t, fn, out.path, depth + 1, got);
+            if (s == Scan::Complete) {
+              out.nested = std::move(got);
+              prev_lit_ = {};
+              continue;
+            }
+          }
+          if (s == Scan::Incomplete) return slots_ = outer, s;
+        }
+      }
       if (const Scan s = text_slot(t, slot, p, k); s != Scan::Complete) return slots_ = outer, s;
       prev_lit_ = {};
     }
-    key = slots_[kKey];
-    value = slots_[kValue];
+    out.key = slots_[kKey];
+    if (!out.nested) out.raw = slots_[kValue];
     slots_ = outer;
     u = t;
     return Scan::Complete;

@@ -48,9 +48,11 @@ struct ReasoningMarkup {
 struct OutputFormat {
   ToolFamily tools = ToolFamily::Hermes;
   ReasoningFormat reasoning = ReasoningFormat::None;
-  bool parse_tools = false;                      // tools were offered and tool_choice is not "none"
-  bool starts_in_reasoning = false;              // the prompt opened the reasoning block itself
-  std::shared_ptr<const DerivedSyntax> derived;  // ToolFamily::Derived: the syntax (without one: no calls read)
+  bool parse_tools = false;          // tools were offered and tool_choice is not "none"
+  bool starts_in_reasoning = false;  // the prompt opened the reasoning block itself
+  // ToolFamily::Derived: the syntax (without one: no calls read); another family: the pair markup its template
+  // writes inside the family's blocks (Qwen 3.5, GLM), which forced calls follow.
+  std::shared_ptr<const DerivedSyntax> derived;
   // Derived pair syntaxes: per function, the arguments whose schema is text; their values stay strings even where
   // they read as JSON (a "42" for a string parameter), as the template wrote them raw.
   std::shared_ptr<const TextArguments> text_args;

@@ -103,11 +103,11 @@ Scan expect(std::string_view text, size_t i, std::string_view literal) {
   return Scan::Invalid;
 }
 
-CallBlock read_hermes(std::string_view text, size_t i, bool final) {
+CallBlock read_hermes(std::string_view text, size_t i, bool final, const TextArguments* text_args) {
   CallBlock b;
   i = skip_ws(text, i);
   if (i >= text.size()) return b.status = Scan::Incomplete, b;
-  if (text[i] != '{') return read_xml_call(text, i, final);
+  if (text[i] != '{') return read_xml_call(text, i, final, text_args);
   const auto obj = read_call_object(text, i);
   if (obj.status == Scan::Incomplete) return incomplete(b, obj);
   if (obj.status == Scan::Invalid) return b;
@@ -343,7 +343,7 @@ CallBlock read_call_block(const OutputFormat& format, std::string_view text, siz
   const size_t i = pos + marker.size();
   switch (format.tools) {
     case ToolFamily::Hermes:
-      return read_hermes(text, i, final);
+      return read_hermes(text, i, final, format.text_args.get());
     case ToolFamily::Llama3:
       return read_llama3(text, i, final);
     case ToolFamily::Mistral:

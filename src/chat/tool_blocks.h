@@ -26,8 +26,8 @@ CallBlock read_call_block(const OutputFormat& format, std::string_view text, siz
                           bool final);
 
 // The XML bodies of <tool_call> (Qwen3-Coder / Qwen3.5, GLM 4.5+), read from text[i] just after the marker and
-// any whitespace; complete calls only.
-CallBlock read_xml_call(std::string_view text, size_t i, bool final);
+// any whitespace; complete calls only. text_args: the parameters kept as text (OutputFormat::text_args).
+CallBlock read_xml_call(std::string_view text, size_t i, bool final, const TextArguments* text_args = nullptr);
 
 // A derived syntax's block at text[pos] (where its marker was found).
 CallBlock read_derived_block(const DerivedSyntax& syntax, std::string_view text, size_t pos, bool final,

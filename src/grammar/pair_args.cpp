@@ -104,35 +104,7 @@ class PairCompiler {
 
   PairRules compile() {
     if (!schema_.is_object()) fail("the parameters must be a JSON schema object");
-    const Json props = schema_.contains("properties") ? schema_["properties"] : Json::object();
-    if (!props.is_object()) fail("properties must be an object");
-    std::set<std::string> required;
-    if (schema_.contains("required")) {
-      for (const auto& r : schema_["required"]) {
-        if (!r.is_string() || !props.contains(r.get<std::string>()))
-          fail("required names '{}', which is not in properties", r.dump());
-        required.insert(r.get<std::string>());
-      }
-    }
-    std::vector<std::string> keys, pairs;
-    for (const auto& [key, sub] : props.items()) keys.push_back(key);
-    if (syntax_.sorted_keys) sort_keys(keys);
-    for (size_t i = 0; i < keys.size(); ++i) pairs.push_back(pair(keys[i], props[keys[i]], i));
-    // first[i]: properties i.. with none written yet; rest[i]: the same after one (a separator first).
-    const size_t n = keys.size();
-    std::vector<std::string> first(n + 1), rest(n + 1);
-    const std::string sep = syntax_.pair_sep.empty() ? "" : quote_literal(syntax_.pair_sep) + " ";
-    for (size_t k = n; k-- > 0;) {
-      const std::string after = k + 1 < n ? rest[k + 1] : "";
-      std::string f = fmt::format("{} {}", pairs[k], after), r = fmt::format("{}{} {}", sep, pairs[k], after);
-      if (!required.contains(keys[k])) {
-        f += fmt::format(" | {}", k + 1 < n ? first[k + 1] : std::string());
-        r += fmt::format(" | {}", after);
-      }
-      first[k] = rule(fmt::format("from-{}", k), f);
-      rest[k] = rule(fmt::format("then-{}", k), r);
-    }
-    out_.expression = n ? first[0] : "";
+    out_.expression = members(schema_, "", "", false, 0);
     return std::move(out_);
   }
 
@@ -143,15 +115,93 @@ class PairCompiler {
     return full;
   }
 
-  // One property's pair: the pattern (pair_json for a non-text value where the template marks those apart).
-  std::string pair(const std::string& key, const Json& sub, size_t index) {
-    const bool text = text_schema(sub);
-    const std::vector<CallPiece>& pattern = !text && !syntax_.pair_json.empty() ? syntax_.pair_json : syntax_.pair;
+  // An object's properties as pairs (the top level: the pair pattern, its separator) or, `nested`, as members
+  // (at least one: nested markup cannot tell an empty object from empty text).
+  std::string members(const Json& s, const std::string& pointer, const std::string& hint, bool nested, int depth) {
+    const Json props = s.contains("properties") ? s["properties"] : Json::object();
+    if (!props.is_object()) fail("properties must be an object");
+    if (nested && props.empty()) fail("an object without properties cannot be written in this model's call markup");
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      for (const auto& r : s["required"]) {
+        if (!r.is_string() || !props.contains(r.get<std::string>()))
+          fail("required names '{}', which is not in properties", r.dump());
+        required.insert(r.get<std::string>());
+      }
+    }
+    std::vector<std::string> keys, pairs;
+    for (const auto& [key, sub] : props.items()) keys.push_back(key);
+    if (syntax_.sorted_keys && !nested) sort_keys(keys);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const Json& sub = props[keys[i]];
+      const std::string at = pointer + "/properties/" + escape_pointer(keys[i]), h = fmt::format("{}v{}", hint, i);
+      if (!nested) {
+        const bool text = text_schema(sub);
+        pairs.push_back(
+            rule("pair-" + h, pattern(!text && !syntax_.pair_json.empty() ? syntax_.pair_json : syntax_.pair, keys[i],
+                                      sub, at, h, depth)));
+      } else {
+        pairs.push_back(rule("pair-" + h, pattern(syntax_.member, keys[i], sub, at, h, depth)));
+      }
+    }
+    // first[i]: properties i.. with none written yet; rest[i]: the same after one (a separator first).
+    const size_t n = keys.size();
+    std::vector<std::string> first(n + 1), rest(n + 1);
+    const std::string sep = syntax_.pair_sep.empty() || nested ? "" : quote_literal(syntax_.pair_sep) + " ";
+    for (size_t k = n; k-- > 0;) {
+      const std::string after = k + 1 < n ? rest[k + 1] : "";
+      std::string f = fmt::format("{} {}", pairs[k], after), r = fmt::format("{}{} {}", sep, pairs[k], after);
+      if (!required.contains(keys[k])) {
+        if (k + 1 < n || !nested) f += fmt::format(" | {}", k + 1 < n ? first[k + 1] : std::string());
+        r += fmt::format(" | {}", after);
+      }
+      first[k] = rule(fmt::format("{}from-{}", hint, k), f);
+      rest[k] = rule(fmt::format("{}then-{}", hint, k), r);
+    }
+    return n ? first[0] : "";
+  }
+
+  static std::string escape_pointer(const std::string& key) {
+    std::string out;
+    for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+    return out;
+  }
+
+  // A list or an object the template writes as nested markup (CallSyntax::item / member).
+  bool nests(const Json& s) const {
+    if (!s.is_object() || !s.contains("type") || s.contains("enum") || s.contains("const") || s.contains("anyOf") ||
+        s.contains("oneOf") || s.contains("$ref"))
+      return false;
+    return (s["type"] == "array" && !syntax_.item.empty()) || (s["type"] == "object" && !syntax_.member.empty());
+  }
+
+  // A nested list (at least one item: no items would read as empty text) or object.
+  std::string nested(const Json& s, const std::string& pointer, const std::string& hint, int depth) {
+    if (depth > 16) fail("values nested deeper than 16 levels cannot be written in this model's call markup");
+    if (s["type"] == "object") return members(s, pointer, hint + "o", true, depth + 1);
+    if (!s.contains("items") || !s["items"].is_object())
+      fail("a list without an items schema cannot be written in this model's call markup");
+    const auto count = [&](const char* k, int64_t fallback) {
+      if (!s.contains(k)) return fallback;
+      if (!s[k].is_number_integer() || s[k].get<int64_t>() < 0 || s[k].get<int64_t>() > 1000)
+        fail("{} must be an integer in [0, 1000]", k);
+      return s[k].get<int64_t>();
+    };
+    const int64_t lo = std::max<int64_t>(1, count("minItems", 0)), hi = count("maxItems", -1);
+    if (hi >= 0 && hi < lo) fail("a list of no items cannot be written in this model's call markup");
+    const std::string item =
+        rule("item-" + hint, pattern(syntax_.item, "", s["items"], pointer + "/items", hint + "i", depth + 1));
+    return hi < 0 ? fmt::format("{}{{{},}}", item, lo) : fmt::format("{}{{{},{}}}", item, lo, hi);
+  }
+
+  // A pair, member or item pattern with the key written in and the value's grammar (`key` "" for an item).
+  std::string pattern(const std::vector<CallPiece>& pieces, const std::string& key, const Json& sub,
+                      const std::string& pointer, const std::string& hint, int depth) {
     std::string e;
-    for (size_t p = 0; p < pattern.size(); ++p) {
-      const CallPiece& piece = pattern[p];
-      const std::string_view next = p + 1 < pattern.size() && pattern[p + 1].kind == CallPiece::Text
-                                        ? std::string_view(pattern[p + 1].text)
+    for (size_t p = 0; p < pieces.size(); ++p) {
+      const CallPiece& piece = pieces[p];
+      const std::string_view next = p + 1 < pieces.size() && pieces[p + 1].kind == CallPiece::Text
+                                        ? std::string_view(pieces[p + 1].text)
                                         : std::string_view();
       if (piece.kind == CallPiece::Text) {
         if (!piece.text.empty()) e += quote_literal(piece.text) + " ";
@@ -166,16 +216,43 @@ class PairCompiler {
       } else if (piece.kind == CallPiece::Value) {
         const Terminator t = terminator(next);
         if (t.stop.empty()) fail("the call markup has no text after a value");
-        const std::string hint = fmt::format("{}v{}", prefix_, index);
         try {
-          e += text ? text_value(sub, hint, t) : json_value(sub, key, hint, t);
+          if (text_schema(sub)) {
+            e += text_value(sub, prefix_ + hint, t);
+          } else if (syntax_.python_bools && depth == 0 && sub.is_object() && sub.value("type", Json()) == "boolean" &&
+                     !sub.contains("enum") && !sub.contains("const")) {
+            e += "( \"True\" | \"False\" ) " + quote_literal(next) + " ";
+          } else if (nests(sub)) {
+            e += nested(sub, pointer, hint, depth) + " " + quote_literal(next) + " ";
+          } else {
+            e += json_value(sub, pointer, prefix_ + hint, t);
+          }
         } catch (const Error& err) {
+          if (depth > 0) throw;
           fail("parameter '{}': {}", key, err.what());
         }
         ++p;  // the value's expression wrote the literal after it
       }
     }
-    return rule(fmt::format("pair-{}", index), e);
+    if (depth > 0 && !key.empty()) check_item_key(key);
+    return e;
+  }
+
+  // A member written like a list item ("<item>") would read as one.
+  void check_item_key(const std::string& key) const {
+    if (!key.empty() && key[0] == '/')
+      fail("a member named '{}' would read as a closing tag in this model's call markup", key);
+    if (syntax_.item.empty() || syntax_.member.empty() || key.empty()) return;
+    auto before_value = [](const std::vector<CallPiece>& pieces, const std::string& k) {
+      std::string out;
+      for (const auto& piece : pieces) {
+        if (piece.kind == CallPiece::Value) break;
+        out += piece.kind == CallPiece::Key ? k : piece.text;
+      }
+      return out;
+    };
+    if (before_value(syntax_.member, key) == before_value(syntax_.item, key))
+      fail("a member named '{}' would read as a list item in this model's call markup", key);
   }
 
   // A text value and the literal after it.
@@ -185,6 +262,9 @@ class PairCompiler {
       const std::string text = v.get<std::string>();
       if ((text + t.lead + t.stop).find(t.stop) < text.size() + t.lead.size())
         fail("the value '{}' holds '{}', which ends it in the markup", text, t.stop);
+      for (const auto& tag : syntax_.avoid) {
+        if (text.find(tag) != std::string::npos) fail("the value '{}' holds '{}', which ends the call", text, tag);
+      }
       return quote_literal(text);
     };
     if (s.contains("const")) return fmt::format("{} {} ", raw(s["const"]), after);
@@ -203,10 +283,11 @@ class PairCompiler {
     const int min = bound("minLength", 0), max = bound("maxLength", -1);
     if (max >= 0 && max < min) fail("maxLength is below minLength");
     if (min == 0 && max < 0) {
-      out_.rules += text_until_rules(hint, t.lead, t.stop);
+      out_.rules += text_until_rules(hint, t.lead, t.stop, syntax_.avoid);
       return fmt::format("{} {} ", hint, optional_literal(t.rest));
     }
-    // Counted characters: none may start the tag, so none can complete it.
+    // Counted characters: none may start the tag, so none can complete it (nor a tag to avoid, which starts alike).
+    check_avoid(t.stop, 1);
     out_.rules += text_char_rule(hint + "-char", static_cast<uint8_t>(t.stop[0]));
     const std::string reps = max < 0 ? fmt::format("{{{},}}", min) : fmt::format("{{{},{}}}", min, max);
     return fmt::format("{}-char{} {} ", hint, reps, after);
@@ -215,18 +296,25 @@ class PairCompiler {
   // A JSON value (its strings without the tag's first byte followed by its second) and the literal after it. JSON
   // punctuation never is the tag's first byte, except where the tag is a lone bracket (MiniMax M3's "]"): then only
   // scalars, which hold no punctuation.
-  std::string json_value(const Json& sub, const std::string& key, const std::string& hint, const Terminator& t) {
+  std::string json_value(const Json& sub, const std::string& pointer, const std::string& hint, const Terminator& t) {
     const auto first = static_cast<uint8_t>(t.stop[0]);
     const bool punct = std::string_view("{}[],:").find(static_cast<char>(first)) != std::string::npos;
     if (first < 0x21 || first >= 0x7f || std::isalnum(first) ||
         std::string_view("\"\\+-.").find(static_cast<char>(first)) != std::string::npos || (punct && !scalar(sub)))
       fail("a value of this type cannot be told from the tag '{}' after it in this model's call markup", t.stop);
+    check_avoid(t.stop, 2);
     out_.json_tags.insert(t.stop);
-    std::string pointer = "/properties/";
-    for (char c : key) pointer += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
     const SchemaRules r = json_schema_rules(schema_json_, hint + "-", {pair_json_base(t.stop), pointer});
     out_.rules += r.rules;
     return fmt::format("{} {} ", r.expression, quote_literal(t.lead + t.stop + t.rest));
+  }
+
+  // Values that leave out the tag's first `n` bytes in a row leave out the tags to avoid when they start alike.
+  void check_avoid(std::string_view stop, size_t n) const {
+    for (const auto& tag : syntax_.avoid) {
+      if (tag.size() < n || stop.size() < n || tag.compare(0, n, stop, 0, n) != 0)
+        fail("the markup's value tag '{}' and the tag '{}' cannot both be kept out of a value", stop, tag);
+    }
   }
 
   const Json& schema_;
@@ -238,13 +326,26 @@ class PairCompiler {
 
 }  // namespace
 
+namespace {
+
+void text_paths(const Json& s, const std::string& path, int depth, std::vector<std::string>& out) {
+  if (depth > 16 || !s.is_object()) return;
+  if (text_schema(s)) {
+    out.push_back(path);
+  } else if (s.contains("items") && s["items"].is_object()) {
+    text_paths(s["items"], path + kItemPath, depth + 1, out);
+  } else if (s.contains("properties") && s["properties"].is_object()) {
+    for (const auto& [key, sub] : s["properties"].items()) text_paths(sub, path + kMemberPath + key, depth + 1, out);
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> text_parameters(std::string_view parameters_json) {
   const Json p = Json::parse(parameters_json, nullptr, false);
   std::vector<std::string> out;
   if (!p.is_object() || !p.contains("properties") || !p["properties"].is_object()) return out;
-  for (const auto& [key, sub] : p["properties"].items()) {
-    if (text_schema(sub)) out.push_back(key);
-  }
+  for (const auto& [key, sub] : p["properties"].items()) text_paths(sub, key, 0, out);
   return out;
 }
 

@@ -40,10 +40,17 @@ struct CallSyntax {
   std::vector<CallPiece> pair_json;  // a non-text argument, where the template marks it apart (else empty)
   std::string pair_sep;              // between two arguments
   bool sorted_keys = false;          // the template writes arguments sorted by name (else: the schema's order)
+  std::vector<std::string> avoid;    // tags no value may hold (where a family's reader ends the block at them)
+  // Lists and objects as nested markup (MiniMax M3): one item (a Value), one member (Key, Value); else empty.
+  std::vector<CallPiece> item, member;
+  bool python_bools = false;  // boolean values written True / False (the template's Python str of a bool)
 };
 
 // The parameters whose schema is text (type "string", or an enum or const of strings): in pair markup their values
-// are written raw, and a reader keeps them strings however they look; other values are written as JSON.
+// are written raw, and a reader keeps them strings however they look; other values are written as JSON. Text inside
+// lists and objects comes as paths too, for nested markup: "where" kMemberPath "name", "tags" kItemPath.
+constexpr char kMemberPath = '\x1f';
+constexpr char kItemPath = '\x1e';
 std::vector<std::string> text_parameters(std::string_view parameters_json);
 
 // Grammar text for one call (or, with several, one or more) of any of `tools`, after the literal `prefix` (e.g.
@@ -54,8 +61,9 @@ std::string tool_call_grammar(const std::vector<ToolSchema>& tools, ToolCallForm
 // The same for a learned syntax (several only where the syntax has them). Ids are 9 letters or digits (what
 // Mistral-style templates insist on), call numbers one digit. Pair arguments: the schema's properties in declared
 // order (required ones always, optional ones maybe, no others); a text value is any text without the tag that
-// ends it (length-bounded: without the tag's first byte), an enum of strings its values raw; other values JSON
-// whose strings leave out the tag's first byte.
+// ends it (length-bounded: without the tag's first byte) or any of `avoid`, an enum of strings its values raw;
+// lists and objects in nested markup where the syntax has it (item, member); other values JSON whose strings leave
+// out the tag's first byte.
 std::string tool_call_grammar(const std::vector<ToolSchema>& tools, const CallSyntax& syntax, bool several,
                               std::string_view prefix = {});
 

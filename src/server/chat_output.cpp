@@ -10,6 +10,8 @@ namespace tessera::server {
 
 using nlohmann::json;
 
+static_assert(chat::kMemberPath == grammar::kMemberPath && chat::kItemPath == grammar::kItemPath);
+
 chat::OutputFormat output_format(std::string_view template_source, const ChatTools& tools, std::string_view prompt,
                                  std::string_view family) {
   return output_format(chat::detect_output_format(template_source), tools, prompt, family);
@@ -18,10 +20,13 @@ chat::OutputFormat output_format(std::string_view template_source, const ChatToo
 chat::OutputFormat output_format(const chat::OutputFormat& template_format, const ChatTools& tools,
                                  std::string_view prompt, std::string_view family) {
   chat::OutputFormat f = template_format;
-  if (const auto named = chat::tool_family_from_name(family)) f.tools = *named;
+  if (const auto named = chat::tool_family_from_name(family); named && *named != f.tools) {
+    f.tools = *named;
+    f.derived = nullptr;  // the template's markup is not the named family's
+  }
   f.parse_tools = tools.offered();
   f.starts_in_reasoning = chat::prompt_opens_reasoning(prompt, f);
-  if (f.parse_tools && f.tools == chat::ToolFamily::Derived && f.derived && !f.derived->json_args) {
+  if (f.parse_tools && f.derived && !f.derived->json_args) {
     auto text = std::make_shared<chat::TextArguments>();
     for (const auto& fn : tools.functions) {
       for (auto& key : grammar::text_parameters(fn.parameters.dump())) (*text)[fn.name].insert(std::move(key));
@@ -75,6 +80,9 @@ grammar::CallSyntax call_syntax(const chat::DerivedSyntax& d) {
     out.pair_json = pieces(d.pair_json);
     out.pair_sep = d.pair_sep;
     out.sorted_keys = d.sorted_keys;
+    out.item = pieces(d.item);
+    out.member = pieces(d.member);
+    out.python_bools = d.python_bools;
   }
   return out;
 }
@@ -122,9 +130,14 @@ OutputGrammar forced_tool_grammar(const ChatTools& tools, const chat::OutputForm
   OutputGrammar g;
   try {
     const bool several = tools.choice == ToolChoice::Required && tools.parallel;
-    g.text = f.tools == chat::ToolFamily::Derived
-                 ? grammar::tool_call_grammar(schemas, call_syntax(*f.derived), several, prefix)
-                 : grammar::tool_call_grammar(schemas, format, several, prefix);
+    // A family whose template writes pair markup (Qwen 3.5's and GLM's XML inside <tool_call>) is forced in that
+    // markup: what the model was trained on. Its reader ends a call at </tool_call>, which no value may hold then.
+    const bool markup = f.derived && (f.tools == chat::ToolFamily::Derived ||
+                                      (f.tools == chat::ToolFamily::Hermes && !f.derived->json_args));
+    grammar::CallSyntax syntax = markup ? call_syntax(*f.derived) : grammar::CallSyntax{};
+    if (markup && f.tools == chat::ToolFamily::Hermes) syntax.avoid = {"</tool_call>"};
+    g.text = markup ? grammar::tool_call_grammar(schemas, syntax, several, prefix)
+                    : grammar::tool_call_grammar(schemas, format, several, prefix);
     g.compiled = std::make_shared<grammar::Grammar>(grammar::parse_grammar(g.text));
   } catch (const Error& e) {
     invalid_param("tools", "Invalid 'tools': {}", e.what());

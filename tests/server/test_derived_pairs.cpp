@@ -36,25 +36,12 @@ const json kWeather = json::parse(R"({"type": "object", "properties": {
   "required": ["city", "unit"], "additionalProperties": false})");
 const json kTime = json::parse(R"({"type": "object", "properties": {"zone": {"type": "string"}}, "required": []})");
 
-// Without lists and objects: for MiniMax M3, whose values end at a lone "]", where only text and scalars fit.
-json weather(bool scalars) {
-  json w = kWeather;
-  if (scalars) {
-    w["properties"].erase("tags");
-    w["properties"].erase("where");
-  }
-  return w;
-}
-
-json tools(bool scalars = false) {
+json tools() {
   return json::array(
       {{{"type", "function"},
-        {"function", {{"name", "get_weather"}, {"description", "Weather"}, {"parameters", weather(scalars)}}}},
+        {"function", {{"name", "get_weather"}, {"description", "Weather"}, {"parameters", kWeather}}}},
        {{"type", "function"}, {"function", {{"name", "get_time"}, {"description", "Time"}, {"parameters", kTime}}}}});
 }
-
-// MiniMax M3's markup takes no lists or objects (a 400 naming the parameter); the others take all.
-bool scalars_only(const std::string& name) { return name == "MiniMax-M3.jinja"; }
 
 struct Corpus {
   std::string name, source, bos, eos;
@@ -81,9 +68,9 @@ std::vector<Corpus> markup_templates() {
   return out;
 }
 
-CompletionRequest request(const std::string& choice, bool parallel, bool scalars = false) {
+CompletionRequest request(const std::string& choice, bool parallel) {
   json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
-               {"tools", tools(scalars)},
+               {"tools", tools()},
                {"parallel_tool_calls", parallel},
                {"tool_choice", choice == "required" ? json("required")
                                                     : json{{"type", "function"}, {"function", {{"name", choice}}}}}};
@@ -93,7 +80,6 @@ CompletionRequest request(const std::string& choice, bool parallel, bool scalars
 std::string validate(const chat::ToolCall& c) {
   const auto args = nlohmann::json::parse(c.arguments, nullptr, false);
   if (!args.is_object()) return "arguments are not an object: " + c.arguments;
-  // (The scalar-only schema is a subset of the whole.)
   const auto schema = nlohmann::json::parse((c.name == "get_weather" ? kWeather : kTime).dump());
   if (c.name == "get_weather" || c.name == "get_time") return test::json_invalid(args, schema, schema);
   return "unknown function " + c.name;
@@ -106,12 +92,8 @@ TEST(ChatToolsDerivedPairs, RandomForcedCallsReadBackAndValidate) {
   for (const auto& c : corpus) {
     SCOPED_TRACE(c.name);
     gemma = gemma || c.format.tools == chat::ToolFamily::Gemma4;
-    if (scalars_only(c.name)) {
-      const auto all = request("required", true);
-      EXPECT_THROW(forced_tool_grammar(all.tools, output_format(c.format, all.tools, ""), c.source), ApiError);
-    }
     for (const std::string choice : {"required", "get_weather"}) {
-      const auto r = request(choice, true, scalars_only(c.name));
+      const auto r = request(choice, true);
       const chat::OutputFormat f = output_format(c.format, r.tools, "");
       const OutputGrammar g = forced_tool_grammar(r.tools, f, c.source);
       std::mt19937 rng(17);
@@ -143,7 +125,7 @@ TEST(ChatToolsDerivedPairs, RandomForcedCallsReadBackAndValidate) {
 TEST(ChatToolsDerivedPairs, TheTemplatesOwnCallsAreSentences) {
   // Plain arguments (every template's render must be a sentence); then text that looks like JSON, holds markup
   // and lines, a number, a list and an object, wherever the reader reads the template's render of them back (some
-  // templates write these in ways no reader here knows: MiniCPM's CDATA, MiniMax M3's nested XML).
+  // templates write these in ways no reader here knows: MiniCPM's CDATA).
   const std::vector<json> cases = {{{"city", "Paris"}, {"unit", "celsius"}},
                                    {{"city", "42"},
                                     {"unit", "celsius"},
@@ -155,24 +137,19 @@ TEST(ChatToolsDerivedPairs, TheTemplatesOwnCallsAreSentences) {
   size_t rich = 0;  // the renders of the harder cases the reader reads back, each a sentence
   for (const auto& c : markup_templates()) {
     SCOPED_TRACE(c.name);
-    const bool scalars = scalars_only(c.name);
-    const auto r = request("required", true, scalars);
+    const auto r = request("required", true);
     const chat::OutputFormat f = output_format(c.format, r.tools, "");
     const OutputGrammar g = forced_tool_grammar(r.tools, f, c.source);
     const std::string marker = c.format.derived ? c.format.derived->marker : "<|tool_call>";
     const jinja::Template t(c.source);
     for (size_t k = 0; k < cases.size(); ++k) {
-      json a = cases[k];
-      if (scalars) {
-        a.erase("tags");
-        a.erase("where");
-      }
+      const json& a = cases[k];
       const json call = {
           {"id", "call00001"}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", a}}}};
       const json ctx = {
           {"messages",
            {{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}}}},
-          {"tools", tools(scalars)},
+          {"tools", tools()},
           {"add_generation_prompt", false},
           {"bos_token", c.bos},
           {"eos_token", c.eos}};

@@ -3,7 +3,8 @@
 // arguments validate against the schema, whole and streamed; the tool result sent back in history is accepted;
 // a template that opens <think> gives reasoning_content, whole and streamed alike; bad tool fields are 400s;
 // --tool-format overrides the family the template's markers select; a syntax derived from a corpus template, with
-// JSON arguments and with key/value markup; reasoning markers derived from a corpus template (Kimi K3's).
+// JSON arguments and with key/value markup (nested markup for lists and objects too); reasoning markers derived
+// from a corpus template (Kimi K3's).
 #include <set>
 
 #include "server/serve_test_util.h"
@@ -237,6 +238,40 @@ TEST(ServeTools, DerivedKeyValueRequiredCallsValidate) {
     valid += problem.empty() && (name == "get_weather" || name == "get_time");
   }
   EXPECT_EQ(valid, 20);
+}
+
+// Templates whose forced calls follow their own markup where no JSON fits it: GLM 4.6 (hermes reader, XML pairs)
+// and MiniMax M3 (lists and objects as nested XML): every "required" response reads back valid, list and object
+// parameters included.
+TEST(ServeTools, NativeMarkupRequiredCallsValidate) {
+  const json schema = json::parse(R"({"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}, "maxItems": 2},
+    "where": {"type": "object", "properties": {"lat": {"type": "number"}}, "required": ["lat"]}},
+    "required": ["city", "tags", "where"], "additionalProperties": false})");
+  for (const std::string name : {"GLM-4.6.jinja", "MiniMax-M3.jinja"}) {
+    SCOPED_TRACE(name);
+    const auto file = shared_dir() / "fixtures/templates/templates" / name;
+    ServeProcess s({"-m", random_model(), "-t", "1", "-c", "4096", "--chat-template", file.string()});
+    auto c = client(s);
+    int valid = 0;
+    for (int seed = 1; seed <= 8; ++seed) {
+      json req = ask(seed);
+      req["tools"][0]["function"]["parameters"] = schema;
+      req["max_tokens"] = 1200;  // a random model spells M3's markup byte by byte
+      const json r = post(c, "/v1/chat/completions", req);
+      const json& calls = r["choices"][0]["message"]["tool_calls"];
+      if (!calls.is_array() || calls.size() != 1u) {
+        ADD_FAILURE() << r.dump();
+        continue;
+      }
+      EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+      const json args = json::parse(calls[0]["function"]["arguments"].get<std::string>());
+      const std::string problem = json_invalid(args, schema, schema);
+      EXPECT_EQ(problem, "") << args.dump();
+      valid += problem.empty();
+    }
+    EXPECT_EQ(valid, 8);
+  }
 }
 
 // Reasoning markers derived from a corpus template (Kimi K3's "<|open|>think<|sep|>..<|close|>think<|sep|>", which
