@@ -14,13 +14,7 @@
 namespace tessera {
 namespace {
 
-class ScalarEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ScalarEnvironment);
-
-std::filesystem::path stories() { return test::source_dir() / "models/stories260K.gguf"; }
+using test::stories;
 
 // Three alike nodes (local, a, b) with slow memory and a network of `rtt_ms`.
 std::string cluster(const test::TempDir& dir, const std::string& name, double rtt_ms) {

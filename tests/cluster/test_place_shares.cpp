@@ -15,13 +15,7 @@
 namespace tessera {
 namespace {
 
-class ScalarEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ScalarEnvironment);
-
-std::filesystem::path stories() { return test::source_dir() / "models/stories260K.gguf"; }
+using test::stories;
 
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path);

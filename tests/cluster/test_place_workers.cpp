@@ -19,13 +19,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The scalar kernels keep one node and the ranks on the same arithmetic; the workers inherit it.
-class ScalarEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ScalarEnvironment);
-
 std::filesystem::path model_path(const std::string& model) {
   return model == "stories260K" ? test::source_dir() / "models/stories260K.gguf"
                                 : test::shared_dir() / "fixtures/models" / (model + ".gguf");

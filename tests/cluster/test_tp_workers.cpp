@@ -23,17 +23,11 @@
 namespace tessera {
 namespace {
 
+using test::stories;
+
 using namespace std::chrono_literals;
 
-// The scalar kernels keep one node and the ranks on the same arithmetic; the workers inherit it.
-class ScalarEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
-};
-const auto* const kEnv = ::testing::AddGlobalTestEnvironment(new ScalarEnvironment);
-
 std::filesystem::path fixtures() { return test::shared_dir() / "fixtures/models"; }
-std::filesystem::path stories() { return test::source_dir() / "models/stories260K.gguf"; }
 
 using test::tessera;
 using Group = test::WorkerGroup;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -16,6 +17,16 @@
 #include "support/worker_process.h"
 
 namespace tessera::test {
+
+// Every process of a group test computes with the scalar kernels, so that logits compare across processes: set
+// before any worker starts, which inherits it.
+class ScalarIsaEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
+};
+inline const ::testing::Environment* const kScalarIsa = ::testing::AddGlobalTestEnvironment(new ScalarIsaEnvironment);
+
+inline std::filesystem::path stories() { return source_dir() / "models/stories260K.gguf"; }
 
 // The built binary with `args`.
 inline CommandResult tessera(std::vector<std::string> args) {
