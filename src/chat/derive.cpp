@@ -8,6 +8,7 @@
 
 #include "chat/derive_reasoning.h"
 #include "chat/derived.h"
+#include "chat/sentinel_render.h"
 #include "chat/tool_blocks.h"
 #include "jinja/template.h"
 
@@ -18,7 +19,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 constexpr size_t npos = std::string::npos;
 
-constexpr std::string_view kUser = "__tessera_user__", kText = "__tessera_text__";
+constexpr std::string_view kUser = kSentinelUser, kText = "__tessera_text__";
 constexpr std::string_view kFb = "__tessera_fb__";
 constexpr std::string_view kKa = "__tessera_ka__", kVa = "__tessera_va__", kKb = "__tessera_kb__",
                            kVb = "__tessera_vb__", kKc = "__tessera_kc__", kVc = "__tessera_vc__";
@@ -147,16 +148,7 @@ class Sentinels {
                       {"tools", tools_},
                       {"bos_token", bos_},
                       {"eos_token", eos_}};
-    try {
-      jinja::RenderOptions options;
-      options.now = jinja::DateTime{2026, 1, 15, 12, 0, 0};
-      const std::string out = template_->render(ctx, options);
-      const size_t at = out.find(kUser);
-      if (at == npos) return std::nullopt;
-      return out.substr(at + kUser.size());
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
+    return render_after_sentinel_user(*template_, ctx);
   }
 
   std::optional<std::string> calls(Json list) const {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "chat/sentinel_render.h"
 #include "jinja/template.h"
 
 namespace tessera::chat {
@@ -19,7 +20,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 constexpr size_t npos = std::string::npos;
-constexpr std::string_view kUser = "__tessera_user__";
+constexpr std::string_view kUser = kSentinelUser;
 constexpr std::string_view kReasoning2 = "__tessera_reasoning2__", kAnswer2 = "__tessera_answer2__";
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -69,16 +70,7 @@ class Renderer {
     Json ctx = {
         {"messages", messages}, {"add_generation_prompt", generation_prompt}, {"bos_token", bos_}, {"eos_token", eos_}};
     for (const auto& [k, v] : vars.items()) ctx[k] = v;
-    try {
-      jinja::RenderOptions options;
-      options.now = jinja::DateTime{2026, 1, 15, 12, 0, 0};
-      const std::string out = template_->render(ctx, options);
-      const size_t at = out.find(kUser);
-      if (at == npos) return std::nullopt;
-      return out.substr(at + kUser.size());
-    } catch (const std::exception&) {
-      return std::nullopt;
-    }
+    return render_after_sentinel_user(*template_, ctx);
   }
 
  private:
