@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cluster/link_communicator.h"
 #include "cluster/micro_batches.h"
 #include "engine/grammar_vocab.h"
 #include "tokenizer/tokenizer.h"
@@ -90,6 +91,7 @@ void LocalStageEndpoint::run() {
       done.logits = std::move(out.logits);
     } catch (const std::exception& e) {  // anything (bad_alloc included) fails the job, not the thread
       done.error = fmt::format("{}: {}", node_, e.what());
+      note_group_failure();  // before the pipeline sees the error, so it reads the stage as failed
     }
     {
       std::lock_guard lock(mutex_);
@@ -100,16 +102,32 @@ void LocalStageEndpoint::run() {
   }
 }
 
+void LocalStageEndpoint::note_group_failure() {
+  const auto* links = dynamic_cast<const LinkCommunicator*>(stage_.communicator());
+  if (links != nullptr && links->failed()) broken_.store(true);
+}
+
+// A group stage tells its members of the edit, which fails when the group broke: the stage is then failed too.
 void LocalStageEndpoint::clear_sequence(int64_t seq) {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return jobs_.empty() && !busy_; });
-  stage_.clear_sequence(seq);
+  try {
+    stage_.clear_sequence(seq);
+  } catch (const Error&) {
+    note_group_failure();
+    throw;
+  }
 }
 
 void LocalStageEndpoint::truncate_sequence(int64_t seq, int64_t n) {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return jobs_.empty() && !busy_; });
-  stage_.truncate_sequence(seq, n);
+  try {
+    stage_.truncate_sequence(seq, n);
+  } catch (const Error&) {
+    note_group_failure();
+    throw;
+  }
 }
 
 }  // namespace tessera::cluster
