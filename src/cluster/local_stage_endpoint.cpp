@@ -4,7 +4,6 @@
 
 #include <algorithm>
 
-#include "cluster/link_communicator.h"
 #include "cluster/micro_batches.h"
 #include "engine/grammar_vocab.h"
 #include "tokenizer/tokenizer.h"
@@ -103,8 +102,8 @@ void LocalStageEndpoint::run() {
 }
 
 void LocalStageEndpoint::note_group_failure() {
-  const auto* links = dynamic_cast<const LinkCommunicator*>(stage_.communicator());
-  if (links != nullptr && links->failed()) broken_.store(true);
+  const collective::Communicator* group = stage_.communicator();
+  if (group != nullptr && group->failed()) broken_.store(true);
 }
 
 // A group stage tells its members of the edit, which fails when the group broke: the stage is then failed too.
