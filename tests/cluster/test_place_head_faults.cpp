@@ -25,12 +25,16 @@ const std::vector<std::string> kCommon = {
     "run", "-m", stories().string(), "-p", "Once upon a time", "-n", "1500", "-c", "1600", "--temp", "0",
     "-t",  "1",  "--ignore-eos"};
 
-// Workers a and b of `w` run 'tp(local,a),b' with `extra` flags; a is killed once the pipeline stands. The head's
-// output and the text it wrote. F32 partial sums: with f16 ones the group's text leaves one node's after ~250 tokens.
+// The workers of `w` but the last `spares` run `place` with `extra` flags; a is killed once the pipeline stands. The
+// head's output and the text it wrote. F32 partial sums: with f16 ones the group's text leaves one node's after ~250
+// tokens.
 std::pair<std::string, std::string> kill_head_member(test::WorkerGroup& w, const test::TempDir& dir,
-                                                     const std::vector<std::string>& extra) {
+                                                     const std::vector<std::string>& extra,
+                                                     const std::string& place = "tp(local,a),b", size_t spares = 0) {
+  std::vector<size_t> placed;
+  for (size_t i = 0; i + spares < w.workers.size(); ++i) placed.push_back(i);
   auto args = kCommon;
-  args.insert(args.end(), {"--workers", w.list({0, 1}), "--place", "tp(local,a),b", "--recovery-timeout", "30",
+  args.insert(args.end(), {"--workers", w.list(placed), "--place", place, "--recovery-timeout", "30",
                            "--collective-timeout", "5", "--key-file", w.key, "--no-plan", "--wire-type", "f32"});
   args.insert(args.end(), extra.begin(), extra.end());
   test::Background head(args, dir / "text.out");
@@ -50,7 +54,7 @@ TEST(PlaceWorkersFaults, KilledHeadGroupMemberWithASpareIsReplaced) {
   test::WorkerGroup w(dir, 2, stories().parent_path());
   w.add_with({"--cache", (dir / "cache-c").string()});
   const std::string spare = w.workers[2]->address();
-  const auto [output, text] = kill_head_member(w, dir, {"--spare", spare});
+  const auto [output, text] = kill_head_member(w, dir, {"--spare", spare}, "tp(local,a),b", 1);
   EXPECT_NE(output.find("re-formed as its group again, led by local: " + spare + " in a's place"), std::string::npos)
       << output;
   EXPECT_EQ(test::count_of(output, "has no copy of the model: sending its share"), 1u) << output;
@@ -58,17 +62,35 @@ TEST(PlaceWorkersFaults, KilledHeadGroupMemberWithASpareIsReplaced) {
   EXPECT_EQ(text, one.out);
 }
 
-// No spare at all: the head, which held a share of the stage, takes its layers whole.
-TEST(PlaceWorkersFaults, KilledHeadGroupMemberWithoutASpareFallsBackToTheHead) {
+// A group of three: the surviving member b takes part again (it ended its session when the group broke), the spare
+// in a's place.
+TEST(PlaceWorkersFaults, KilledMemberOfAHeadGroupOfThreeKeepsTheOther) {
   test::TempDir dir;
   const auto one = tessera(kCommon);
   ASSERT_EQ(one.exit_code, 0) << one.err;
-  test::WorkerGroup w(dir, 2, stories().parent_path());
-  const auto [output, text] = kill_head_member(w, dir, {});
-  EXPECT_EQ(output.find("re-formed"), std::string::npos) << output;
-  EXPECT_NE(output.find("stage 0 (layers 0-"), std::string::npos) << output;
-  EXPECT_NE(output.find("now runs on local alone"), std::string::npos) << output;
+  test::WorkerGroup w(dir, 4, stories().parent_path());
+  const std::string spare = w.workers[3]->address();
+  const auto [output, text] = kill_head_member(w, dir, {"--spare", spare}, "tp(local,a,b),c", 1);
+  EXPECT_NE(output.find("re-formed as its group again, led by local: " + spare + " in a's place"), std::string::npos)
+      << output;
   EXPECT_EQ(text, one.out);
+}
+
+// No spare at all, or only --spare local: the head, which held a share of the stage, takes its layers whole.
+TEST(PlaceWorkersFaults, KilledHeadGroupMemberWithoutASpareFallsBackToTheHead) {
+  const auto one = tessera(kCommon);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{}, std::vector<std::string>{"--spare", "local"}}) {
+    SCOPED_TRACE(extra.empty() ? "no --spare" : "--spare local");
+    test::TempDir dir;
+    test::WorkerGroup w(dir, 2, stories().parent_path());
+    const auto [output, text] = kill_head_member(w, dir, extra);
+    EXPECT_EQ(output.find("re-formed"), std::string::npos) << output;
+    EXPECT_NE(output.find("stage 0 (layers 0-"), std::string::npos) << output;
+    EXPECT_NE(output.find("now runs on local alone"), std::string::npos) << output;
+    EXPECT_EQ(text, one.out);
+  }
 }
 
 // --recovery-timeout 0: the run ends within seconds with an error naming the member.
