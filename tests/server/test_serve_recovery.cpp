@@ -1,6 +1,7 @@
 // `tessera serve --workers ... --spare`: workers killed mid-generation cost a delay, not a request. Two replicas,
 // each one worker, share a spare; 20 times a busy replica's worker is killed (and started again where it was, for
-// a later failover): every request completes, streamed or not, with the text of an undisturbed run.
+// a later failover): every request completes, streamed or not, with the text of an undisturbed run. The same holds
+// for a member of the group the head leads (--place 'tp(local,a),b').
 #include <future>
 #include <map>
 
