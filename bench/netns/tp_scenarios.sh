@@ -56,8 +56,9 @@ command -v python3 >/dev/null || die "python3 is needed to read the JSON"
 inner=$(cat <<'INNER'
 set -euo pipefail
 out="$OUT_DIR"
-# plan probes this process's CPUs (taskset's one core); bench runs one thread a node.
-taskset -c "$HEAD_CPU" "$TESSERA" plan -m "$MODEL" --key-file "$TESSERA_NET_KEY" --workers "$TESSERA_NET_WORKERS" --wire-type "$WIRE" \
+# plan probes this process's CPUs (taskset's one core) now, not from a cache of another moment; bench runs one
+# thread a node.
+taskset -c "$HEAD_CPU" "$TESSERA" plan --no-probe-cache -m "$MODEL" --key-file "$TESSERA_NET_KEY" --workers "$TESSERA_NET_WORKERS" --wire-type "$WIRE" \
   -p "$PROMPT" -n "$GEN" --json >"$out/plan.json" 2>"$out/plan.log" || true
 bench=(bench -m "$MODEL" -t 1 -p "$PROMPT" -n "$GEN" --no-plan -o json "${EXTRA[@]}")
 # The single-node and pipeline layouts as the plan has them (its pipeline's own split; the worker alone by range).
