@@ -46,6 +46,7 @@ class Parser {
   ExprPtr parse_left(ExprKind kind, std::initializer_list<std::string_view> ops, Operand operand);
   ExprPtr parse_unary(bool with_filter = true);
   ExprPtr parse_primary();
+  ExprPtr parse_call(ExprPtr callee);  // callee(args...), at its "("
   ExprPtr parse_postfix(ExprPtr node);
   ExprPtr parse_filter_expr(ExprPtr node);
   ExprPtr parse_subscript(ExprPtr node);

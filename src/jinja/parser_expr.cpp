@@ -287,15 +287,19 @@ ExprPtr Parser::parse_dict() {
   return e;
 }
 
+ExprPtr Parser::parse_call(ExprPtr callee) {
+  auto call = make(ExprKind::Call, current());
+  call->a = std::move(callee);
+  parse_call_args(*call);
+  return call;
+}
+
 ExprPtr Parser::parse_postfix(ExprPtr node) {
   while (true) {
     if (at_op(".") || at_op("[")) {
       node = parse_subscript(std::move(node));
     } else if (at_op("(")) {
-      auto call = make(ExprKind::Call, current());
-      call->a = std::move(node);
-      parse_call_args(*call);
-      node = std::move(call);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }
@@ -309,10 +313,7 @@ ExprPtr Parser::parse_filter_expr(ExprPtr node) {
     } else if (at_name("is")) {
       node = parse_test(std::move(node));
     } else if (at_op("(")) {
-      auto call = make(ExprKind::Call, current());
-      call->a = std::move(node);
-      parse_call_args(*call);
-      node = std::move(call);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }
