@@ -48,6 +48,28 @@ json ask(int seed) {
           {"temperature", 1.0}};
 }
 
+// The answer to `q` (random tokens after a prompt that opens the reasoning block) is all reasoning_content and no
+// content, whole and streamed alike.
+void expect_all_reasoning(httplib::Client& c, const json& q) {
+  const json whole = post(c, "/v1/chat/completions", q);
+  const json& m = whole["choices"][0]["message"];
+  ASSERT_TRUE(m.contains("reasoning_content")) << whole.dump();
+  EXPECT_FALSE(m["reasoning_content"].get<std::string>().empty());
+  EXPECT_EQ(m["content"], "");
+  json sq = q;
+  sq["stream"] = true;
+  auto r = c.Post("/v1/chat/completions", sq.dump(), "application/json");
+  ASSERT_TRUE(r);
+  std::string reasoning, content;
+  for (const json& chunk : parse_stream(r->body)) {
+    const json& d = chunk["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, m["reasoning_content"]);
+  EXPECT_EQ(content, "");
+}
+
 TEST(ServeTools, ForcedCallsValidateWholeAndStreamedAndHistoryIsAccepted) {
   ServeProcess s(
       {"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", template_file("hermes_tools.jinja")});
@@ -159,24 +181,8 @@ TEST(ServeTools, ReasoningFromATemplateThatOpensThink) {
                   {"max_tokens", 24},
                   {"seed", 4},
                   {"chat_template_kwargs", {{"enable_thinking", true}}}};
-  const json whole = post(c, "/v1/chat/completions", q);
-  const json& m = whole["choices"][0]["message"];
   // The model never closed </think> in 24 random tokens: all of it is reasoning, nothing is lost.
-  ASSERT_TRUE(m.contains("reasoning_content")) << whole.dump();
-  EXPECT_FALSE(m["reasoning_content"].get<std::string>().empty());
-  EXPECT_EQ(m["content"], "");
-  json sq = q;
-  sq["stream"] = true;
-  auto r = c.Post("/v1/chat/completions", sq.dump(), "application/json");
-  ASSERT_TRUE(r);
-  std::string reasoning, content;
-  for (const json& chunk : parse_stream(r->body)) {
-    const json& d = chunk["choices"][0]["delta"];
-    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
-    if (d.contains("content")) content += d["content"].get<std::string>();
-  }
-  EXPECT_EQ(reasoning, m["reasoning_content"]);
-  EXPECT_EQ(content, "");
+  ASSERT_NO_FATAL_FAILURE(expect_all_reasoning(c, q));
 }
 
 // A template whose call syntax no reader knows by hand (Kimi K2's, from ../shared/fixtures/templates): the server
@@ -282,23 +288,7 @@ TEST(ServeTools, DerivedReasoningMarkersGiveReasoningContent) {
   ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", k3.string()});
   auto c = client(s);
   const json q = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 24}, {"seed", 4}};
-  const json whole = post(c, "/v1/chat/completions", q);
-  const json& m = whole["choices"][0]["message"];
-  ASSERT_TRUE(m.contains("reasoning_content")) << whole.dump();
-  EXPECT_FALSE(m["reasoning_content"].get<std::string>().empty());
-  EXPECT_EQ(m["content"], "");
-  json sq = q;
-  sq["stream"] = true;
-  auto r = c.Post("/v1/chat/completions", sq.dump(), "application/json");
-  ASSERT_TRUE(r);
-  std::string reasoning, content;
-  for (const json& chunk : parse_stream(r->body)) {
-    const json& d = chunk["choices"][0]["delta"];
-    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
-    if (d.contains("content")) content += d["content"].get<std::string>();
-  }
-  EXPECT_EQ(reasoning, m["reasoning_content"]);
-  EXPECT_EQ(content, "");
+  ASSERT_NO_FATAL_FAILURE(expect_all_reasoning(c, q));
 
   const json call = post(c, "/v1/chat/completions", ask(5));
   const json& cm = call["choices"][0]["message"];
