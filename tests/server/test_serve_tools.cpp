@@ -14,17 +14,6 @@
 namespace tessera::test {
 namespace {
 
-const TempDir& scratch() {
-  static const TempDir dir;
-  return dir;
-}
-
-std::string random_model() {
-  const auto path = scratch() / "tiny-llama.gguf";
-  if (!std::filesystem::exists(path)) write_tiny_model(path, "llama", "f32");
-  return path.string();
-}
-
 std::string template_file(const std::string& name) { return (source_dir() / "tests/server/node" / name).string(); }
 
 const json kSchema = json::parse(R"({"type": "object", "properties": {
@@ -72,7 +61,7 @@ void expect_all_reasoning(httplib::Client& c, const json& q) {
 
 TEST(ServeTools, ForcedCallsValidateWholeAndStreamedAndHistoryIsAccepted) {
   ServeProcess s(
-      {"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", template_file("hermes_tools.jinja")});
+      {"-m", random_tiny_llama(), "-t", "1", "-c", "2048", "--chat-template", template_file("hermes_tools.jinja")});
   auto c = client(s);
   for (int seed = 1; seed <= 5; ++seed) {
     const json r = post(c, "/v1/chat/completions", ask(seed));
@@ -162,20 +151,21 @@ TEST(ServeTools, ForcedCallsValidateWholeAndStreamedAndHistoryIsAccepted) {
 
 TEST(ServeTools, ToolFormatFlagOverridesTheTemplate) {
   // The Hermes-style template, read as Llama 3: the forced call is Llama 3's JSON and parses back.
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", template_file("hermes_tools.jinja"),
-                  "--tool-format", "llama3"});
+  ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "2048", "--chat-template",
+                  template_file("hermes_tools.jinja"), "--tool-format", "llama3"});
   auto c = client(s);
   const json r = post(c, "/v1/chat/completions", ask(2));
   ASSERT_EQ(r["choices"][0]["finish_reason"], "tool_calls") << r.dump();
   const json args =
       json::parse(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
   EXPECT_EQ(json_invalid(args, kSchema, kSchema), "") << args.dump();
-  EXPECT_NE(run_command({tessera_bin().string(), "serve", "-m", random_model(), "--tool-format", "xml"}).exit_code, 0);
+  EXPECT_NE(run_command({tessera_bin().string(), "serve", "-m", random_tiny_llama(), "--tool-format", "xml"}).exit_code,
+            0);
 }
 
 TEST(ServeTools, ReasoningFromATemplateThatOpensThink) {
   ServeProcess s(
-      {"-m", random_model(), "-t", "1", "-c", "1024", "--chat-template", template_file("think_opened.jinja")});
+      {"-m", random_tiny_llama(), "-t", "1", "-c", "1024", "--chat-template", template_file("think_opened.jinja")});
   auto c = client(s);
   const json q = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
                   {"max_tokens", 24},
@@ -189,7 +179,7 @@ TEST(ServeTools, ReasoningFromATemplateThatOpensThink) {
 // derives it at start, forces calls in it and reads them back, whole and streamed.
 TEST(ServeTools, DerivedSyntaxForcedCallsReadBack) {
   const auto kimi = shared_dir() / "fixtures/templates/templates/moonshotai-Kimi-K2.jinja";
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", kimi.string()});
+  ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "2048", "--chat-template", kimi.string()});
   auto c = client(s);
   for (int seed = 1; seed <= 3; ++seed) {
     const json r = post(c, "/v1/chat/completions", ask(seed));
@@ -220,7 +210,7 @@ TEST(ServeTools, DerivedSyntaxForcedCallsReadBack) {
 // </parameter>, derived at start): tool_choice "required" forces calls in it; every response reads back valid.
 TEST(ServeTools, DerivedKeyValueRequiredCallsValidate) {
   const auto seed_oss = shared_dir() / "fixtures/templates/templates/ByteDance-Seed-OSS.jinja";
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", seed_oss.string()});
+  ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "2048", "--chat-template", seed_oss.string()});
   auto c = client(s);
   int valid = 0;
   for (int seed = 1; seed <= 20; ++seed) {
@@ -257,7 +247,7 @@ TEST(ServeTools, NativeMarkupRequiredCallsValidate) {
   for (const std::string name : {"GLM-4.6.jinja", "MiniMax-M3.jinja"}) {
     SCOPED_TRACE(name);
     const auto file = shared_dir() / "fixtures/templates/templates" / name;
-    ServeProcess s({"-m", random_model(), "-t", "1", "-c", "4096", "--chat-template", file.string()});
+    ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "4096", "--chat-template", file.string()});
     auto c = client(s);
     int valid = 0;
     for (int seed = 1; seed <= 8; ++seed) {
@@ -285,7 +275,7 @@ TEST(ServeTools, NativeMarkupRequiredCallsValidate) {
 // a forced call first closes the block with the derived markers and reads back with empty reasoning.
 TEST(ServeTools, DerivedReasoningMarkersGiveReasoningContent) {
   const auto k3 = shared_dir() / "fixtures/templates/templates/Kimi-K3.jinja";
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", k3.string()});
+  ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "2048", "--chat-template", k3.string()});
   auto c = client(s);
   const json q = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 24}, {"seed", 4}};
   ASSERT_NO_FATAL_FAILURE(expect_all_reasoning(c, q));
