@@ -28,10 +28,7 @@ using namespace std::chrono_literals;
 
 std::filesystem::path stories() { return test::source_dir() / "models/stories260K.gguf"; }
 
-test::CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), test::tessera_bin().string());
-  return test::run_command(args);
-}
+using test::tessera;
 
 std::unique_ptr<cluster::RemoteStageEndpoint> remote(const test::WorkerProcess& w, const ModelWeights& model,
                                                      cluster::CompletionQueue& done, LayerRange layers, bool first,

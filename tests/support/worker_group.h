@@ -21,12 +21,6 @@ namespace tessera::test {
 
 inline std::filesystem::path stories() { return source_dir() / "models/stories260K.gguf"; }
 
-// The built binary with `args`.
-inline CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), tessera_bin().string());
-  return run_command(args);
-}
-
 // How often `what` occurs in `text`.
 inline size_t count_of(const std::string& text, const std::string& what) {
   size_t n = 0;
