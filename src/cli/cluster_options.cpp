@@ -155,7 +155,7 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
   po.recovery_timeout = std::chrono::milliseconds(static_cast<int64_t>(co.recovery_timeout * 1000));
   auto pipeline = std::make_unique<cluster::PipelineExecutor>(c, so.n_ctx, so.n_slots, po);
   const int threads = mo.threads > 0 ? mo.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::map<int, cluster::StageGroupPlan> group_plans;  // the group stages workers lead, for recovery to re-form
+  std::map<int, cluster::StageGroupPlan> group_plans;  // the group stages, for recovery to re-form
 
   TextTable table({"node", "layers", "weights", "KV cache", "buffers", "sent", "prompt t/s by batch (measured)",
                    "link (measured at connect)"});
@@ -204,6 +204,12 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
         group = cluster::start_stage_group(join, "head", members, *key,
                                            cluster::stage_shares(w, join, static_cast<int>(members.size()) + 1));
         stage_so.shard = cluster::stage_group_shard(join, 0, static_cast<int>(placed_stage.members.size()));
+        // For recovery: the head, still alive when a member dies, leads the re-formed group.
+        cluster::StageGroupPlan gp;
+        gp.nodes = {{"local", ""}};
+        gp.head_join = join;
+        for (const auto& m : members) gp.nodes.push_back({m.name, m.address});
+        group_plans[static_cast<int>(i)] = std::move(gp);
       }
       uint64_t mapped = first ? profile.embd_bytes : 0;
       if (last) mapped += profile.output_bytes + (c.tied_output && !first ? profile.embd_bytes : 0);
@@ -246,7 +252,7 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     pool->add_busy(address_of(r.node));
     if (placed_stage.group()) {
       cluster::StageGroupPlan gp{{{r.node, address_of(r.node)}}, ro.group_tp,        ro.group_ep, ro.group_shares,
-                                 ro.group_ep_redundancy,         ro.group_timeout_s, model_hash};
+                                 ro.group_ep_redundancy,         ro.group_timeout_s, model_hash,  std::nullopt};
       gp.nodes.insert(gp.nodes.end(), ro.group.begin(), ro.group.end());
       group_plans[static_cast<int>(i)] = std::move(gp);
     }
@@ -265,6 +271,7 @@ std::unique_ptr<Executor> build_pipeline(const LoadedModel& model, const ModelOp
     ro.key = key;
     ro.local_stage = so;
     ro.local_threads = threads;
+    ro.local_pin = mo.pin;
     ro.groups = group_plans;
     auto replacer = std::make_shared<cluster::StageReplacer>(model.weights, pool, std::move(ro));
     pipeline->set_recovery([replacer](int index, const cluster::StageEndpoint& failed, bool first, bool last,

@@ -24,6 +24,8 @@ nlohmann::ordered_json probe_json(const ProbeResult& r) {
           {"mem_read_gbps", r.mem_read_gbps},
           {"mem_read_best_gbps", r.mem_read_best_gbps},
           {"mem_read_gbps_1t", r.mem_read_gbps_1t},
+          {"machine_read_gbps", r.machine_read_gbps},
+          {"machine_cpus", r.machine_cpus},
           {"int8_gops", r.int8_gops},
           {"f32_gflops", r.f32_gflops},
           {"cores", r.cores},
@@ -41,6 +43,12 @@ void print_text(const ProbeResult& r) {
              human_bytes(r.mem_available_bytes));
   fmt::print("memory read:  {:.2f} GB/s with {} thread(s) (best pass {:.2f}), {:.2f} GB/s with 1\n", r.mem_read_gbps,
              r.threads, r.mem_read_best_gbps, r.mem_read_gbps_1t);
+  if (r.machine_read_gbps > 0) {
+    fmt::print("machine read: {:.2f} GB/s with a reader on each of its {} CPUs (what nodes on this machine share)\n",
+               r.machine_read_gbps, r.machine_cpus);
+  } else {
+    fmt::print("machine read: not measured (a CPU of this machine cannot be used by this process)\n");
+  }
   fmt::print("int8 dot:     {:.1f} GOPS with {} thread(s)\n", r.int8_gops, r.threads);
   fmt::print("f32 fma:      {:.1f} GFLOPS with {} thread(s)\n", r.f32_gflops, r.threads);
 }

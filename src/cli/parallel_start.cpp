@@ -53,6 +53,7 @@ RankReports report_ranks(collective::Communicator& comm, int threads, bool probe
     // A smaller buffer than a plain probe's (1 GiB): every rank allocates its own at start, and 256 MiB still reads
     // well past the caches of the machines this runs on.
     po.buffer_bytes = uint64_t{256} << 20;
+    po.machine_rate = false;  // the ranks' reads at the same time are the machine's, summed below
     result = probe_node(po);
   }
   const std::string machine = machine_id();
@@ -100,6 +101,7 @@ std::vector<plan::NodeProfile> RankReports::nodes() const {
         sharing > 1 ? fmt::format("probe at start; {} ranks on its machine, their reads summed", sharing)
                     : std::string("probe at start"));
     if (h != 0) node.machine = fmt::format("{:016x}", h);
+    node.machine_read_gbps = p.mem_read_gbps;
     for (size_t i = 0; i < static_cast<size_t>(field(r, 9)); ++i)
       node.cpus.push_back(static_cast<int>(field(r, 10 + i)));
     node.threads = static_cast<int>(field(r, 4));

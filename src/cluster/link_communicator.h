@@ -53,7 +53,7 @@ class LinkCommunicator : public collective::Communicator {
   // "rank 1: worker b (127.0.0.1:5555)"
   std::string describe(int member) const;
   // Set after a failure: every later call throws it again (the links are closed).
-  bool failed() const { return !failure_.empty(); }
+  bool failed() const override { return !failure_.empty(); }
   // From another thread (a worker told to stop): the wait in progress, or the next one, ends the group with `why`,
   // told to every member, within a quarter of a second.
   void abort(const std::string& why);

@@ -90,6 +90,7 @@ void LocalStageEndpoint::run() {
       done.logits = std::move(out.logits);
     } catch (const std::exception& e) {  // anything (bad_alloc included) fails the job, not the thread
       done.error = fmt::format("{}: {}", node_, e.what());
+      note_group_failure();  // before the pipeline sees the error, so it reads the stage as failed
     }
     {
       std::lock_guard lock(mutex_);
@@ -100,16 +101,32 @@ void LocalStageEndpoint::run() {
   }
 }
 
+void LocalStageEndpoint::note_group_failure() {
+  const collective::Communicator* group = stage_.communicator();
+  if (group != nullptr && group->failed()) broken_.store(true);
+}
+
+// A group stage tells its members of the edit, which fails when the group broke: the stage is then failed too.
 void LocalStageEndpoint::clear_sequence(int64_t seq) {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return jobs_.empty() && !busy_; });
-  stage_.clear_sequence(seq);
+  try {
+    stage_.clear_sequence(seq);
+  } catch (const Error&) {
+    note_group_failure();
+    throw;
+  }
 }
 
 void LocalStageEndpoint::truncate_sequence(int64_t seq, int64_t n) {
   std::unique_lock lock(mutex_);
   cv_.wait(lock, [&] { return jobs_.empty() && !busy_; });
-  stage_.truncate_sequence(seq, n);
+  try {
+    stage_.truncate_sequence(seq, n);
+  } catch (const Error&) {
+    note_group_failure();
+    throw;
+  }
 }
 
 }  // namespace tessera::cluster

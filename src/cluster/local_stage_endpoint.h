@@ -2,6 +2,7 @@
 // with the remote stages' work; alone, or as rank 0 of a group of workers that hold the other shares of its layers.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <thread>
 
@@ -25,12 +26,17 @@ class LocalStageEndpoint : public StageEndpoint {
   void clear_sequence(int64_t seq) override;
   void truncate_sequence(int64_t seq, int64_t n) override;
   const std::vector<BatchTime>& batch_times() const override { return batch_times_; }
+  // A group stage whose links broke (a member died, stopped or timed out): the pipeline replaces it
+  // (StageReplacer re-forms the group or gives the head the layers whole).
+  bool failed() const override { return broken_.load(); }
   uint64_t kv_bytes() const { return stage_.stage().cache().bytes(); }
   uint64_t packed_bytes() const { return stage_.stage().packed_bytes(); }  // --repack's copy (0 without it)
   uint64_t weight_bytes() const { return stage_.stage().copied_bytes(); }
 
  private:
   void run();
+  // After an operation failed: whether it broke the group's links (not a fault of the job itself).
+  void note_group_failure();
 
   std::string node_;
   int index_;
@@ -43,6 +49,7 @@ class LocalStageEndpoint : public StageEndpoint {
   std::deque<StageJob> jobs_;
   bool busy_ = false;
   bool stopping_ = false;
+  std::atomic<bool> broken_{false};
   std::thread thread_;
 };
 

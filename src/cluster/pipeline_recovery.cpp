@@ -139,6 +139,12 @@ void PipelineExecutor::replay() {
 
 bool PipelineExecutor::recover(std::chrono::milliseconds budget) {
   recovering_ = true;
+  // What broke, once (the steps that wait say the same of one stage), before the lines of its replacement.
+  for (const auto& [ticket, step] : steps_) {
+    if (!step.waiting || step.error.empty()) continue;
+    log_warn("recovery: {}", step.error);
+    break;
+  }
   const auto t0 = Clock::now();
   const auto deadline = t0 + budget;
   std::string why;

@@ -69,7 +69,8 @@ class StageEndpoint {
   virtual const std::vector<BatchTime>& batch_times() const = 0;
 
   // Faults. A stage on another node can break (its worker died, or missed a deadline and was abandoned); the head
-  // then replaces it (PipelineExecutor::set_recovery). A stage on the head cannot break this way.
+  // then replaces it (PipelineExecutor::set_recovery). A stage on the head breaks only when it leads a group of
+  // workers whose links broke (a member died).
   virtual bool failed() const { return false; }
   // Stops waiting for this stage: every job in flight, and every later one, fails with `why`.
   virtual void abandon(const std::string& why) { (void)why; }

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cluster/local_stage_endpoint.h"
+#include "cluster/stage_group.h"
 #include "cluster/stage_memory.h"
 #include "hw/probe.h"
 #include "model/kv_cache.h"
@@ -93,7 +94,7 @@ std::unique_ptr<StageEndpoint> StageReplacer::make(const std::string& address, i
     }
     auto w = ModelWeights::load(model_->file().name(), layers, first, last);
     return std::make_unique<LocalStageEndpoint>("local", index, std::move(w), options_.local_stage,
-                                                options_.local_threads, done);
+                                                options_.local_threads, done, options_.local_pin);
   }
   RemoteStageOptions ro = options_.remote;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -129,10 +130,12 @@ std::unique_ptr<StageEndpoint> StageReplacer::reform(int index, LayerRange layer
   const auto it = options_.groups.find(index);
   if (it == options_.groups.end()) return nullptr;
   StageGroupPlan plan = it->second;
+  // The head, when it leads, is alive: only its members are checked and replaced.
+  const bool head_leads = plan.head_join.has_value();
   const net::ClusterKey* key = options_.key ? &*options_.key : nullptr;
   const auto probe_until = std::min(deadline, Clock::now() + 3s);
   std::vector<size_t> dead;
-  for (size_t i = 0; i < plan.nodes.size(); ++i) {
+  for (size_t i = head_leads ? 1 : 0; i < plan.nodes.size(); ++i) {
     if (!answers(plan.nodes[i].address, key, probe_until)) dead.push_back(i);
   }
   if (dead.empty() || dead.size() == plan.nodes.size()) return nullptr;
@@ -158,22 +161,26 @@ std::unique_ptr<StageEndpoint> StageReplacer::reform(int index, LayerRange layer
     }
     m = {name, claimed[k]};
   }
-  RemoteStageOptions ro = options_.remote;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  ro.connect_timeout = std::clamp(left, 100ms, ro.connect_timeout);
-  ro.measure_bytes = 0;
-  ro.progress = nullptr;
-  ro.group.assign(plan.nodes.begin() + 1, plan.nodes.end());
-  ro.group_tp = plan.tp;
-  ro.group_ep = plan.ep;
-  ro.group_shares = plan.shares;
-  ro.group_ep_redundancy = plan.ep_redundancy;
-  ro.group_timeout_s = plan.timeout_s;
-  ro.model_hash = plan.model_hash;
-  const std::string leader = plan.nodes.front().address;
   try {
-    auto stage =
-        std::make_unique<RemoteStageEndpoint>(leader, leader, key, index, *model_, layers, first, last, ro, done);
+    std::unique_ptr<StageEndpoint> stage;
+    if (head_leads) {
+      stage = lead_group(index, layers, first, last, plan, done);
+    } else {
+      RemoteStageOptions ro = options_.remote;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      ro.connect_timeout = std::clamp(left, 100ms, ro.connect_timeout);
+      ro.measure_bytes = 0;
+      ro.progress = nullptr;
+      ro.group.assign(plan.nodes.begin() + 1, plan.nodes.end());
+      ro.group_tp = plan.tp;
+      ro.group_ep = plan.ep;
+      ro.group_shares = plan.shares;
+      ro.group_ep_redundancy = plan.ep_redundancy;
+      ro.group_timeout_s = plan.timeout_s;
+      ro.model_hash = plan.model_hash;
+      const std::string leader = plan.nodes.front().address;
+      stage = std::make_unique<RemoteStageEndpoint>(leader, leader, key, index, *model_, layers, first, last, ro, done);
+    }
     log_info("recovery: stage {} (layers {}-{}) re-formed as its group again, led by {}: {}", index, layers.begin,
              layers.end - 1, plan.nodes.front().name, was);
     it->second = std::move(plan);
@@ -185,10 +192,48 @@ std::unique_ptr<StageEndpoint> StageReplacer::reform(int index, LayerRange layer
   }
 }
 
+std::unique_ptr<StageEndpoint> StageReplacer::lead_group(int index, LayerRange layers, bool first, bool last,
+                                                         const StageGroupPlan& plan, CompletionQueue& done) const {
+  if (!options_.key) fail("stage {}: a group needs the cluster key", index);
+  const net::GroupJoin& join = *plan.head_join;
+  const int n = static_cast<int>(plan.nodes.size());
+  std::vector<GroupWorker> members;
+  for (size_t i = 1; i < plan.nodes.size(); ++i) members.push_back({plan.nodes[i].name, plan.nodes[i].address});
+  // As at start: a member without the model (a spare, say) receives its share from the head's copy of the layers.
+  auto weights = ModelWeights::load(model_->file().name(), layers, first, last);
+  auto group = start_stage_group(join, "head", members, *options_.key, stage_shares(weights, join, n));
+  StageOptions so = options_.local_stage;
+  so.shard = stage_group_shard(join, 0, n);
+  return std::make_unique<LocalStageEndpoint>("local", index, std::move(weights), so, options_.local_threads, done,
+                                              options_.local_pin, std::move(group));
+}
+
+std::unique_ptr<StageEndpoint> StageReplacer::take_on_head(int index, LayerRange layers, bool first, bool last,
+                                                           CompletionQueue& done, Clock::time_point deadline) {
+  const auto it = options_.groups.find(index);
+  if (it == options_.groups.end() || !it->second.head_join) return nullptr;
+  try {
+    auto stage = make(kLocalSpare, index, layers, first, last, done, deadline);
+    log_info(
+        "recovery: stage {} (layers {}-{}) now runs on local alone, its layers whole (its group could not re-form)",
+        index, layers.begin, layers.end - 1);
+    // No group any more: its members (live or not) are the pool's again, tried after the never-failed ones.
+    for (size_t i = 1; i < it->second.nodes.size(); ++i) pool_->release(it->second.nodes[i].address, true);
+    options_.groups.erase(it);
+    return stage;
+  } catch (const std::exception& e) {
+    log_warn("recovery: the head cannot take stage {} (layers {}-{}) whole ({}): trying the spares", index,
+             layers.begin, layers.end - 1, e.what());
+    return nullptr;
+  }
+}
+
 std::unique_ptr<StageEndpoint> StageReplacer::replace(int index, const StageEndpoint& failed, bool first, bool last,
                                                       CompletionQueue& done, Clock::time_point deadline) {
   // A group stage: its live nodes again with spares in the dead ones' places, when enough spares are free.
   if (auto stage = reform(index, failed.layers(), first, last, done, deadline)) return stage;
+  // A group the head led: the head, already holding a share, takes the rest before any spare is asked.
+  if (auto stage = take_on_head(index, failed.layers(), first, last, done, deadline)) return stage;
   if (const std::string old = failed.where(); !old.empty()) pool_->release(old, true);
   auto backoff = 100ms;
   std::map<std::string, std::string> last_error;  // per candidate: its latest failure

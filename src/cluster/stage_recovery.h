@@ -46,15 +46,17 @@ class WorkerPool {
   std::vector<Entry> entries_;
 };
 
-// A --place group stage led by a worker: its nodes (the leader first) and layout, so a replacement can re-form it.
+// A --place group stage: its nodes (the leader first) and layout, so a replacement can re-form it.
 struct StageGroupPlan {
-  std::vector<net::GroupMember> nodes;  // name and address, the leader first
+  std::vector<net::GroupMember> nodes;  // name and address, the leader first ("local" with no address: the head)
   bool tp = true;
   bool ep = false;
   std::string shares;
   float ep_redundancy = 0.0f;
   float timeout_s = 30.0f;
   net::Hash128 model_hash{};
+  // A group the head leads (tp(local,a)): the join its members were sent, which a re-formed group is sent again.
+  std::optional<net::GroupJoin> head_join;
 };
 
 struct ReplacementOptions {
@@ -62,8 +64,9 @@ struct ReplacementOptions {
   std::optional<net::ClusterKey> key;
   StageOptions local_stage;  // a stage on the head (--spare local)
   int local_threads = 1;
+  bool local_pin = false;                       // the head's stage threads bound to CPUs (--pin)
   std::chrono::milliseconds max_backoff{2000};  // between rounds over every candidate
-  std::map<int, StageGroupPlan> groups;         // by stage index: the group stages a worker leads
+  std::map<int, StageGroupPlan> groups;         // by stage index: the group stages
 };
 
 // Makes a loaded, ready stage in place of a failed one, from the pool's candidates.
@@ -84,6 +87,12 @@ class StageReplacer {
   // group, no node died, or too few spares are free (the caller then replaces it with one node).
   std::unique_ptr<StageEndpoint> reform(int index, LayerRange layers, bool first, bool last, CompletionQueue& done,
                                         std::chrono::steady_clock::time_point deadline);
+  // The re-formed group of `plan` when the head leads it: the head's share of the layers over a new communicator.
+  std::unique_ptr<StageEndpoint> lead_group(int index, LayerRange layers, bool first, bool last,
+                                            const StageGroupPlan& plan, CompletionQueue& done) const;
+  // A group the head led that cannot re-form: the head takes its layers whole when they fit; nullptr otherwise.
+  std::unique_ptr<StageEndpoint> take_on_head(int index, LayerRange layers, bool first, bool last,
+                                              CompletionQueue& done, std::chrono::steady_clock::time_point deadline);
 
   std::shared_ptr<const ModelWeights> model_;
   std::shared_ptr<WorkerPool> pool_;

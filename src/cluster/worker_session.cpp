@@ -67,6 +67,7 @@ net::ProbeReply probe_reply(ProbeCache& cache, const net::ProbeRequest& request,
   r.cores = static_cast<uint32_t>(std::max(p.cores, 1));
   r.mem_read_gbps = static_cast<float>(p.mem_read_gbps);
   r.mem_read_gbps_1t = static_cast<float>(p.mem_read_gbps_1t);
+  r.machine_read_gbps = static_cast<float>(p.machine_read_gbps);
   r.int8_gops = static_cast<float>(p.int8_gops);
   r.f32_gflops = static_cast<float>(p.f32_gflops);
   r.mem_total_bytes = p.mem_total_bytes;

@@ -35,6 +35,8 @@ class Communicator {
   // One message to rank `to`, and the next message from rank `from` (bytes resized to it), in the order sent.
   virtual void send(std::span<const uint8_t> bytes, int to) = 0;
   virtual void recv(std::vector<uint8_t>& bytes, int from) = 0;
+  // A group whose links broke (a member lost): every later call throws, and the members were told already.
+  virtual bool failed() const { return false; }
   // A snapshot: the executor's thread adds to the counters while /metrics reads them from another.
   CollectiveStats stats() const {
     return {calls_.load(std::memory_order_relaxed), bytes_.load(std::memory_order_relaxed),

@@ -116,7 +116,8 @@ LocalExecutor::LocalExecutor(std::shared_ptr<const ModelWeights> weights, const 
       stage_(std::move(weights), options, pool_, comm_.get()) {}
 
 LocalExecutor::~LocalExecutor() {
-  if (op_comm() == nullptr || op_comm()->rank() != 0) return;
+  // A broken group told its members why when it broke: they stopped already.
+  if (op_comm() == nullptr || op_comm()->rank() != 0 || op_comm()->failed()) return;
   try {
     send(Writer(Op::Stop).take());
   } catch (const std::exception& e) {

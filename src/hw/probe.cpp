@@ -3,6 +3,7 @@
 // machine's facts.
 #include "hw/probe.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -381,6 +382,53 @@ ReadRate measure_read(int threads, double seconds, uint64_t buffer_bytes) {
   return ReadProbe(threads, buffer_bytes).measure(seconds);
 }
 
+std::vector<int> online_cpus() {
+  std::ifstream in("/sys/devices/system/cpu/online");
+  std::string text;
+  if (!std::getline(in, text)) return {};
+  try {
+    return parse_cpu_list(text, CPU_SETSIZE);
+  } catch (const Error&) {
+    return {};
+  }
+}
+
+namespace {
+
+// Reads `words` with the caller on its CPU and a pool thread bound to each other CPU of `cpus`.
+double machine_rate(std::span<const uint64_t> words, const ReadLoops& loops, std::vector<int> cpus, double seconds) {
+  const int own = sched_getcpu();
+  std::erase(cpus, own);
+  ThreadPool pool(static_cast<int>(cpus.size()) + 1);
+  std::vector<int> refused(cpus.size(), -1);
+  for (int cpu : cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) fail("the machine's read rate: CPU {} is out of range", cpu);
+  }
+  pool.run([&](int t) {
+    if (t == 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpus[static_cast<size_t>(t - 1)], &set);
+    if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0) refused[static_cast<size_t>(t - 1)] = t - 1;
+  });
+  for (int i : refused) {
+    if (i >= 0) fail("the machine's read rate: CPU {} cannot be used by this process", cpus[static_cast<size_t>(i)]);
+  }
+  return read_rate(words, pool, pool.size(), loops, seconds).sustained;
+}
+
+}  // namespace
+
+double measure_machine_read(double seconds, std::vector<int> cpus, uint64_t buffer_bytes) {
+  check_options(1, seconds);
+  if (cpus.empty()) cpus = online_cpus();
+  if (cpus.empty()) fail("the machine's read rate: its online CPUs cannot be read");
+  const ReadLoops loops = loops_for(select_isa(), detect_cpu_features()).read;
+  ThreadPool fill(1);
+  const ReadBuffer buf(buffer_bytes > 0 ? buffer_bytes : default_buffer_bytes(), fill);
+  return machine_rate(buf.words(), loops, std::move(cpus), seconds);
+}
+
 ProbeResult probe_node(const ProbeOptions& options) {
   check_options(options.threads, options.seconds);
   ProbeResult r;
@@ -403,6 +451,20 @@ ProbeResult probe_node(const ProbeOptions& options) {
     r.mem_read_best_gbps = all.best_pass;
     r.mem_read_gbps_1t =
         r.threads == 1 ? all.sustained : read_rate(buf.words(), pool, 1, loops.read, 0.25 * s).sustained;
+    // A node with fewer threads than the machine has CPUs may share its memory with another node.
+    const std::vector<int> machine = online_cpus();
+    r.machine_cpus = static_cast<int>(machine.size());
+    if (!options.machine_rate) {
+      r.machine_read_gbps = 0;
+    } else if (r.machine_cpus <= r.threads) {
+      r.machine_read_gbps = r.mem_read_gbps;
+    } else {
+      try {
+        r.machine_read_gbps = machine_rate(buf.words(), loops.read, machine, 0.25 * s);
+      } catch (const Error&) {
+        r.machine_read_gbps = 0;  // unknown: the planner then divides this node's own rate
+      }
+    }
   }
   r.int8_gops = best_loop_rate(pool, loops.int8, 0.2 * s) / 1e9;
   r.f32_gflops = best_loop_rate(pool, loops.f32, 0.2 * s) / 1e9;

@@ -21,6 +21,9 @@ struct ProbeOptions {
   int threads = 0;            // 0: all cores
   double seconds = 3.0;       // time budget for the measurements (buffer set-up comes on top)
   uint64_t buffer_bytes = 0;  // bandwidth buffer; 0: max(1 GiB, 4x the last-level cache), within free memory
+  // Also read with every CPU of the machine (ProbeResult::machine_read_gbps) when `threads` are fewer; off where
+  // the processes of one machine probe at the same time (mpirun's ranks: their reads are summed instead).
+  bool machine_rate = true;
 };
 
 // A streaming read measurement, 1e9 bytes/s. `sustained`: the fastest read loop's bytes over the total time of its
@@ -33,10 +36,14 @@ struct ReadRate {
 };
 
 struct ProbeResult {
-  int threads = 0;                   // threads of the multi-threaded figures
-  double mem_read_gbps = 0;          // streaming read bandwidth (ReadRate::sustained), 1e9 bytes/s, all `threads`
-  double mem_read_best_gbps = 0;     // the fastest pass of that measurement (ReadRate::best_pass)
-  double mem_read_gbps_1t = 0;       // the sustained bandwidth from one thread
+  int threads = 0;                // threads of the multi-threaded figures
+  double mem_read_gbps = 0;       // streaming read bandwidth (ReadRate::sustained), 1e9 bytes/s, all `threads`
+  double mem_read_best_gbps = 0;  // the fastest pass of that measurement (ReadRate::best_pass)
+  double mem_read_gbps_1t = 0;    // the sustained bandwidth from one thread
+  // The machine's: one reader on each of its online CPUs, this process's own and the others (measure_machine_read).
+  // Nodes of one machine share this; 0 when it could not be measured.
+  double machine_read_gbps = 0;
+  int machine_cpus = 0;              // the CPUs that measurement read with
   double int8_gops = 0;              // int8 dot products (u8 x s8 -> s32), multiply and add counted as 2 ops
   double f32_gflops = 0;             // f32 fused multiply-add, counted as 2 flops
   int cores = 0;                     // logical CPUs this process may run on
@@ -96,6 +103,15 @@ bool reads_past_caches(uint64_t bytes);
 // pass, and the way with the highest rate over all of its passes (passes that took no measurable time are left
 // out).
 ReadRate rate_of_passes(std::span<const double> pass_seconds, int ways, double pass_bytes);
+
+// The machine's sustained read rate (1e9 bytes/s) with a reader on each of `cpus` (its online CPUs when empty): the
+// caller reads on the CPU it runs on, threads of its own are bound to the others, whatever this process's affinity
+// (a node that taskset keeps to one core shares the machine's memory with nodes on the other cores, and only the
+// whole machine's rate tells how much each of them gets). Throws Error when a CPU cannot be bound (a control group
+// that withholds it), naming it.
+double measure_machine_read(double seconds, std::vector<int> cpus = {}, uint64_t buffer_bytes = 0);
+// The machine's online CPUs (/sys/devices/system/cpu/online); empty when that cannot be read.
+std::vector<int> online_cpus();
 
 // Logical CPUs in this process's affinity mask (all cores by default for -t).
 int available_cores();

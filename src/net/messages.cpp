@@ -313,6 +313,7 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeR
     io.f32(Field("peer_links", at, "down_bytes_per_s"), l.down_bytes_per_s, 0.0f, 1e13f);
     io.string(Field("peer_links", at, "error"), l.error, 0, kMaxErrorText, Charset::Text);
   }
+  io.f32("machine_read_gbps", m.machine_read_gbps, 0.0f, 1e6f);
 }
 
 // The group messages: their codecs are in group_messages.cpp.

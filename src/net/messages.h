@@ -17,7 +17,7 @@ namespace tessera::net {
 
 // Bumped on any incompatible change to a message; Hello carries it. The frame header and the leading fields of
 // Hello and HelloAck never change, so any two versions can at least tell each other they differ.
-inline constexpr uint16_t kProtocolVersion = 12;
+inline constexpr uint16_t kProtocolVersion = 13;
 
 // Numeric values are the wire encoding; never renumber.
 enum class MsgType : uint16_t {
@@ -374,6 +374,8 @@ struct ProbeReply {
   std::string machine;  // the worker's system (its boot id): nodes on one machine share its CPUs
   std::string cpus;     // the CPUs the worker may run on, "0-3,8"
   std::vector<PeerLinkReport> peer_links;  // one per ProbeRequest.peers, in its order
+  // The whole machine's read rate, a reader on each of its CPUs (protocol 13): what nodes on one machine share.
+  float machine_read_gbps = 0;
   bool operator==(const ProbeReply&) const = default;
 };
 

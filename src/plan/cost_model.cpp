@@ -208,7 +208,7 @@ RankPass CostModel::rank_pass(const StageSpec& s, int rank, double tokens, doubl
   p.expert_bytes = expert_read;
   p.flops = fq + ff + eq + ef;
   // The routed experts' weights stream at a fraction of the dense rate (PlanConstants::expert_read_efficiency).
-  const double rate = read_rate(node) / (g != nullptr ? machine_ranks(*g, static_cast<size_t>(rank)) : 1.0);
+  const double rate = g != nullptr ? rank_read_rate(*g, static_cast<size_t>(rank)) : read_rate(node);
   const double mem_s = (bytes - expert_read) / rate + expert_read / (rate * k_.expert_read_efficiency);
   // An expert's matmul sees only the tokens routed to it, a smaller batch at a lower rate.
   const double per_expert = expert_batch(tokens);
@@ -268,6 +268,23 @@ double CostModel::machine_ranks(const ParallelGroup& g, size_t r) const {
   double n = 0;
   for (size_t node : g.nodes) n += cluster_.nodes()[node].machine == machine ? 1.0 : 0.0;
   return std::max(n, 1.0);
+}
+
+double CostModel::rank_read_rate(const ParallelGroup& g, size_t r) const {
+  const auto& nodes = cluster_.nodes();
+  const NodeProfile& me = nodes[g.nodes[r]];
+  const double own = read_rate(g.nodes[r]);
+  if (me.machine.empty()) return own;
+  double ranks = 0, threads = 0;
+  for (size_t node : g.nodes) {
+    if (nodes[node].machine != me.machine) continue;
+    ranks += 1;
+    threads += std::max(nodes[node].threads, 1);
+  }
+  if (ranks <= 1) return own;
+  if (!(me.machine_read_gbps > 0)) return own / ranks;
+  const double machine = me.machine_read_gbps * 1e9 * k_.bandwidth_efficiency;
+  return std::min(own, machine * std::max(me.threads, 1) / threads);
 }
 
 CollectiveProfile CostModel::collectives_for(std::span<const size_t> nodes) const {

@@ -155,8 +155,12 @@ class CostModel {
   // A group over `nodes` (rank r on nodes[r]) holding `shares` of each layer (empty: equal). Throws Error when a
   // rank would hold none of what it must (the runtime's message).
   // How many of the group's ranks run on the machine of rank r (1 for nodes without a machine id): they share its
-  // read bandwidth and memory.
+  // memory.
   double machine_ranks(const ParallelGroup& g, size_t r) const;
+  // Rank r's read rate (bytes/s) while the group's other ranks read too: its own, unless ranks on one machine ask
+  // for more than the machine gives (NodeProfile::machine_read_gbps, shared in proportion to their threads); a
+  // machine rate not measured divides the rank's own between them.
+  double rank_read_rate(const ParallelGroup& g, size_t r) const;
   std::shared_ptr<const ParallelGroup> make_group(std::span<const size_t> nodes, ParallelMode mode,
                                                   const std::vector<double>& shares = {},
                                                   double ep_redundancy = kDefaultEpRedundancy) const;

@@ -49,6 +49,7 @@ NodeProfile node_from_probe(const ProbeResult& p, std::string name, std::string 
   n.name = std::move(name);
   n.mem_available_bytes = p.mem_available_bytes;
   n.mem_read_gbps = p.mem_read_gbps;
+  n.machine_read_gbps = p.machine_read_gbps;
   n.int8_gops = p.int8_gops;
   n.f32_gflops = p.f32_gflops;
   n.cores = p.cores;
@@ -68,6 +69,9 @@ NodeProfile node_from_probe_json(std::string_view text, const std::string& where
   if (!(avail > 0) || avail > 1.2e18) fail("{}: mem_available_bytes {} is out of range", where, avail);
   p.mem_available_bytes = static_cast<uint64_t>(avail);
   if (j.contains("cores") && j["cores"].is_number_integer()) p.cores = j["cores"].get<int>();
+  if (j.contains("machine_read_gbps") && j["machine_read_gbps"].is_number()) {
+    p.machine_read_gbps = j["machine_read_gbps"].get<double>();
+  }
   try {
     return node_from_probe(p, std::move(name), "probe file " + where);
   } catch (const Error& e) {
@@ -100,6 +104,7 @@ NodeProfile measure_local_node(const LocalProbeOptions& o) {
         if (same && age >= 0 && age < o.max_age_s) {
           ProbeResult p;
           p.mem_read_gbps = field(*j, "mem_read_gbps", "cache");
+          p.machine_read_gbps = field(*j, "machine_read_gbps", "cache");
           p.int8_gops = field(*j, "int8_gops", "cache");
           p.f32_gflops = field(*j, "f32_gflops", "cache");
           p.cores = cores;
@@ -124,6 +129,7 @@ NodeProfile measure_local_node(const LocalProbeOptions& o) {
                     {"cores", cores},
                     {"threads", o.threads},
                     {"mem_read_gbps", p.mem_read_gbps},
+                    {"machine_read_gbps", p.machine_read_gbps},
                     {"int8_gops", p.int8_gops},
                     {"f32_gflops", p.f32_gflops}};
     std::ofstream out(cache, std::ios::binary | std::ios::trunc);

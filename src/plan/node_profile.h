@@ -15,9 +15,12 @@ struct NodeProfile {
   std::string name;  // "local" is the head when it is probed; names are what --split refers to
   uint64_t mem_available_bytes = 0;
   double mem_read_gbps = 0;  // streaming read, 1e9 bytes/s, all threads
-  double int8_gops = 0;      // peak int8 dot products, a multiply-add counted as 2 ops
-  double f32_gflops = 0;     // peak f32 FMA, a multiply-add counted as 2 flops
-  int cores = 0;             // informational
+  // The whole machine's read rate (a reader on each of its CPUs), which the nodes on it share; 0: not known (the
+  // planner then divides mem_read_gbps between the ranks of one machine).
+  double machine_read_gbps = 0;
+  double int8_gops = 0;   // peak int8 dot products, a multiply-add counted as 2 ops
+  double f32_gflops = 0;  // peak f32 FMA, a multiply-add counted as 2 flops
+  int cores = 0;          // informational
   // Measured matmul rates (GFLOPS, efficiency included) per weight type, keyed by ggml's type name ("q4_K", "f16").
   // When present they replace peak x efficiency for that type; `bench` can fill them in later.
   std::map<std::string, double, std::less<>> matmul_gflops;

@@ -7,17 +7,18 @@
 namespace tessera::plan {
 
 struct PlanConstants {
-  // The compute and bandwidth factors below were fitted on the 2-vCPU development VM (AVX-512 VNNI), 1B Q4_K_M,
-  // 1 and 2 threads, against `tessera probe` in the same minutes (docs/planner.md, "Constants", has the table).
+  // The compute and bandwidth factors below were fitted on two 2-vCPU VMs (AVX-512 VNNI: the development VM and a
+  // Zen 5), 1B Q4_K_M and moe-small, 1 and 2 threads, against `tessera probe` in the same minutes; where the two
+  // differ the value lies between them (docs/planner.md, "Constants", has the table).
   //
-  // Fraction of the probe's streaming read bandwidth that decode reaches: weights are read row by row through the
-  // kernels, with dequantization in the loop, not as one sequential sweep. Measured 0.85 (1 thread) and 0.81-0.94
-  // (2 threads, depending on the probe's own swing).
-  double bandwidth_efficiency = 0.85;
+  // Fraction of the probe's sustained streaming read that decode reaches: weights are read row by row through the
+  // kernels, with dequantization in the loop, not as one sequential sweep. Measured 0.85-1.05 (development VM) and
+  // 0.98-1.01 (Zen 5).
+  double bandwidth_efficiency = 0.95;
   // Fraction of the probe's peak int8 dot-product rate a quantized matmul reaches at full batch: block scales,
   // nibble unpacking and activation quantization cost issue slots the probe's loop never spends. Measured: the
-  // matmuls of a 512-token prefill at 0.56 (1 thread) and 0.48 (2 threads) of the probe.
-  double int8_efficiency = 0.50;
+  // matmuls of a 512-token prefill at 0.56 (1 thread) and 0.48 (2 threads) of the probe, 0.63 and 0.57 on the Zen 5.
+  double int8_efficiency = 0.56;
   // Fraction of the peak f32 FMA rate that attention (and matmuls over F32/F16/BF16 weights) reach. Measured from
   // the attention's share (pp2048 against pp512): 0.67 at 1 thread, 0.31 at 2.
   double f32_efficiency = 0.45;
@@ -30,10 +31,11 @@ struct PlanConstants {
   // above it the rate grows with the logarithm of the batch up to the full rate at full_rate_batch, or at
   // full_rate_batch_packed on a node that packs its weights at load (--repack: the prefill tiles are built once,
   // not on every call). Measured (fraction of the 512-token rate, 1 / 2 threads): 4 tokens 0.34 / memory-bound;
-  // 16 tokens 0.58 / 0.64, packed 0.67 / 0.57; 64 tokens 0.76 / 0.79, packed 0.97 / 0.98.
+  // 16 tokens 0.58 / 0.64, packed 0.67 / 0.57; 64 tokens 0.76 / 0.79, packed 0.97 / 0.98; on the Zen 5 at 1 thread
+  // 16 tokens 0.87, 64 tokens 1.0.
   double few_token_compute_factor = 0.38;
   double few_token_batch = 8;
-  double full_rate_batch = 256;
+  double full_rate_batch = 128;
   double full_rate_batch_packed = 64;
 
   // Fixed time per layer per forward pass: thread-pool fork/join, norms, RoPE, softmax and other small ops.
@@ -43,8 +45,9 @@ struct PlanConstants {
   // (router, top-k and the tokens' gather under 1%): each expert is three short streams (0.9-1.3 MB). Fitted at 1
   // thread on the development VM, moe-small (qwen3moe, 96 experts of 768 rows a token, ~274 of its 464 MB) against 1b
   // in the same minutes: relative to 1b, measured / predicted 1.03-1.43 over four pairs of runs under load (median
-  // 1.21), 5.3 ms of 25.3 a token: its experts' 14.9 ms read at 1 / 1.36 of the rate (docs/planner.md, "The MoE term").
-  double expert_read_efficiency = 0.74;
+  // 1.21), 5.3 ms of 25.3 a token: its experts' 14.9 ms read at 1 / 1.36 of the rate; on a quiet Zen 5 the experts
+  // stream at 0.97 of the dense rate (docs/planner.md, "The MoE term").
+  double expert_read_efficiency = 0.90;
   // Fixed time per forward pass of a stage: batch validation, scheduling, sampling on the last stage.
   double stage_overhead_s = 60e-6;
   // Fixed time per message on a link, on top of RTT/2: framing, encryption, system calls, a copy on each side.

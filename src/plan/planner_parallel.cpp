@@ -100,7 +100,7 @@ Strategy Planner::evaluate_groups(std::string name, StrategyKind kind, const std
       const std::string& node = c_.nodes()[g.nodes[r]].name;
       s.nodes.push_back(node);
       ps.nodes.push_back(node);
-      ps.read_rate.push_back(cm_.read_rate(g.nodes[r]) / cm_.machine_ranks(g, r));
+      ps.read_rate.push_back(cm_.rank_read_rate(g, r));
       NodeMemory mem{node,
                      fmt::format("rank {} of {}", r, range_text(spec.first, spec.last)),
                      needs[r].weights,

@@ -228,10 +228,10 @@ TEST(CliPlan, ThreeVmsShowTensorAndExpertParallelWithTheirArithmetic) {
   for (const char* want :
        {"tensor parallel x2  vm1+vm2", "tensor parallel x3  vm1+vm2+vm3", "KV heads 3/2/3 of 8",
         "one decoded token (each rank its share, then the collectives)",
-        "slowest rank vm1: 14.8 GiB / 34.0 GB/s = 468 ms",
+        "slowest rank vm1: 14.8 GiB / 38.0 GB/s = 419 ms",
         "+ 160 all-reduces of 32 KiB x (560 us + 32 KiB / 0.94 GB/s) = 95.2 ms",
-        "ring of 3: 2(3-1) x (100 us RTT/2 + 40 us per message) = 560 us", "= 566 ms per token: 1.77 tok/s decode",
-        "decision:  Tensor parallel x3 over vm1, vm2, vm3 predicts 1.77 tok/s decode"}) {
+        "ring of 3: 2(3-1) x (100 us RTT/2 + 40 us per message) = 560 us", "= 516 ms per token: 1.94 tok/s decode",
+        "decision:  Tensor parallel x3 over vm1, vm2, vm3 predicts 1.94 tok/s decode"}) {
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
   }
   r = plan({"--cluster", vms(), "--model-shape", "qwen2.5-72b", "--json"});

@@ -1,6 +1,7 @@
 // The node probe: every figure positive and finite under a tiny budget, and each measured loop doing exactly the
 // work it is credited with (all bytes read, the claimed number of multiplies), on every ISA this CPU runs.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <cmath>
 #include <cstring>
@@ -141,6 +142,37 @@ TEST(Probe, MachineFacts) {
   EXPECT_EQ(affinity_cpus().size(), static_cast<size_t>(available_cores()));
   EXPECT_FALSE(machine_id().empty());
   EXPECT_EQ(machine_id(), machine_id());
+}
+
+// A node kept to one CPU (taskset) still measures the whole machine's read rate, with a reader on every online CPU,
+// and its own CPUs are what they were after it.
+TEST(Probe, TheMachinesRateReadsOnEveryOnlineCpuWhateverTheAffinity) {
+  const std::vector<int> online = online_cpus();
+  ASSERT_FALSE(online.empty());
+  const std::vector<int> before = affinity_cpus();
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(before.front(), &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const ProbeResult r = probe_node(tiny(1));
+  EXPECT_EQ(affinity_cpus(), std::vector<int>{before.front()});
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int cpu : before) CPU_SET(cpu, &all);
+  ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+  EXPECT_EQ(r.machine_cpus, static_cast<int>(online.size()));
+  expect_positive_finite(r.machine_read_gbps, "machine_read_gbps");
+  if (online.size() == 1) {
+    EXPECT_EQ(r.machine_read_gbps, r.mem_read_gbps);
+  }
+  expect_positive_finite(measure_machine_read(0.05, online, 16u << 20), "measure_machine_read");
+  // A CPU the machine does not have is an error naming it, not a reader sharing the caller's CPU.
+  try {
+    measure_machine_read(0.05, {online.back() + 1000}, 16u << 20);
+    ADD_FAILURE() << "a CPU that is not there was read with";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(online.back() + 1000)), std::string::npos) << e.what();
+  }
 }
 
 TEST(Probe, CpuListsReadAsTasksetWritesThem) {

@@ -168,6 +168,7 @@ std::vector<Message> samples() {
       "Xeon", "avx512", true,  "1b2c3d4e-boot", "0-3,8", {}};
   out.push_back(probe);
   probe.peer_links = {{"b", 2.1e-4f, 1.1e9f, 1.2e9f, ""}, {"c", 0, 0, 0, "connection refused"}};
+  probe.machine_read_gbps = 61.5f;
   out.push_back(probe);
   out.push_back(sample_group_join());
   out.push_back(GroupReady{0x1234567890abcdefull, "its cache"});

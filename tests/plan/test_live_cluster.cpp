@@ -92,6 +92,11 @@ TEST(LiveCluster, WorkersReportTheirProfileAndKeepIt) {
   EXPECT_EQ(first.node.machine, machine_id());
   EXPECT_EQ(first.node.cpus, affinity_cpus());
   EXPECT_EQ(first.node.threads, 1);
+  // And the machine's read rate the ranks on it share (a reader on each of its CPUs; its one thread's on one CPU).
+  EXPECT_GT(first.node.machine_read_gbps, 0);
+  if (online_cpus().size() == 1) {
+    EXPECT_EQ(first.node.machine_read_gbps, first.node.mem_read_gbps);
+  }
   EXPECT_EQ(first.link.a, "local");
   EXPECT_EQ(first.link.b, "b");
   EXPECT_GT(first.link.rtt_s, 0);

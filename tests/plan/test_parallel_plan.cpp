@@ -271,6 +271,36 @@ TEST(CostModel, RanksOfOneMachineShareItsBandwidthAndMemory) {
   EXPECT_NEAR(static_cast<double>(mem[1].available), 0.5 * 60e9 * 0.95, 1e6);
 }
 
+// With the machine's own read rate known (a reader on each CPU): ranks get their share of it, never more than their
+// own rate, in proportion to their threads.
+TEST(CostModel, RanksOfOneMachineShareTheMachinesMeasuredRate) {
+  const ModelCost m = shape("qwen2.5-7b");
+  const PlanConstants k;
+  const auto rates = [&](double machine_gbps, int threads_a, int threads_b) {
+    NodeProfile a = plan_vm("rank0", 20), b = plan_vm("rank1", 20);
+    a.machine = b.machine = "box";
+    a.machine_read_gbps = b.machine_read_gbps = machine_gbps;
+    a.threads = threads_a;
+    b.threads = threads_b;
+    const Cluster c({a, b}, "rank0", {}, LinkProfile{"*", "*", 1e-5, 100, "test"});
+    const CostModel cm(m, c, k);
+    const std::vector<size_t> nodes = {0, 1};
+    const auto g = cm.make_group(nodes, ParallelMode::Tensor);
+    return std::pair{cm.rank_read_rate(*g, 0), cm.rank_read_rate(*g, 1)};
+  };
+  const double own = 20e9 * k.bandwidth_efficiency;
+  // Each core reads at its own full rate (a machine of 40 GB/s): nothing is divided.
+  EXPECT_NEAR(rates(40, 1, 1).first, own, 1);
+  EXPECT_NEAR(rates(40, 1, 1).second, own, 1);
+  // One memory channel both ranks wait for (the machine reads no faster than one rank): half each.
+  EXPECT_NEAR(rates(20, 1, 1).first, own / 2, 1);
+  // 30 GB/s over 3 threads: 1/3 to the one-thread rank, 2/3 to the other (capped at its own 20).
+  EXPECT_NEAR(rates(30, 1, 2).first, 10e9 * k.bandwidth_efficiency, 1);
+  EXPECT_NEAR(rates(30, 1, 2).second, own, 1);
+  // Not measured: the rank's own rate divided by the ranks on the machine, as before.
+  EXPECT_NEAR(rates(0, 1, 1).first, own / 2, 1);
+}
+
 TEST(Planner, ChoosesTensorParallelOverFastLinksAndNotOverSlowOnes) {
   const ModelCost m = shape("qwen2.5-72b");
   const Plan fast = make_plan(m, cluster({plan_vm("vm1"), plan_vm("vm2"), plan_vm("vm3")}, 100, 0.05), options());

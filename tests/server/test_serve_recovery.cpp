@@ -1,6 +1,7 @@
 // `tessera serve --workers ... --spare`: workers killed mid-generation cost a delay, not a request. Two replicas,
 // each one worker, share a spare; 20 times a busy replica's worker is killed (and started again where it was, for
-// a later failover): every request completes, streamed or not, with the text of an undisturbed run.
+// a later failover): every request completes, streamed or not, with the text of an undisturbed run. The same holds
+// for a member of the group the head leads (--place 'tp(local,a),b').
 #include <future>
 #include <map>
 
@@ -117,6 +118,34 @@ TEST(ServeRecovery, AStoppedWorkerIsCaughtByItsDeadlineAndItsRequestFinishesOnTh
   const json h = get_json(s, "/health");
   EXPECT_EQ(h["replicas"][0]["nodes"][1]["running_on"], spare.address()) << h.dump();
   EXPECT_GE(h["replicas"][0]["failovers"].get<int>(), 1);
+}
+
+// --place 'tp(local,a),b': member a of the head's own group killed while a request streams; the head re-forms its
+// group with the spare in a's place, replays, and the request finishes with the undisturbed text.
+TEST(ServeRecovery, AKilledMemberOfTheHeadsGroupIsReplacedAndItsRequestFinishes) {
+  setenv("TESSERA_ISA", "scalar", 1);
+  TempDir dir;
+  const std::string key = (dir / "k.key").string();
+  ASSERT_EQ(run_command({tessera_bin().string(), "keygen", "-o", key}).exit_code, 0);
+  WorkerProcess a({"--key-file", key}), b({"--key-file", key}), spare({"--key-file", key});
+  ServeProcess s({"-m", stories(), "-t", "1", "-c", "1200", "--workers", "a=" + a.address() + ",b=" + b.address(),
+                  "--place", "tp(local,a),b", "--key-file", key, "--spare", spare.address(), "--collective-timeout",
+                  "5", "--wire-type", "f32"},
+                 {{"TESSERA_ISA", "scalar"}});
+  const json ask = {{"prompt", "Once upon a time"}, {"max_tokens", 1000}, {"temperature", 0}, {"ignore_eos", true}};
+  const std::string want = complete(s, ask, false);
+  ASSERT_FALSE(want.empty());
+  auto streamed = std::async(std::launch::async, [&] { return complete(s, ask, true); });
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (get_json(s, "/health")["replicas"][0]["active"] != 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  kill(a.pid(), SIGKILL);
+  EXPECT_EQ(streamed.get(), want);
+  EXPECT_NE(s.log().find("re-formed as its group again, led by local: " + spare.address() + " in a's place"),
+            std::string::npos)
+      << s.log();
 }
 
 }  // namespace
