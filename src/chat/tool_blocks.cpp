@@ -18,6 +18,22 @@ bool is_object_text(std::string_view s) {
   return v.is_object();
 }
 
+// A call's arguments, a JSON object opening at text[i] (i < text.size()), kept as the model's text in `args`:
+// Complete (the object ends at `end`), Incomplete (`args` holds the prefix so far) or Invalid (not an object).
+Scan read_args_object(std::string_view text, size_t i, std::string& args, size_t& end) {
+  if (text[i] != '{') return Scan::Invalid;
+  const auto v = scan_json_value(text, i);
+  if (v.status == Scan::Invalid) return Scan::Invalid;
+  if (v.status == Scan::Incomplete) {
+    args = std::string(text.substr(i));
+    return Scan::Incomplete;
+  }
+  args = std::string(text.substr(i, v.end - i));
+  if (!is_object_text(args)) return Scan::Invalid;
+  end = v.end;
+  return Scan::Complete;
+}
+
 // One {"name": .., "arguments"|"parameters": {..}} object at text[pos] == '{'.
 struct CallObject {
   Scan status = Scan::Invalid;
@@ -62,17 +78,11 @@ CallObject read_call_object(std::string_view text, size_t pos) {
         out.call.arguments = std::move(inner);
         i = s.end;
       } else {
-        if (text[i] != '{') return out;
-        const auto v = scan_json_value(text, i);
-        if (v.status == Scan::Invalid) return out;
-        if (v.status == Scan::Incomplete) {
-          out.call.arguments = std::string(text.substr(i));
-          out.args_started = true;
-          return out.status = Scan::Incomplete, out;
-        }
-        out.call.arguments = std::string(text.substr(i, v.end - i));
-        if (!is_object_text(out.call.arguments)) return out;
-        i = v.end;
+        size_t end = 0;
+        const Scan a = read_args_object(text, i, out.call.arguments, end);
+        if (a == Scan::Invalid) return out;
+        if (a == Scan::Incomplete) return out.args_started = true, out.status = Scan::Incomplete, out;
+        i = end;
       }
       have_args = true;
     } else {
@@ -193,18 +203,12 @@ CallBlock read_mistral(std::string_view text, size_t i, bool final) {
   if (args != Scan::Complete) return b.status = args, b;
   i = skip_ws(text, i + 6);
   if (i >= text.size()) return b.status = Scan::Incomplete, b;
-  if (text[i] != '{') return b;
-  const auto v = scan_json_value(text, i);
-  if (v.status == Scan::Invalid) return b;
-  if (v.status == Scan::Incomplete) {
-    call.arguments = std::string(text.substr(i));
-    b.calls.push_back(std::move(call));
-    return b.status = Scan::Incomplete, b;
-  }
-  call.arguments = std::string(text.substr(i, v.end - i));
-  if (!is_object_text(call.arguments)) return b;
+  size_t end = 0;
+  const Scan a = read_args_object(text, i, call.arguments, end);
+  if (a == Scan::Invalid) return b;
   b.calls.push_back(std::move(call));
-  return b.status = Scan::Complete, b.end = v.end, b;
+  if (a == Scan::Incomplete) return b.status = Scan::Incomplete, b;
+  return b.status = Scan::Complete, b.end = end, b;
 }
 
 constexpr std::string_view kDsCallsBegin = "<｜tool▁calls▁begin｜>";
@@ -239,18 +243,12 @@ CallBlock read_deepseek_call(std::string_view text, size_t i, bool final) {
   if (call.name.empty() || call.name.find_first_of("<\n") != npos) return b;
   i = skip_ws(text, i);
   if (i >= text.size()) return b.status = Scan::Incomplete, b;
-  if (text[i] != '{') return b;
-  const auto v = scan_json_value(text, i);
-  if (v.status == Scan::Invalid) return b;
-  if (v.status == Scan::Incomplete) {
-    call.arguments = std::string(text.substr(i));
-    b.calls.push_back(std::move(call));
-    return b.status = Scan::Incomplete, b;
-  }
-  call.arguments = std::string(text.substr(i, v.end - i));
-  if (!is_object_text(call.arguments)) return b;
+  size_t args_end = 0;
+  const Scan a = read_args_object(text, i, call.arguments, args_end);
+  if (a == Scan::Invalid) return b;
   b.calls.push_back(std::move(call));
-  i = skip_ws(text, v.end);
+  if (a == Scan::Incomplete) return b.status = Scan::Incomplete, b;
+  i = skip_ws(text, args_end);
   if (fenced) {
     const auto close = expect(text, i, "```");
     if (close == Scan::Invalid) return b.calls.clear(), b;

@@ -1,6 +1,7 @@
 // Jinja parser: tokens to a statement tree (statements in parser_stmt.cpp, expressions in parser_expr.cpp).
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,8 +41,12 @@ class Parser {
   ExprPtr parse_concat();
   ExprPtr parse_math2();
   ExprPtr parse_pow();
+  // One left-associative level: operands from `operand` joined by any of `ops` (operators; names for and/or).
+  template <typename Operand>
+  ExprPtr parse_left(ExprKind kind, std::initializer_list<std::string_view> ops, Operand operand);
   ExprPtr parse_unary(bool with_filter = true);
   ExprPtr parse_primary();
+  ExprPtr parse_call(ExprPtr callee);  // callee(args...), at its "("
   ExprPtr parse_postfix(ExprPtr node);
   ExprPtr parse_filter_expr(ExprPtr node);
   ExprPtr parse_subscript(ExprPtr node);

@@ -2,6 +2,7 @@
 // > unary > postfix/filters), literals, calls, subscripts, filters and tests.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "jinja/error.h"
@@ -93,26 +94,28 @@ ExprPtr Parser::parse_expression(bool with_condexpr) {
   return e;
 }
 
-ExprPtr Parser::parse_or() {
-  ExprPtr e = parse_and();
-  while (at_name("or")) {
-    auto n = make(ExprKind::Or, next());
+template <typename Operand>
+ExprPtr Parser::parse_left(ExprKind kind, std::initializer_list<std::string_view> ops, Operand operand) {
+  // and/or are name tokens and need no operator name; the rest are operator tokens, kept as the node's name.
+  const TokenType type = kind == ExprKind::Binary ? TokenType::Operator : TokenType::Name;
+  ExprPtr e = operand();
+  while (current().type == type && std::find(ops.begin(), ops.end(), current().text) != ops.end()) {
+    const Token& at = next();
+    auto n = make(kind, at);
+    if (kind == ExprKind::Binary) n->name = at.text;
     n->a = std::move(e);
-    n->b = parse_and();
+    n->b = operand();
     e = std::move(n);
   }
   return e;
 }
 
+ExprPtr Parser::parse_or() {
+  return parse_left(ExprKind::Or, {"or"}, [this] { return parse_and(); });
+}
+
 ExprPtr Parser::parse_and() {
-  ExprPtr e = parse_not();
-  while (at_name("and")) {
-    auto n = make(ExprKind::And, next());
-    n->a = std::move(e);
-    n->b = parse_not();
-    e = std::move(n);
-  }
-  return e;
+  return parse_left(ExprKind::And, {"and"}, [this] { return parse_not(); });
 }
 
 ExprPtr Parser::parse_not() {
@@ -152,51 +155,19 @@ ExprPtr Parser::parse_compare() {
 }
 
 ExprPtr Parser::parse_math1() {
-  ExprPtr e = parse_concat();
-  while (at_op("+") || at_op("-")) {
-    auto n = make(ExprKind::Binary, current());
-    n->name = next().text;
-    n->a = std::move(e);
-    n->b = parse_concat();
-    e = std::move(n);
-  }
-  return e;
+  return parse_left(ExprKind::Binary, {"+", "-"}, [this] { return parse_concat(); });
 }
 
 ExprPtr Parser::parse_concat() {
-  ExprPtr e = parse_math2();
-  while (at_op("~")) {
-    auto n = make(ExprKind::Binary, next());
-    n->name = "~";
-    n->a = std::move(e);
-    n->b = parse_math2();
-    e = std::move(n);
-  }
-  return e;
+  return parse_left(ExprKind::Binary, {"~"}, [this] { return parse_math2(); });
 }
 
 ExprPtr Parser::parse_math2() {
-  ExprPtr e = parse_pow();
-  while (at_op("*") || at_op("/") || at_op("//") || at_op("%")) {
-    auto n = make(ExprKind::Binary, current());
-    n->name = next().text;
-    n->a = std::move(e);
-    n->b = parse_pow();
-    e = std::move(n);
-  }
-  return e;
+  return parse_left(ExprKind::Binary, {"*", "/", "//", "%"}, [this] { return parse_pow(); });
 }
 
 ExprPtr Parser::parse_pow() {
-  ExprPtr e = parse_unary();
-  while (at_op("**")) {
-    auto n = make(ExprKind::Binary, next());
-    n->name = "**";
-    n->a = std::move(e);
-    n->b = parse_unary();
-    e = std::move(n);
-  }
-  return e;
+  return parse_left(ExprKind::Binary, {"**"}, [this] { return parse_unary(); });
 }
 
 ExprPtr Parser::parse_unary(bool with_filter) {
@@ -316,15 +287,19 @@ ExprPtr Parser::parse_dict() {
   return e;
 }
 
+ExprPtr Parser::parse_call(ExprPtr callee) {
+  auto call = make(ExprKind::Call, current());
+  call->a = std::move(callee);
+  parse_call_args(*call);
+  return call;
+}
+
 ExprPtr Parser::parse_postfix(ExprPtr node) {
   while (true) {
     if (at_op(".") || at_op("[")) {
       node = parse_subscript(std::move(node));
     } else if (at_op("(")) {
-      auto call = make(ExprKind::Call, current());
-      call->a = std::move(node);
-      parse_call_args(*call);
-      node = std::move(call);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }
@@ -338,10 +313,7 @@ ExprPtr Parser::parse_filter_expr(ExprPtr node) {
     } else if (at_name("is")) {
       node = parse_test(std::move(node));
     } else if (at_op("(")) {
-      auto call = make(ExprKind::Call, current());
-      call->a = std::move(node);
-      parse_call_args(*call);
-      node = std::move(call);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }

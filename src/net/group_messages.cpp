@@ -15,6 +15,7 @@ using field_io::Decoder;
 using field_io::Encoder;
 using field_io::group_members;
 using field_io::kMaxByteCount;
+using field_io::run_settings;
 using field_io::tensor_table;
 
 template <typename IO, typename M>
@@ -31,15 +32,7 @@ void describe(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, Grou
   if (!m.tp && !m.ep) io.bad("tp", "a group is tensor parallel, expert parallel or both");
   io.string("shares", m.shares, 0, kMaxSharesText, Charset::Printable);
   io.f32("ep_redundancy", m.ep_redundancy, 0.0f, 1.0f);
-  io.u32("n_slots", m.n_slots, 1, kMaxSlots);
-  io.u32("n_ctx", m.n_ctx, 1, kMaxCtx);
-  io.enumeration("kv_type", m.kv_type);
-  if (m.kv_type != GgmlType::F16 && m.kv_type != GgmlType::F32) {
-    io.bad("kv_type", fmt::format("{} is not a KV cache type (f16 or f32)", type_name(m.kv_type)));
-  }
-  io.enumeration("wire_type", m.wire_type);
-  io.u16("threads", m.threads);
-  if (m.threads > kMaxThreads) io.bad("threads", fmt::format("{} exceeds the limit {}", m.threads, kMaxThreads));
+  run_settings(io, m);
   io.boolean("exact_gelu", m.exact_gelu);
   io.boolean("profile", m.profile);
   io.f32("timeout_s", m.timeout_s, 0.1f, 86400.0f);

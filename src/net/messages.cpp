@@ -22,6 +22,7 @@ using field_io::Encoder;
 using field_io::kFloatMax;
 using field_io::kMaxByteCount;
 using field_io::kTypeOf;
+using field_io::run_settings;
 using field_io::tensor_table;
 
 // ---- Field descriptions (M is the message, const when encoding) ----
@@ -87,15 +88,7 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, LoadSt
   if (m.layer_end == m.layer_begin && !m.has_embedding && !m.has_head) {
     io.bad("layer_end", "the stage holds no layer, no embedding and no head");
   }
-  io.u32("n_slots", m.n_slots, 1, kMaxSlots);
-  io.u32("n_ctx", m.n_ctx, 1, kMaxCtx);
-  io.enumeration("kv_type", m.kv_type);
-  if (m.kv_type != GgmlType::F16 && m.kv_type != GgmlType::F32) {
-    io.bad("kv_type", fmt::format("{} is not a KV cache type (f16 or f32)", type_name(m.kv_type)));
-  }
-  io.enumeration("wire_type", m.wire_type);
-  io.u16("threads", m.threads);
-  if (m.threads > kMaxThreads) io.bad("threads", fmt::format("{} exceeds the limit {}", m.threads, kMaxThreads));
+  run_settings(io, m);
   io.u32("max_batch", m.max_batch, 1, kMaxBatchTokens);
   group_codec::load_stage_group(io, m);
 }

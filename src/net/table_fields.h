@@ -1,5 +1,5 @@
-// Field descriptions shared by several messages' codecs (messages.cpp, group_messages.cpp): a tensor table and a
-// group's member list. Private to net.
+// Field descriptions shared by several messages' codecs (messages.cpp, group_messages.cpp): a tensor table, a
+// group's member list and the run settings of a stage or group member. Private to net.
 #pragma once
 
 #include <fmt/format.h>
@@ -63,6 +63,21 @@ void group_members(IO& io, const char* what, V& members, size_t n, size_t first_
     io.string(Field(what, at, "address"), members[i].address, i < first_address ? 0 : 1, kMaxAddress,
               Charset::Printable);
   }
+}
+
+// The slots, context, KV cache type (f16 or f32), wire type and threads a stage (LoadStage) or a group member
+// (GroupJoin) runs with, in this order on the wire.
+template <typename IO, typename M>
+void run_settings(IO& io, M& m) {
+  io.u32("n_slots", m.n_slots, 1, kMaxSlots);
+  io.u32("n_ctx", m.n_ctx, 1, kMaxCtx);
+  io.enumeration("kv_type", m.kv_type);
+  if (m.kv_type != GgmlType::F16 && m.kv_type != GgmlType::F32) {
+    io.bad("kv_type", fmt::format("{} is not a KV cache type (f16 or f32)", type_name(m.kv_type)));
+  }
+  io.enumeration("wire_type", m.wire_type);
+  io.u16("threads", m.threads);
+  if (m.threads > kMaxThreads) io.bad("threads", fmt::format("{} exceeds the limit {}", m.threads, kMaxThreads));
 }
 
 }  // namespace tessera::net::field_io

@@ -193,12 +193,9 @@ void quantize_row_activation(GgmlType act_type, const float* src, void* dst, int
   const int64_t nb = block_count(kWhat, act_type, n);
   switch (act_type) {
     case GgmlType::F32:
-      if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      return;
     case GgmlType::F16:
-      return quantize_f16(src, as<uint16_t>(dst), n);
     case GgmlType::BF16:
-      return quantize_bf16(src, as<uint16_t>(dst), n);
+      return quantize_row(act_type, src, dst, n);  // float activations convert as weights do
     case GgmlType::Q8_0:
       return quantize_q8_0_activation(src, as<BlockQ8_0>(dst), nb);
     case GgmlType::Q8_1:

@@ -54,6 +54,66 @@ namespace {
 
 int group_sum(const BlockQ8_K& x, int g) { return x.bsums[g]; }
 
+// Q4_K and Q5_K: 32-element groups with a 6-bit scale and min each (get_scale_min_k4); the formats differ only in
+// an element's level.
+int q4k_level(const BlockQ4_K& b, int e) { return q4_field(b.qs, e); }
+
+template <typename Block, int (*level)(const Block&, int)>
+void dequantize_k4(const Block* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQKK) {
+    const float d = fp16_to_fp32(x[i].d);
+    const float dmin = fp16_to_fp32(x[i].dmin);
+    for (int g = 0; g < kQKK / 32; ++g) {
+      uint8_t sc;
+      uint8_t m;
+      get_scale_min_k4(g, x[i].scales, sc, m);
+      const float dl = d * static_cast<float>(sc);
+      const float ml = dmin * static_cast<float>(m);
+      for (int e = g * 32; e < g * 32 + 32; ++e) y[e] = dl * static_cast<float>(level(x[i], e)) - ml;
+    }
+  }
+}
+
+template <typename Block, int (*level)(const Block&, int)>
+double dot_k4_q8_k(const Block* w, const BlockQ8_K* x, int64_t nb) {
+  double sum = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t scaled = 0;
+    int64_t mins = 0;
+    for (int g = 0; g < kQKK / 32; ++g) {
+      uint8_t sc;
+      uint8_t m;
+      get_scale_min_k4(g, w[i].scales, sc, m);
+      int sumi = 0;
+      for (int e = g * 32; e < g * 32 + 32; ++e) sumi += level(w[i], e) * x[i].qs[e];
+      scaled += static_cast<int64_t>(sc) * sumi;
+      mins += static_cast<int64_t>(m) * (group_sum(x[i], 2 * g) + group_sum(x[i], 2 * g + 1));
+    }
+    sum += static_cast<double>(x[i].d) * (static_cast<double>(fp16_to_fp32(w[i].d)) * static_cast<double>(scaled) -
+                                          static_cast<double>(fp16_to_fp32(w[i].dmin)) * static_cast<double>(mins));
+  }
+  return sum;
+}
+
+// Q3_K and Q6_K: 16-element groups with one signed scale each and no mins.
+int q3k_group_scale(const BlockQ3_K& b, int g) { return q3k_scale(b.scales, g); }
+int q6k_group_scale(const BlockQ6_K& b, int g) { return b.scales[g]; }
+
+template <typename Block, int (*level)(const Block&, int), int (*scale)(const Block&, int)>
+double dot_k16_q8_k(const Block* w, const BlockQ8_K* x, int64_t nb) {
+  double sum = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t scaled = 0;
+    for (int g = 0; g < kQKK / 16; ++g) {
+      int sumi = 0;
+      for (int e = g * 16; e < g * 16 + 16; ++e) sumi += level(w[i], e) * x[i].qs[e];
+      scaled += static_cast<int64_t>(scale(w[i], g)) * sumi;
+    }
+    sum += static_cast<double>(x[i].d) * fp16_to_fp32(w[i].d) * static_cast<double>(scaled);
+  }
+  return sum;
+}
+
 }  // namespace
 
 void dequantize_q2_k(const BlockQ2_K* x, float* y, int64_t nb) {
@@ -78,35 +138,9 @@ void dequantize_q3_k(const BlockQ3_K* x, float* y, int64_t nb) {
   }
 }
 
-void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, y += kQKK) {
-    const float d = fp16_to_fp32(x[i].d);
-    const float dmin = fp16_to_fp32(x[i].dmin);
-    for (int g = 0; g < kQKK / 32; ++g) {
-      uint8_t sc;
-      uint8_t m;
-      get_scale_min_k4(g, x[i].scales, sc, m);
-      const float dl = d * static_cast<float>(sc);
-      const float ml = dmin * static_cast<float>(m);
-      for (int e = g * 32; e < g * 32 + 32; ++e) y[e] = dl * static_cast<float>(q4_field(x[i].qs, e)) - ml;
-    }
-  }
-}
+void dequantize_q4_k(const BlockQ4_K* x, float* y, int64_t nb) { dequantize_k4<BlockQ4_K, q4k_level>(x, y, nb); }
 
-void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, y += kQKK) {
-    const float d = fp16_to_fp32(x[i].d);
-    const float dmin = fp16_to_fp32(x[i].dmin);
-    for (int g = 0; g < kQKK / 32; ++g) {
-      uint8_t sc;
-      uint8_t m;
-      get_scale_min_k4(g, x[i].scales, sc, m);
-      const float dl = d * static_cast<float>(sc);
-      const float ml = dmin * static_cast<float>(m);
-      for (int e = g * 32; e < g * 32 + 32; ++e) y[e] = dl * static_cast<float>(q5k_level(x[i], e)) - ml;
-    }
-  }
-}
+void dequantize_q5_k(const BlockQ5_K* x, float* y, int64_t nb) { dequantize_k4<BlockQ5_K, q5k_level>(x, y, nb); }
 
 void dequantize_q6_k(const BlockQ6_K* x, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQKK) {
@@ -145,71 +179,19 @@ double dot_q2_k_q8_k(const BlockQ2_K* w, const BlockQ8_K* x, int64_t nb) {
 }
 
 double dot_q3_k_q8_k(const BlockQ3_K* w, const BlockQ8_K* x, int64_t nb) {
-  double sum = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int64_t scaled = 0;
-    for (int g = 0; g < kQKK / 16; ++g) {
-      int sumi = 0;
-      for (int e = g * 16; e < g * 16 + 16; ++e) sumi += q3k_level(w[i], e) * x[i].qs[e];
-      scaled += static_cast<int64_t>(q3k_scale(w[i].scales, g)) * sumi;
-    }
-    sum += static_cast<double>(x[i].d) * fp16_to_fp32(w[i].d) * static_cast<double>(scaled);
-  }
-  return sum;
+  return dot_k16_q8_k<BlockQ3_K, q3k_level, q3k_group_scale>(w, x, nb);
 }
 
 double dot_q4_k_q8_k(const BlockQ4_K* w, const BlockQ8_K* x, int64_t nb) {
-  double sum = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int64_t scaled = 0;
-    int64_t mins = 0;
-    for (int g = 0; g < kQKK / 32; ++g) {
-      uint8_t sc;
-      uint8_t m;
-      get_scale_min_k4(g, w[i].scales, sc, m);
-      int sumi = 0;
-      for (int e = g * 32; e < g * 32 + 32; ++e) sumi += q4_field(w[i].qs, e) * x[i].qs[e];
-      scaled += static_cast<int64_t>(sc) * sumi;
-      mins += static_cast<int64_t>(m) * (group_sum(x[i], 2 * g) + group_sum(x[i], 2 * g + 1));
-    }
-    sum += static_cast<double>(x[i].d) * (static_cast<double>(fp16_to_fp32(w[i].d)) * static_cast<double>(scaled) -
-                                          static_cast<double>(fp16_to_fp32(w[i].dmin)) * static_cast<double>(mins));
-  }
-  return sum;
+  return dot_k4_q8_k<BlockQ4_K, q4k_level>(w, x, nb);
 }
 
 double dot_q5_k_q8_k(const BlockQ5_K* w, const BlockQ8_K* x, int64_t nb) {
-  double sum = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int64_t scaled = 0;
-    int64_t mins = 0;
-    for (int g = 0; g < kQKK / 32; ++g) {
-      uint8_t sc;
-      uint8_t m;
-      get_scale_min_k4(g, w[i].scales, sc, m);
-      int sumi = 0;
-      for (int e = g * 32; e < g * 32 + 32; ++e) sumi += q5k_level(w[i], e) * x[i].qs[e];
-      scaled += static_cast<int64_t>(sc) * sumi;
-      mins += static_cast<int64_t>(m) * (group_sum(x[i], 2 * g) + group_sum(x[i], 2 * g + 1));
-    }
-    sum += static_cast<double>(x[i].d) * (static_cast<double>(fp16_to_fp32(w[i].d)) * static_cast<double>(scaled) -
-                                          static_cast<double>(fp16_to_fp32(w[i].dmin)) * static_cast<double>(mins));
-  }
-  return sum;
+  return dot_k4_q8_k<BlockQ5_K, q5k_level>(w, x, nb);
 }
 
 double dot_q6_k_q8_k(const BlockQ6_K* w, const BlockQ8_K* x, int64_t nb) {
-  double sum = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int64_t scaled = 0;
-    for (int g = 0; g < kQKK / 16; ++g) {
-      int sumi = 0;
-      for (int e = g * 16; e < g * 16 + 16; ++e) sumi += q6k_level(w[i], e) * x[i].qs[e];
-      scaled += static_cast<int64_t>(w[i].scales[g]) * sumi;
-    }
-    sum += static_cast<double>(x[i].d) * fp16_to_fp32(w[i].d) * static_cast<double>(scaled);
-  }
-  return sum;
+  return dot_k16_q8_k<BlockQ6_K, q6k_level, q6k_group_scale>(w, x, nb);
 }
 
 double dot_q8_k_q8_k(const BlockQ8_K* w, const BlockQ8_K* x, int64_t nb) {

@@ -25,6 +25,22 @@ float signed_absmax(const float* x, int n) {
   return max;
 }
 
+// The asymmetric formats' (Q4_1, Q5_1) block minimum and the scale d taking it to the maximum in `steps` levels,
+// with id = 1/d (0 for a constant block).
+struct MinScale {
+  float min, d, id;
+};
+MinScale min_scale(const float* x, float steps) {
+  float min = FLT_MAX;
+  float max = -FLT_MAX;
+  for (int j = 0; j < kQK; ++j) {
+    min = std::min(min, x[j]);
+    max = std::max(max, x[j]);
+  }
+  const float d = (max - min) / steps;
+  return {min, d, d != 0.0f ? 1.0f / d : 0.0f};
+}
+
 float absmax(const float* x, int n) {
   float amax = 0;
   for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
@@ -46,6 +62,26 @@ int q5_level(const uint8_t* qs, uint32_t qh, int j) {
 }
 
 int q4_level(const uint8_t* qs, int j) { return j < kQK / 2 ? (qs[j] & 0xf) : (qs[j - kQK / 2] >> 4); }
+
+// Q8_0 and Q8_1 (whose s these leave aside) decode and dot alike.
+template <typename Block>
+void dequantize_q8(const Block* x, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    const float d = fp16_to_fp32(x[i].d);
+    for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(x[i].qs[j]) * d;
+  }
+}
+
+template <typename Block>
+double dot_q8_q8(const Block* w, const Block* x, int64_t nb) {
+  double sum = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int sumi = 0;
+    for (int j = 0; j < kQK; ++j) sumi += w[i].qs[j] * x[i].qs[j];
+    sum += static_cast<double>(fp16_to_fp32(w[i].d)) * fp16_to_fp32(x[i].d) * sumi;
+  }
+  return sum;
+}
 
 }  // namespace
 
@@ -81,19 +117,9 @@ void dequantize_q5_1(const BlockQ5_1* x, float* y, int64_t nb) {
   }
 }
 
-void dequantize_q8_0(const BlockQ8_0* x, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, y += kQK) {
-    const float d = fp16_to_fp32(x[i].d);
-    for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(x[i].qs[j]) * d;
-  }
-}
+void dequantize_q8_0(const BlockQ8_0* x, float* y, int64_t nb) { dequantize_q8(x, y, nb); }
 
-void dequantize_q8_1(const BlockQ8_1* x, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, y += kQK) {
-    const float d = fp16_to_fp32(x[i].d);
-    for (int j = 0; j < kQK; ++j) y[j] = static_cast<float>(x[i].qs[j]) * d;
-  }
-}
+void dequantize_q8_1(const BlockQ8_1* x, float* y, int64_t nb) { dequantize_q8(x, y, nb); }
 
 // The float -> int conversions below truncate; ggml adds 0.5 (plus the offset) first, so levels round
 // half up. The arguments are never negative: |x * id| <= 8 (or 16) by the choice of d.
@@ -112,14 +138,7 @@ void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
 
 void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
-    float min = FLT_MAX;
-    float max = -FLT_MAX;
-    for (int j = 0; j < kQK; ++j) {
-      min = std::min(min, x[j]);
-      max = std::max(max, x[j]);
-    }
-    const float d = (max - min) / 15.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const auto [min, d, id] = min_scale(x, 15.0f);
     y[i].d = fp32_to_fp16(d);
     y[i].m = fp32_to_fp16(min);
     for (int j = 0; j < kQK / 2; ++j) {
@@ -149,14 +168,7 @@ void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
 
 void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
-    float min = FLT_MAX;
-    float max = -FLT_MAX;
-    for (int j = 0; j < kQK; ++j) {
-      min = std::min(min, x[j]);
-      max = std::max(max, x[j]);
-    }
-    const float d = (max - min) / 31.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const auto [min, d, id] = min_scale(x, 31.0f);
     y[i].d = fp32_to_fp16(d);
     y[i].m = fp32_to_fp16(min);
     uint32_t qh = 0;
@@ -269,24 +281,8 @@ double dot_q5_1_q8_1(const BlockQ5_1* w, const BlockQ8_1* x, int64_t nb) {
   return sum;
 }
 
-double dot_q8_0_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t nb) {
-  double sum = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int sumi = 0;
-    for (int j = 0; j < kQK; ++j) sumi += w[i].qs[j] * x[i].qs[j];
-    sum += static_cast<double>(fp16_to_fp32(w[i].d)) * fp16_to_fp32(x[i].d) * sumi;
-  }
-  return sum;
-}
+double dot_q8_0_q8_0(const BlockQ8_0* w, const BlockQ8_0* x, int64_t nb) { return dot_q8_q8(w, x, nb); }
 
-double dot_q8_1_q8_1(const BlockQ8_1* w, const BlockQ8_1* x, int64_t nb) {
-  double sum = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int sumi = 0;
-    for (int j = 0; j < kQK; ++j) sumi += w[i].qs[j] * x[i].qs[j];
-    sum += static_cast<double>(fp16_to_fp32(w[i].d)) * fp16_to_fp32(x[i].d) * sumi;
-  }
-  return sum;
-}
+double dot_q8_1_q8_1(const BlockQ8_1* w, const BlockQ8_1* x, int64_t nb) { return dot_q8_q8(w, x, nb); }
 
 }  // namespace tessera::quant

@@ -13,6 +13,7 @@
 #include "chat/derive_reasoning.h"
 #include "chat/derived.h"
 #include "chat/stream.h"
+#include "chat/streamed_output.h"
 #include "support/test_paths.h"
 
 namespace tessera::test {
@@ -49,25 +50,6 @@ const std::map<std::string, Template>& corpus() {
     return out;
   }();
   return all;
-}
-
-chat::ParsedOutput streamed(const OutputFormat& f, std::string_view text) {
-  chat::OutputStream s(f);
-  chat::ParsedOutput acc;
-  auto apply = [&](const chat::OutputDelta& d) {
-    acc.reasoning += d.reasoning;
-    acc.content += d.content;
-    for (const auto& c : d.calls) {
-      if (c.first) {
-        acc.calls.push_back({c.name, ""});
-      } else {
-        acc.calls[c.index].arguments += c.arguments;
-      }
-    }
-  };
-  for (size_t k = 0; k < text.size(); ++k) apply(s.push(text.substr(k, 1)));
-  apply(s.finish());
-  return acc;
 }
 
 // What each template's reasoning derives to: the open and close markers, the answer's introduction, whether the
@@ -134,7 +116,7 @@ TEST(ChatDerivedReasoning, EveryTemplateThatRendersReasoningReadsItBack) {
     const auto p = chat::parse_output(d.sample, f, true);
     EXPECT_EQ(p.reasoning, chat::kReasoningSentinel) << d.sample;
     EXPECT_EQ(p.content, chat::kAnswerSentinel) << d.sample;
-    const auto s = streamed(f, d.sample);
+    const auto s = streamed_bytes(f, d.sample);
     EXPECT_EQ(s.reasoning, p.reasoning);
     EXPECT_EQ(s.content, p.content);
     EXPECT_EQ(d.prompt_opens, want->second.prompt_opens);
@@ -170,7 +152,7 @@ TEST(ChatDerivedReasoning, JinjaRendersOfReasoningSplit) {
     const auto p = chat::parse_output(text, f, true);
     EXPECT_EQ(p.reasoning, reasoning) << text;
     EXPECT_EQ(p.content, answer) << text;
-    const auto s = streamed(f, text);
+    const auto s = streamed_bytes(f, text);
     EXPECT_EQ(s.reasoning, p.reasoning);
     EXPECT_EQ(s.content, p.content);
     split.insert(name);
@@ -188,7 +170,7 @@ void expect_prefixes(const OutputFormat& f, const std::string& text, const chat:
     ASSERT_TRUE(whole.content.starts_with(p.content)) << n << ": " << p.content;
     ASSERT_LE(p.calls.size(), whole.calls.size()) << n;
   }
-  const auto s = streamed(f, text);
+  const auto s = streamed_bytes(f, text);
   EXPECT_EQ(s.reasoning, whole.reasoning);
   EXPECT_EQ(s.content, whole.content);
   ASSERT_EQ(s.calls.size(), whole.calls.size());

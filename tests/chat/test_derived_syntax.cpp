@@ -10,6 +10,7 @@
 
 #include "chat/derived.h"
 #include "chat/stream.h"
+#include "chat/streamed_output.h"
 #include "support/test_paths.h"
 
 namespace tessera::test {
@@ -107,25 +108,6 @@ std::string cut_turn(const Turn& t, const std::string& output) {
   return output.substr(from, end + (t.keep ? t.end.size() : 0) - from);
 }
 
-chat::ParsedOutput streamed(const OutputFormat& f, std::string_view text) {
-  chat::OutputStream s(f);
-  chat::ParsedOutput acc;
-  auto apply = [&](const chat::OutputDelta& d) {
-    acc.reasoning += d.reasoning;
-    acc.content += d.content;
-    for (const auto& c : d.calls) {
-      if (c.first) {
-        acc.calls.push_back({c.name, ""});
-      } else {
-        acc.calls[c.index].arguments += c.arguments;
-      }
-    }
-  };
-  for (size_t k = 0; k < text.size(); ++k) apply(s.push(text.substr(k, 1)));
-  apply(s.finish());
-  return acc;
-}
-
 // Every template whose case 06 writes a call is in the table, and only those.
 TEST(ChatDerived, TheTableHoldsEveryTemplateThatWritesCalls) {
   std::set<std::string> listed;
@@ -159,7 +141,7 @@ TEST(ChatDerived, EveryTemplatesCallReadsBack) {
     EXPECT_EQ(nlohmann::json::parse(p.calls[0].arguments), want) << p.calls[0].arguments;
     EXPECT_EQ(p.content, "") << turn;
     EXPECT_EQ(p.reasoning, "") << turn;
-    const auto s = streamed(f, turn);
+    const auto s = streamed_bytes(f, turn);
     EXPECT_EQ(s.content, p.content);
     EXPECT_EQ(s.reasoning, p.reasoning);
     EXPECT_EQ(s.calls.size(), p.calls.size());

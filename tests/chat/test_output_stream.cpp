@@ -4,29 +4,13 @@
 
 #include "chat/recorded_outputs.h"
 #include "chat/stream.h"
+#include "chat/streamed_output.h"
 
 namespace tessera::test {
 namespace {
 
-using chat::OutputDelta;
 using chat::OutputStream;
 using chat::ParsedOutput;
-
-void apply(ParsedOutput& acc, const OutputDelta& d) {
-  acc.reasoning += d.reasoning;
-  acc.content += d.content;
-  for (const auto& c : d.calls) {
-    if (c.first) {
-      ASSERT_EQ(c.index, acc.calls.size());
-      ASSERT_TRUE(c.arguments.empty());
-      acc.calls.push_back({c.name, ""});
-    } else {
-      ASSERT_LT(c.index, acc.calls.size());
-      ASSERT_TRUE(c.name.empty());
-      acc.calls[c.index].arguments += c.arguments;
-    }
-  }
-}
 
 void expect_same(const ParsedOutput& a, const ParsedOutput& b) {
   EXPECT_EQ(a.reasoning, b.reasoning);
@@ -38,14 +22,6 @@ void expect_same(const ParsedOutput& a, const ParsedOutput& b) {
   }
 }
 
-ParsedOutput streamed(const Recorded& r, const std::vector<std::string_view>& pieces) {
-  OutputStream s(r.format);
-  ParsedOutput acc;
-  for (auto p : pieces) apply(acc, s.push(p));
-  apply(acc, s.finish());
-  return acc;
-}
-
 TEST(ChatOutputStream, EveryTwoWaySplitGivesTheFinalParse) {
   for (const auto& r : recorded_outputs()) {
     SCOPED_TRACE(r.label);
@@ -53,7 +29,7 @@ TEST(ChatOutputStream, EveryTwoWaySplitGivesTheFinalParse) {
     const std::string_view t = r.text;
     for (size_t k = 0; k <= t.size(); ++k) {
       SCOPED_TRACE(k);
-      expect_same(streamed(r, {t.substr(0, k), t.substr(k)}), whole);
+      expect_same(streamed(r.format, {t.substr(0, k), t.substr(k)}), whole);
       if (HasFailure()) return;
     }
   }
@@ -62,9 +38,7 @@ TEST(ChatOutputStream, EveryTwoWaySplitGivesTheFinalParse) {
 TEST(ChatOutputStream, ByteByByteGivesTheFinalParse) {
   for (const auto& r : recorded_outputs()) {
     SCOPED_TRACE(r.label);
-    std::vector<std::string_view> bytes;
-    for (size_t k = 0; k < r.text.size(); ++k) bytes.push_back(std::string_view(r.text).substr(k, 1));
-    expect_same(streamed(r, bytes), chat::parse_output(r.text, r.format, true));
+    expect_same(streamed_bytes(r.format, r.text), chat::parse_output(r.text, r.format, true));
   }
 }
 

@@ -16,10 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-test::CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), test::tessera_bin().string());
-  return test::run_command(args);
-}
+using test::tessera;
 
 std::string stories() { return (test::source_dir() / "models/stories260K.gguf").string(); }
 

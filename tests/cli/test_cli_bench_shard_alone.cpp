@@ -20,10 +20,7 @@ std::string fixture(const std::string& name) {
   return (test::shared_dir() / "fixtures/models" / (name + ".gguf")).string();
 }
 
-test::CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), test::tessera_bin().string());
-  return test::run_command(args);
-}
+using test::tessera;
 
 const std::vector<std::string> kQuick = {"-p",   "0",  "-n",  "4", "-r", "1", "-t", "1", "--probe-seconds",
                                          "0.05", "-o", "json"};

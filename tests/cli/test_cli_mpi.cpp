@@ -17,6 +17,7 @@
 #include <thread>
 #include <tuple>
 
+#include "support/background_process.h"
 #include "support/mpi_environment.h"
 #include "support/test_paths.h"
 
@@ -238,70 +239,20 @@ TEST(MpiRun, WithoutALauncherOrWithTooFewRanksIsAClearError) {
   EXPECT_NE(dense.err.find("has no experts"), std::string::npos) << dense.err;
 }
 
-// A long generation under mpirun in the background; rank 1 is found by its OMPI_COMM_WORLD_RANK.
-class BackgroundRun {
+// A long generation under mpirun in the background; a rank is found by its OMPI_COMM_WORLD_RANK.
+class BackgroundRun : public test::Background {
  public:
-  explicit BackgroundRun(const std::vector<std::string>& argv) {
-    log_ = std::filesystem::temp_directory_path() / ("tessera-mpi-" + std::to_string(::getpid()) + ".log");
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* f = std::fopen(log_.c_str(), "w");
-      dup2(fileno(f), 1);
-      dup2(fileno(f), 2);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execvp(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~BackgroundRun() {
-    if (pid_ > 0 && !done_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    std::filesystem::remove(log_);
-  }
+  explicit BackgroundRun(std::vector<std::string> argv) : Background(Program{}, std::move(argv)) {}
   // The pid of the rank's process (a child of mpirun), or -1.
   pid_t rank_pid(int rank) const {
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-      const std::string name = entry.path().filename();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream env(entry.path() / "environ", std::ios::binary);
-      const std::string all{std::istreambuf_iterator<char>(env), std::istreambuf_iterator<char>()};
-      std::ifstream cmd(entry.path() / "cmdline", std::ios::binary);
-      const std::string cmdline{std::istreambuf_iterator<char>(cmd), std::istreambuf_iterator<char>()};
-      if (cmdline.find("tessera") == std::string::npos || cmdline.rfind("mpirun", 0) == 0) continue;
-      if (all.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') != std::string::npos &&
-          all.find("TESSERA_MPI_TEST=" + std::to_string(::getpid())) != std::string::npos) {
-        return static_cast<pid_t>(std::stol(name));
-      }
-    }
-    return -1;
+    const std::string rank_var = std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0';
+    const std::string test_var = "TESSERA_MPI_TEST=" + std::to_string(::getpid());
+    return test::find_process([&](const std::string& cmdline, const std::string& env) {
+      return cmdline.find("tessera") != std::string::npos && cmdline.rfind("mpirun", 0) != 0 &&
+             env.find(rank_var) != std::string::npos && env.find(test_var) != std::string::npos;
+    });
   }
-  void terminate() const { kill(pid_, SIGTERM); }
-  // Waits up to `limit` for mpirun to end; its exit status, or -1 if it did not.
-  int wait_exit(std::chrono::seconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        done_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(50ms);
-    }
-    return -1;
-  }
-  std::string output() const {
-    std::ifstream in(log_);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool done_ = false;
-  std::filesystem::path log_;
+  void terminate() const { signal(SIGTERM); }
 };
 
 // Rank `rank` of `ranks` gets the signal mid-run; the output must hold every `expect` and none of `absent`.

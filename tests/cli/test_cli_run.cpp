@@ -16,10 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-test::CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), test::tessera_bin().string());
-  return test::run_command(args);
-}
+using test::tessera;
 
 json stories_reference() {
   std::ifstream in(test::shared_dir() / "models/reference/stories260K.greedy.json");

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <thread>
 
+#include "support/background_process.h"
 #include "support/mpi_environment.h"
 #include "support/test_paths.h"
 
@@ -120,73 +121,32 @@ TEST(Srun, AKilledRankEndsTheStepWithinSeconds) {
   if (!in_cluster()) return;
   const std::string marker = std::to_string(::getpid());
   setenv("TESSERA_SRUN_TEST", marker.c_str(), 1);
-  const auto log = std::filesystem::temp_directory_path() / ("tessera-srun-" + marker + ".log");
-  const auto argv = srun(2, "pmix",
-                         {"run", "-m", model(), "-p", "Once upon a time", "-n", "100000", "-c", "100000",
-                          "--ignore-eos", "-t", "1", "--tp", "2", "--collective-timeout", "2", "--no-plan"});
-  const pid_t pid = fork();
-  if (pid == 0) {
-    FILE* f = std::fopen(log.c_str(), "w");
-    dup2(fileno(f), 1);
-    dup2(fileno(f), 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  auto output = [&] {
-    std::ifstream in(log);
-    return std::string{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  };
+  test::Background run(test::Background::Program{},
+                       srun(2, "pmix",
+                            {"run", "-m", model(), "-p", "Once upon a time", "-n", "100000", "-c", "100000",
+                             "--ignore-eos", "-t", "1", "--tp", "2", "--collective-timeout", "2", "--no-plan"}));
   // Rank 1: the task of this test's srun whose SLURM_PROCID is 1.
-  auto rank1 = [&]() -> pid_t {
-    for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-      const std::string name = entry.path().filename();
-      if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::ifstream env(entry.path() / "environ", std::ios::binary);
-      const std::string all{std::istreambuf_iterator<char>(env), std::istreambuf_iterator<char>()};
-      std::ifstream cmd(entry.path() / "cmdline", std::ios::binary);
-      const std::string cmdline{std::istreambuf_iterator<char>(cmd), std::istreambuf_iterator<char>()};
-      if (cmdline.rfind(test::tessera_bin().string() + '\0', 0) != 0) continue;
-      if (all.find(std::string("\0SLURM_PROCID=1\0", 16)) != std::string::npos &&
-          all.find("TESSERA_SRUN_TEST=" + marker + '\0') != std::string::npos) {
-        return static_cast<pid_t>(std::stol(name));
-      }
-    }
-    return -1;
+  auto rank1 = [&marker] {
+    return test::find_process([&marker](const std::string& cmdline, const std::string& env) {
+      return cmdline.rfind(test::tessera_bin().string() + '\0', 0) == 0 &&
+             env.find(std::string("\0SLURM_PROCID=1\0", 16)) != std::string::npos &&
+             env.find("TESSERA_SRUN_TEST=" + marker + '\0') != std::string::npos;
+    });
   };
   pid_t victim = -1;
   for (int i = 0; i < 300 && victim < 0; ++i) {
     std::this_thread::sleep_for(50ms);
     victim = rank1();
   }
-  if (victim < 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-    FAIL() << "rank 1 not found: " << output();
-  }
+  ASSERT_GT(victim, 0) << "rank 1 not found: " << run.output();
   std::this_thread::sleep_for(1500ms);  // generating by now
   const auto start = std::chrono::steady_clock::now();
   kill(victim, SIGKILL);
-  int status = 0;
-  bool ended = false;
-  while (std::chrono::steady_clock::now() - start < 20s) {
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      ended = true;
-      break;
-    }
-    std::this_thread::sleep_for(50ms);
-  }
+  const int code = run.wait_exit(std::chrono::seconds(20));
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  if (!ended) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
-  }
-  const std::string out = output();
-  std::filesystem::remove(log);
-  ASSERT_TRUE(ended) << "srun still running 20 s after rank 1 was killed: " << out;
-  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  const std::string out = run.output();
+  ASSERT_NE(code, -1) << "srun still running 20 s after rank 1 was killed: " << out;
+  EXPECT_NE(code, 0) << out;
   EXPECT_LT(took, 10.0) << out;
   EXPECT_NE(out.find("task 1: Killed"), std::string::npos) << out;
 }

@@ -20,6 +20,7 @@
 #include "engine/generator.h"
 #include "engine/local_executor.h"
 #include "engine/scheduler.h"
+#include "support/scalar_isa.h"  // a pipeline's micro-batches give one node's logits exactly
 #include "support/test_paths.h"
 #include "util/error.h"
 
@@ -27,15 +28,6 @@ namespace tessera {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Micro-batches meet differently tiled SIMD kernels than one big batch, so a pipeline's prompt logits equal one
-// node's only up to rounding, which can flip a low-margin sampled token. The scalar kernels compute each row the
-// same way whatever the batch, so one-node comparisons here are exact.
-class ScalarKernels : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
-};
-const auto* const kScalarKernels = ::testing::AddGlobalTestEnvironment(new ScalarKernels);
 
 std::filesystem::path stories() { return test::source_dir() / "models/stories260K.gguf"; }
 

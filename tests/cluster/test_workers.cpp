@@ -17,6 +17,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_split.h"
 #include "net/keys.h"
+#include "support/scalar_isa.h"  // micro-batched prompts give exactly one node's logits
 #include "support/worker_process.h"
 #include "util/error.h"
 
@@ -25,22 +26,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The scalar kernels, here and in every worker and `tessera run` process the tests start (they inherit the
-// environment): micro-batches of a prompt then give exactly one node's logits (SIMD kernels tile batch sizes
-// differently and round differently), so outputs compare token for token and logprob for logprob. The kernel
-// choice is made once per process, so it is set before any test runs.
-class ScalarKernels : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
-};
-const auto* const kScalarKernels = ::testing::AddGlobalTestEnvironment(new ScalarKernels);
-
 std::filesystem::path stories() { return test::source_dir() / "models/stories260K.gguf"; }
 
-test::CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), test::tessera_bin().string());
-  return test::run_command(args);
-}
+using test::tessera;
 
 std::unique_ptr<cluster::RemoteStageEndpoint> remote(const test::WorkerProcess& w, const ModelWeights& model,
                                                      cluster::CompletionQueue& done, LayerRange layers, bool first,

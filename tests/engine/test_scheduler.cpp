@@ -15,21 +15,12 @@
 #include "engine/generator.h"
 #include "engine/local_executor.h"
 #include "engine/scheduler.h"
+#include "support/scalar_isa.h"  // batched rows equal a request run alone
 #include "support/test_paths.h"
 #include "util/error.h"
 
 namespace tessera {
 namespace {
-
-// Batched rows must equal a request run alone. The scalar kernels compute every row the same way whatever the
-// batch; the SIMD kernels tile tokens differently per batch size, so their sums may round differently and flip a
-// low-margin sampled token. The batching logic is what these tests check, so they pin the scalar path (the SIMD
-// paths are checked against it in tests/kernels and tests/model).
-class ScalarKernels : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
-};
-const auto* const kScalarKernels = ::testing::AddGlobalTestEnvironment(new ScalarKernels);
 
 using namespace std::chrono_literals;
 

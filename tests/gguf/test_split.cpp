@@ -12,6 +12,7 @@
 #include "gguf/gguf_file.h"
 #include "gguf/gguf_split.h"
 #include "gguf/gguf_writer.h"
+#include "support/error_text.h"
 #include "support/test_paths.h"
 #include "util/error.h"
 
@@ -21,16 +22,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no tessera::Error thrown";
-  return {};
-}
+using test::error_of;
 
 fs::path fixture(const std::string& name) { return test::shared_dir() / "fixtures" / "models" / name; }
 

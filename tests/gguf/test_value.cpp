@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gguf/gguf_value.h"
+#include "support/error_text.h"
 #include "util/error.h"
 
 namespace tessera::gguf {
@@ -14,16 +15,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no tessera::Error thrown";
-  return {};
-}
+using test::error_of;
 
 TEST(GgufValue, ConstructorsPickTheGgufType) {
   EXPECT_EQ(Value(uint8_t{1}).type(), ValueType::UINT8);

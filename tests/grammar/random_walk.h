@@ -12,28 +12,44 @@
 
 namespace tessera::test {
 
+namespace walk {
+
+// Whether the walk ends here: where it may, more likely the longer the sentence.
+inline bool ends(const grammar::Matcher& m, std::mt19937& rng, size_t size) {
+  return m.can_end() && (m.finished() || std::uniform_int_distribution<size_t>(0, 40)(rng) < size / 8 + 1);
+}
+
+enum class Step { Took, Ended, Stuck };
+
+// Takes one of the bytes that may come next onto `out`; Ended where none may but the sentence is whole.
+inline Step random_byte(grammar::Matcher& m, std::mt19937& rng, std::string& out) {
+  const grammar::ByteSet next = m.next_bytes();
+  std::vector<uint8_t> bytes;
+  for (unsigned b = 0; b < 256; ++b) {
+    if (next.contains(static_cast<uint8_t>(b))) bytes.push_back(static_cast<uint8_t>(b));
+  }
+  if (bytes.empty()) return m.can_end() ? Step::Ended : Step::Stuck;
+  // Structure bytes first half the time: a uniform pick would mostly wander inside strings.
+  uint8_t pick = bytes[std::uniform_int_distribution<size_t>(0, bytes.size() - 1)(rng)];
+  for (uint8_t b : bytes) {
+    if ((b == '"' || b == ']' || b == '}') && std::uniform_int_distribution<int>(0, 1)(rng) == 0) pick = b;
+  }
+  if (!m.advance(pick)) return Step::Stuck;
+  out += static_cast<char>(pick);
+  return Step::Took;
+}
+
+}  // namespace walk
+
 // Returns false when the walk did not reach an end within max_bytes.
 inline bool random_sentence(std::shared_ptr<const grammar::Grammar> g, std::mt19937& rng, std::string& out,
                             size_t max_bytes = 4000) {
   grammar::Matcher m(std::move(g));
   out.clear();
   while (out.size() < max_bytes) {
-    if (m.can_end() && (m.finished() || std::uniform_int_distribution<size_t>(0, 40)(rng) < out.size() / 8 + 1)) {
-      return true;
-    }
-    const grammar::ByteSet next = m.next_bytes();
-    std::vector<uint8_t> bytes;
-    for (unsigned b = 0; b < 256; ++b) {
-      if (next.contains(static_cast<uint8_t>(b))) bytes.push_back(static_cast<uint8_t>(b));
-    }
-    if (bytes.empty()) return m.can_end();
-    // Structure bytes first half the time: a uniform pick would mostly wander inside strings.
-    uint8_t pick = bytes[std::uniform_int_distribution<size_t>(0, bytes.size() - 1)(rng)];
-    for (uint8_t b : bytes) {
-      if ((b == '"' || b == ']' || b == '}') && std::uniform_int_distribution<int>(0, 1)(rng) == 0) pick = b;
-    }
-    if (!m.advance(pick)) return false;
-    out += static_cast<char>(pick);
+    if (walk::ends(m, rng, out.size())) return true;
+    const walk::Step step = walk::random_byte(m, rng, out);
+    if (step != walk::Step::Took) return step == walk::Step::Ended;
   }
   return false;
 }
@@ -45,9 +61,7 @@ inline bool random_sentence(std::shared_ptr<const grammar::Grammar> g, std::mt19
   grammar::Matcher m(std::move(g));
   out.clear();
   while (out.size() < max_bytes) {
-    if (m.can_end() && (m.finished() || std::uniform_int_distribution<size_t>(0, 40)(rng) < out.size() / 8 + 1)) {
-      return true;
-    }
+    if (walk::ends(m, rng, out.size())) return true;
     if (out.size() > max_bytes / 2 || std::uniform_int_distribution<int>(0, 3)(rng) == 0) {
       std::shuffle(prefer.begin(), prefer.end(), rng);
       bool took = false;
@@ -60,18 +74,8 @@ inline bool random_sentence(std::shared_ptr<const grammar::Grammar> g, std::mt19
       }
       if (took) continue;
     }
-    const grammar::ByteSet next = m.next_bytes();
-    std::vector<uint8_t> bytes;
-    for (unsigned b = 0; b < 256; ++b) {
-      if (next.contains(static_cast<uint8_t>(b))) bytes.push_back(static_cast<uint8_t>(b));
-    }
-    if (bytes.empty()) return m.can_end();
-    uint8_t pick = bytes[std::uniform_int_distribution<size_t>(0, bytes.size() - 1)(rng)];
-    for (uint8_t b : bytes) {
-      if ((b == '"' || b == ']' || b == '}') && std::uniform_int_distribution<int>(0, 1)(rng) == 0) pick = b;
-    }
-    if (!m.advance(pick)) return false;
-    out += static_cast<char>(pick);
+    const walk::Step step = walk::random_byte(m, rng, out);
+    if (step != walk::Step::Took) return step == walk::Step::Ended;
   }
   return false;
 }

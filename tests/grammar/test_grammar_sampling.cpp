@@ -16,7 +16,6 @@
 #include "grammar/json_schema.h"
 #include "grammar/parser.h"
 #include "support/json_validate.h"
-#include "support/test_paths.h"
 #include "support/tiny_model.h"
 
 namespace tessera {
@@ -34,17 +33,6 @@ struct Model {
   LocalExecutor executor;
 };
 
-const test::TempDir& model_dir() {
-  static const test::TempDir dir;
-  return dir;
-}
-
-std::filesystem::path random_model() {
-  const auto path = model_dir() / "tiny-llama.gguf";
-  if (!std::filesystem::exists(path)) test::write_tiny_model(path, "llama", "f32");
-  return path;
-}
-
 SequenceResult run(Scheduler& sched, SequenceRequest r) {
   std::promise<SequenceResult> done;
   auto fut = done.get_future();
@@ -55,7 +43,7 @@ SequenceResult run(Scheduler& sched, SequenceRequest r) {
 }
 
 TEST(GrammarSampling, FiftyCompletionsOfARandomModelValidate) {
-  Model m(random_model());
+  Model m(test::random_tiny_llama());
   Scheduler sched(m.executor, *m.tokenizer, {});
   const std::string text = grammar::json_schema_grammar(test::kTestSchema);
   const auto compiled = std::make_shared<grammar::Grammar>(grammar::parse_grammar(text));
@@ -88,7 +76,7 @@ TEST(GrammarSampling, FiftyCompletionsOfARandomModelValidate) {
 }
 
 TEST(GrammarSampling, TooFewTokensEndsWithLength) {
-  Model m(random_model());
+  Model m(test::random_tiny_llama());
   Scheduler sched(m.executor, *m.tokenizer, {});
   SequenceRequest r;
   r.prompt = m.tokenizer->encode("x", true, true);
@@ -103,7 +91,7 @@ TEST(GrammarSampling, TooFewTokensEndsWithLength) {
 }
 
 TEST(GrammarSampling, BadGrammarIsRefusedAtSubmit) {
-  Model m(random_model());
+  Model m(test::random_tiny_llama());
   Scheduler sched(m.executor, *m.tokenizer, {});
   SequenceRequest r;
   r.prompt = m.tokenizer->encode("x", true, true);
@@ -112,7 +100,7 @@ TEST(GrammarSampling, BadGrammarIsRefusedAtSubmit) {
 }
 
 TEST(GrammarSampling, GeneratorWithConstrainedSampler) {
-  Model m(random_model(), 1);
+  Model m(test::random_tiny_llama(), 1);
   const json schema = json::parse(test::kTestSchema);
   for (uint64_t seed : {1u, 2u, 3u}) {
     m.executor.clear_sequence(0);
@@ -132,7 +120,7 @@ TEST(GrammarSampling, GeneratorWithConstrainedSampler) {
 }
 
 TEST(GrammarSampling, MaskComesBeforeEveryStep) {
-  Model m(random_model(), 1);
+  Model m(test::random_tiny_llama(), 1);
   SamplerParams p;
   p.temperature = 0.0f;  // greedy: the best allowed token, whatever outscores it
   Sampler sampler(p, m.tokenizer->n_vocab());

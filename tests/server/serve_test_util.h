@@ -40,6 +40,9 @@ inline json get_json(const ServeProcess& s, const std::string& path) {
   return r ? parse(r->body) : json{};
 }
 
+// GET /health, parsed.
+inline json health(const ServeProcess& s) { return get_json(s, "/health"); }
+
 inline void expect_error(const httplib::Result& r, int status, const std::string& type, const json& param,
                          const json& code) {
   ASSERT_TRUE(r) << "no response: " << httplib::to_string(r.error());

@@ -4,18 +4,13 @@
 // optional keys); the template's own rendering of a call with such arguments is a sentence of the grammar.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <random>
 
 #include "chat/derived.h"
-#include "grammar/matcher.h"
+#include "forced_calls.h"
 #include "grammar/random_walk.h"
-#include "jinja/template.h"
 #include "server/chat_output.h"
 #include "server/markup_literals.h"
-#include "server/openai_api.h"
-#include "support/json_validate.h"
-#include "support/test_paths.h"
 
 namespace tessera::server {
 namespace {
@@ -23,66 +18,22 @@ namespace {
 // Ordered: the schema's declared order is the order the grammar writes pairs in.
 using json = nlohmann::ordered_json;
 
-// Equal as JSON, whatever the key order.
-bool same(std::string_view text, const json& want) {
-  return nlohmann::json::parse(text, nullptr, false) == nlohmann::json::parse(want.dump());
-}
-
-const json kWeather = json::parse(R"({"type": "object", "properties": {
+const test::CallFunctions kFunctions(json::parse(R"({"type": "object", "properties": {
   "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
   "note": {"type": "string", "maxLength": 12}, "days": {"type": "integer"}, "detail": {"type": "boolean"},
   "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
   "where": {"type": "object", "properties": {"lat": {"type": "number"}}, "required": ["lat"]}},
-  "required": ["city", "unit"], "additionalProperties": false})");
-const json kTime = json::parse(R"({"type": "object", "properties": {"zone": {"type": "string"}}, "required": []})");
-
-json tools() {
-  return json::array(
-      {{{"type", "function"},
-        {"function", {{"name", "get_weather"}, {"description", "Weather"}, {"parameters", kWeather}}}},
-       {{"type", "function"}, {"function", {{"name", "get_time"}, {"description", "Time"}, {"parameters", kTime}}}}});
-}
-
-struct Corpus {
-  std::string name, source, bos, eos;
-  chat::OutputFormat format;
-};
+  "required": ["city", "unit"], "additionalProperties": false})"));
 
 // The corpus templates whose derived syntax writes arguments as key/value pairs, and Gemma 4's.
-std::vector<Corpus> markup_templates() {
-  std::ifstream in(test::shared_dir() / "fixtures/templates/expected.json", std::ios::binary);
-  std::vector<Corpus> out;
-  if (!in) return out;
-  for (const auto& e : json::parse(in)) {
-    if (e["case"] != "06_tool_call") continue;
-    Corpus c;
-    c.name = e["template"];
-    std::ifstream t(test::shared_dir() / "fixtures/templates/templates" / c.name, std::ios::binary);
-    c.source.assign(std::istreambuf_iterator<char>(t), {});
-    c.bos = e["variables"]["bos_token"];
-    c.eos = e["variables"]["eos_token"];
-    c.format = chat::template_output_format(c.source, c.bos, c.eos);
+std::vector<test::CallTemplate> markup_templates() {
+  std::vector<test::CallTemplate> out;
+  for (const auto& e : test::tool_call_cases()) {
+    test::CallTemplate c = test::call_template(e);
     const bool pairs = c.format.tools == chat::ToolFamily::Derived && !c.format.derived->json_args;
     if (pairs || c.format.tools == chat::ToolFamily::Gemma4) out.push_back(std::move(c));
   }
   return out;
-}
-
-CompletionRequest request(const std::string& choice, bool parallel) {
-  json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
-               {"tools", tools()},
-               {"parallel_tool_calls", parallel},
-               {"tool_choice", choice == "required" ? json("required")
-                                                    : json{{"type", "function"}, {"function", {{"name", choice}}}}}};
-  return parse_completion_request(body.dump(), Endpoint::Chat);
-}
-
-std::string validate(const chat::ToolCall& c) {
-  const auto args = nlohmann::json::parse(c.arguments, nullptr, false);
-  if (!args.is_object()) return "arguments are not an object: " + c.arguments;
-  const auto schema = nlohmann::json::parse((c.name == "get_weather" ? kWeather : kTime).dump());
-  if (c.name == "get_weather" || c.name == "get_time") return test::json_invalid(args, schema, schema);
-  return "unknown function " + c.name;
 }
 
 TEST(ChatToolsDerivedPairs, RandomForcedCallsReadBackAndValidate) {
@@ -93,7 +44,7 @@ TEST(ChatToolsDerivedPairs, RandomForcedCallsReadBackAndValidate) {
     SCOPED_TRACE(c.name);
     gemma = gemma || c.format.tools == chat::ToolFamily::Gemma4;
     for (const std::string choice : {"required", "get_weather"}) {
-      const auto r = request(choice, true);
+      const auto r = kFunctions.request(choice, true);
       const chat::OutputFormat f = output_format(c.format, r.tools, "");
       const OutputGrammar g = forced_tool_grammar(r.tools, f, c.source);
       std::mt19937 rng(17);
@@ -107,7 +58,7 @@ TEST(ChatToolsDerivedPairs, RandomForcedCallsReadBackAndValidate) {
         several += p.calls.size() > 1;
         EXPECT_TRUE(p.content.find_first_not_of(" \n") == std::string::npos) << out;
         for (const auto& call : p.calls) {
-          EXPECT_EQ(validate(call), "") << out;
+          EXPECT_EQ(kFunctions.validate(call), "") << out;
           if (choice != "required") {
             EXPECT_EQ(call.name, choice);
           }
@@ -137,47 +88,24 @@ TEST(ChatToolsDerivedPairs, TheTemplatesOwnCallsAreSentences) {
   size_t rich = 0;  // the renders of the harder cases the reader reads back, each a sentence
   for (const auto& c : markup_templates()) {
     SCOPED_TRACE(c.name);
-    const auto r = request("required", true);
+    const auto r = kFunctions.request("required", true);
     const chat::OutputFormat f = output_format(c.format, r.tools, "");
     const OutputGrammar g = forced_tool_grammar(r.tools, f, c.source);
     const std::string marker = c.format.derived ? c.format.derived->marker : "<|tool_call>";
-    const jinja::Template t(c.source);
     for (size_t k = 0; k < cases.size(); ++k) {
       const json& a = cases[k];
-      const json call = {
-          {"id", "call00001"}, {"type", "function"}, {"function", {{"name", "get_weather"}, {"arguments", a}}}};
-      const json ctx = {
-          {"messages",
-           {{{"role", "user"}, {"content", "hi"}}, {{"role", "assistant"}, {"content", ""}, {"tool_calls", {call}}}}},
-          {"tools", tools()},
-          {"add_generation_prompt", false},
-          {"bos_token", c.bos},
-          {"eos_token", c.eos}};
-      jinja::RenderOptions options;
-      options.now = jinja::DateTime{2026, 1, 15, 12, 0, 0};
-      const std::string text = t.render(ctx, options);
+      const std::string text = test::render_call(c, kFunctions.tools(), a);
       const size_t name = text.rfind("get_weather");
       ASSERT_NE(name, std::string::npos);
       const size_t open = text.rfind(marker, name);
       ASSERT_NE(open, std::string::npos) << text;
       const auto read = chat::parse_output(text.substr(open), f, true);
-      if (read.calls.empty() || !same(read.calls[0].arguments, a)) {
+      if (read.calls.empty() || !test::same_json(read.calls[0].arguments, a)) {
         EXPECT_GT(k, 0u) << "the reader does not read the template's plain call: " << text.substr(open);
         continue;
       }
       // Some start at or before the block's marker and some end after the call make a sentence that reads back.
-      bool sentence = false;
-      for (size_t start = open - std::min<size_t>(open, 40); start <= open && !sentence; ++start) {
-        grammar::Matcher m(g.compiled);
-        for (size_t i = start; i < text.size() && m.advance(static_cast<uint8_t>(text[i]));) {
-          ++i;
-          if (!m.can_end() || i <= name) continue;
-          const auto p = chat::parse_output(text.substr(start, i - start), f, true);
-          sentence = p.calls.size() == 1 && same(p.calls[0].arguments, a);
-          if (sentence) break;
-        }
-      }
-      EXPECT_TRUE(sentence) << text.substr(open);
+      EXPECT_TRUE(test::has_sentence(g, f, text, open, name, a)) << text.substr(open);
       rich += k > 0;
     }
   }

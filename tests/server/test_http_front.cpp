@@ -46,13 +46,7 @@ class RawClient {
   std::string read_all(std::chrono::milliseconds wait) {
     std::string out;
     const auto deadline = Clock::now() + wait;
-    while (Clock::now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, 20) <= 0) continue;
-      char buf[4096];
-      const ssize_t n = recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      out.append(buf, size_t(n));
+    while (Clock::now() < deadline && read_some(out)) {
     }
     return out;
   }
@@ -66,13 +60,7 @@ class RawClient {
       return n;
     };
     while (Clock::now() < deadline &&
-           (seen() < count || out.find("\r\n\r\n", out.rfind("HTTP/1.1 ")) == std::string::npos)) {
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, 20) <= 0) continue;
-      char buf[4096];
-      const ssize_t n = recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      out.append(buf, size_t(n));
+           (seen() < count || out.find("\r\n\r\n", out.rfind("HTTP/1.1 ")) == std::string::npos) && read_some(out)) {
     }
     std::this_thread::sleep_for(20ms);  // the rest of the last body
     pollfd p{fd_, POLLIN, 0};
@@ -86,6 +74,17 @@ class RawClient {
   }
 
  private:
+  // Appends what arrives within 20 ms to `out`; false once the peer has closed.
+  bool read_some(std::string& out) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 20) <= 0) return true;
+    char buf[4096];
+    const ssize_t n = recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) return false;
+    out.append(buf, size_t(n));
+    return true;
+  }
+
   int fd_ = -1;
   bool connected_ = false;
 };

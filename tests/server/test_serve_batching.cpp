@@ -13,13 +13,6 @@ using namespace std::chrono_literals;
 
 std::string stories() { return (source_dir() / "models/stories260K.gguf").string(); }
 
-json health(const ServeProcess& s) {
-  auto c = client(s);
-  auto r = c.Get("/health");
-  EXPECT_TRUE(r);
-  return r ? parse(r->body) : json{};
-}
-
 // Polls /health until pred holds (at most `timeout`).
 template <typename Pred>
 bool wait_health(const ServeProcess& s, Pred pred, std::chrono::milliseconds timeout = 10s) {

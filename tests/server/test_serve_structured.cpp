@@ -19,12 +19,6 @@ const TempDir& scratch() {
   return dir;
 }
 
-std::string random_model() {
-  const auto path = scratch() / "tiny-llama.gguf";
-  if (!std::filesystem::exists(path)) write_tiny_model(path, "llama", "f32");
-  return path.string();
-}
-
 json schema_format() {
   return {{"type", "json_schema"},
           {"json_schema", {{"name", "pet"}, {"strict", true}, {"schema", json::parse(kTestSchema)}}}};
@@ -62,12 +56,12 @@ void expect_fifty_valid_answers(const ServeProcess& s, const std::string& ask, i
 }
 
 TEST(ServeStructured, FiftyChatCompletionsValidateAgainstTheSchema) {
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "1024", "--parallel", "4"});
+  ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "1024", "--parallel", "4"});
   expect_fifty_valid_answers(s, "Describe a pet.", 1000);
 }
 
 TEST(ServeStructured, JsonObjectStreamsCompletionsFieldsAndLimits) {
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "1024"});
+  ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "1024"});
   auto c = client(s);
   // Streamed json_object: the deltas add up to one JSON object.
   auto r = c.Post("/v1/chat/completions",
@@ -135,8 +129,8 @@ TEST(ServeStructured, RunWithJsonSchemaFile) {
     std::ofstream f(schema_file);
     f << kTestSchema;
   }
-  const auto r = run_command({tessera_bin().string(), "run", "-m", random_model(), "-c", "1024", "-p", "", "-n", "600",
-                              "--seed", "9", "--json-schema", schema_file.string()});
+  const auto r = run_command({tessera_bin().string(), "run", "-m", random_tiny_llama(), "-c", "1024", "-p", "", "-n",
+                              "600", "--seed", "9", "--json-schema", schema_file.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json schema = json::parse(kTestSchema);
   const json doc = json::parse(r.out);  // the empty prompt, the document, a newline
@@ -146,8 +140,8 @@ TEST(ServeStructured, RunWithJsonSchemaFile) {
     std::ofstream f(grammar_file);
     f << "root ::= \"a\"\nnext ::= (\n";
   }
-  const auto bad =
-      run_command({tessera_bin().string(), "run", "-m", random_model(), "-p", "x", "--grammar", grammar_file.string()});
+  const auto bad = run_command(
+      {tessera_bin().string(), "run", "-m", random_tiny_llama(), "-p", "x", "--grammar", grammar_file.string()});
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("line 2"), std::string::npos) << bad.err;
 }
@@ -169,7 +163,7 @@ TEST(ServeStructured, ThroughATwoWorkerPipeline) {
   const std::vector<std::string> run = {tessera_bin().string(),
                                         "run",
                                         "-m",
-                                        random_model(),
+                                        random_tiny_llama(),
                                         "-c",
                                         "1024",
                                         "-p",
@@ -188,7 +182,8 @@ TEST(ServeStructured, ThroughATwoWorkerPipeline) {
   ASSERT_EQ(two.exit_code, 0) << two.err;
   EXPECT_EQ(two.out, one.out);
 
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "1024", "--parallel", "4", "--workers", workers, "--no-plan"});
+  ServeProcess s(
+      {"-m", random_tiny_llama(), "-t", "1", "-c", "1024", "--parallel", "4", "--workers", workers, "--no-plan"});
   expect_fifty_valid_answers(s, "A pet, please.", 2000);
 }
 

@@ -14,17 +14,6 @@
 namespace tessera::test {
 namespace {
 
-const TempDir& scratch() {
-  static const TempDir dir;
-  return dir;
-}
-
-std::string random_model() {
-  const auto path = scratch() / "tiny-llama.gguf";
-  if (!std::filesystem::exists(path)) write_tiny_model(path, "llama", "f32");
-  return path.string();
-}
-
 std::string template_file(const std::string& name) { return (source_dir() / "tests/server/node" / name).string(); }
 
 const json kSchema = json::parse(R"({"type": "object", "properties": {
@@ -48,9 +37,31 @@ json ask(int seed) {
           {"temperature", 1.0}};
 }
 
+// The answer to `q` (random tokens after a prompt that opens the reasoning block) is all reasoning_content and no
+// content, whole and streamed alike.
+void expect_all_reasoning(httplib::Client& c, const json& q) {
+  const json whole = post(c, "/v1/chat/completions", q);
+  const json& m = whole["choices"][0]["message"];
+  ASSERT_TRUE(m.contains("reasoning_content")) << whole.dump();
+  EXPECT_FALSE(m["reasoning_content"].get<std::string>().empty());
+  EXPECT_EQ(m["content"], "");
+  json sq = q;
+  sq["stream"] = true;
+  auto r = c.Post("/v1/chat/completions", sq.dump(), "application/json");
+  ASSERT_TRUE(r);
+  std::string reasoning, content;
+  for (const json& chunk : parse_stream(r->body)) {
+    const json& d = chunk["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, m["reasoning_content"]);
+  EXPECT_EQ(content, "");
+}
+
 TEST(ServeTools, ForcedCallsValidateWholeAndStreamedAndHistoryIsAccepted) {
   ServeProcess s(
-      {"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", template_file("hermes_tools.jinja")});
+      {"-m", random_tiny_llama(), "-t", "1", "-c", "2048", "--chat-template", template_file("hermes_tools.jinja")});
   auto c = client(s);
   for (int seed = 1; seed <= 5; ++seed) {
     const json r = post(c, "/v1/chat/completions", ask(seed));
@@ -140,50 +151,35 @@ TEST(ServeTools, ForcedCallsValidateWholeAndStreamedAndHistoryIsAccepted) {
 
 TEST(ServeTools, ToolFormatFlagOverridesTheTemplate) {
   // The Hermes-style template, read as Llama 3: the forced call is Llama 3's JSON and parses back.
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", template_file("hermes_tools.jinja"),
-                  "--tool-format", "llama3"});
+  ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "2048", "--chat-template",
+                  template_file("hermes_tools.jinja"), "--tool-format", "llama3"});
   auto c = client(s);
   const json r = post(c, "/v1/chat/completions", ask(2));
   ASSERT_EQ(r["choices"][0]["finish_reason"], "tool_calls") << r.dump();
   const json args =
       json::parse(r["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"].get<std::string>());
   EXPECT_EQ(json_invalid(args, kSchema, kSchema), "") << args.dump();
-  EXPECT_NE(run_command({tessera_bin().string(), "serve", "-m", random_model(), "--tool-format", "xml"}).exit_code, 0);
+  EXPECT_NE(run_command({tessera_bin().string(), "serve", "-m", random_tiny_llama(), "--tool-format", "xml"}).exit_code,
+            0);
 }
 
 TEST(ServeTools, ReasoningFromATemplateThatOpensThink) {
   ServeProcess s(
-      {"-m", random_model(), "-t", "1", "-c", "1024", "--chat-template", template_file("think_opened.jinja")});
+      {"-m", random_tiny_llama(), "-t", "1", "-c", "1024", "--chat-template", template_file("think_opened.jinja")});
   auto c = client(s);
   const json q = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
                   {"max_tokens", 24},
                   {"seed", 4},
                   {"chat_template_kwargs", {{"enable_thinking", true}}}};
-  const json whole = post(c, "/v1/chat/completions", q);
-  const json& m = whole["choices"][0]["message"];
   // The model never closed </think> in 24 random tokens: all of it is reasoning, nothing is lost.
-  ASSERT_TRUE(m.contains("reasoning_content")) << whole.dump();
-  EXPECT_FALSE(m["reasoning_content"].get<std::string>().empty());
-  EXPECT_EQ(m["content"], "");
-  json sq = q;
-  sq["stream"] = true;
-  auto r = c.Post("/v1/chat/completions", sq.dump(), "application/json");
-  ASSERT_TRUE(r);
-  std::string reasoning, content;
-  for (const json& chunk : parse_stream(r->body)) {
-    const json& d = chunk["choices"][0]["delta"];
-    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
-    if (d.contains("content")) content += d["content"].get<std::string>();
-  }
-  EXPECT_EQ(reasoning, m["reasoning_content"]);
-  EXPECT_EQ(content, "");
+  ASSERT_NO_FATAL_FAILURE(expect_all_reasoning(c, q));
 }
 
 // A template whose call syntax no reader knows by hand (Kimi K2's, from ../shared/fixtures/templates): the server
 // derives it at start, forces calls in it and reads them back, whole and streamed.
 TEST(ServeTools, DerivedSyntaxForcedCallsReadBack) {
   const auto kimi = shared_dir() / "fixtures/templates/templates/moonshotai-Kimi-K2.jinja";
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", kimi.string()});
+  ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "2048", "--chat-template", kimi.string()});
   auto c = client(s);
   for (int seed = 1; seed <= 3; ++seed) {
     const json r = post(c, "/v1/chat/completions", ask(seed));
@@ -214,7 +210,7 @@ TEST(ServeTools, DerivedSyntaxForcedCallsReadBack) {
 // </parameter>, derived at start): tool_choice "required" forces calls in it; every response reads back valid.
 TEST(ServeTools, DerivedKeyValueRequiredCallsValidate) {
   const auto seed_oss = shared_dir() / "fixtures/templates/templates/ByteDance-Seed-OSS.jinja";
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", seed_oss.string()});
+  ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "2048", "--chat-template", seed_oss.string()});
   auto c = client(s);
   int valid = 0;
   for (int seed = 1; seed <= 20; ++seed) {
@@ -251,7 +247,7 @@ TEST(ServeTools, NativeMarkupRequiredCallsValidate) {
   for (const std::string name : {"GLM-4.6.jinja", "MiniMax-M3.jinja"}) {
     SCOPED_TRACE(name);
     const auto file = shared_dir() / "fixtures/templates/templates" / name;
-    ServeProcess s({"-m", random_model(), "-t", "1", "-c", "4096", "--chat-template", file.string()});
+    ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "4096", "--chat-template", file.string()});
     auto c = client(s);
     int valid = 0;
     for (int seed = 1; seed <= 8; ++seed) {
@@ -279,26 +275,10 @@ TEST(ServeTools, NativeMarkupRequiredCallsValidate) {
 // a forced call first closes the block with the derived markers and reads back with empty reasoning.
 TEST(ServeTools, DerivedReasoningMarkersGiveReasoningContent) {
   const auto k3 = shared_dir() / "fixtures/templates/templates/Kimi-K3.jinja";
-  ServeProcess s({"-m", random_model(), "-t", "1", "-c", "2048", "--chat-template", k3.string()});
+  ServeProcess s({"-m", random_tiny_llama(), "-t", "1", "-c", "2048", "--chat-template", k3.string()});
   auto c = client(s);
   const json q = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 24}, {"seed", 4}};
-  const json whole = post(c, "/v1/chat/completions", q);
-  const json& m = whole["choices"][0]["message"];
-  ASSERT_TRUE(m.contains("reasoning_content")) << whole.dump();
-  EXPECT_FALSE(m["reasoning_content"].get<std::string>().empty());
-  EXPECT_EQ(m["content"], "");
-  json sq = q;
-  sq["stream"] = true;
-  auto r = c.Post("/v1/chat/completions", sq.dump(), "application/json");
-  ASSERT_TRUE(r);
-  std::string reasoning, content;
-  for (const json& chunk : parse_stream(r->body)) {
-    const json& d = chunk["choices"][0]["delta"];
-    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
-    if (d.contains("content")) content += d["content"].get<std::string>();
-  }
-  EXPECT_EQ(reasoning, m["reasoning_content"]);
-  EXPECT_EQ(content, "");
+  ASSERT_NO_FATAL_FAILURE(expect_all_reasoning(c, q));
 
   const json call = post(c, "/v1/chat/completions", ask(5));
   const json& cm = call["choices"][0]["message"];

@@ -10,13 +10,6 @@ namespace {
 
 std::string stories() { return (source_dir() / "models/stories260K.gguf").string(); }
 
-json health(const ServeProcess& s) {
-  auto c = client(s);
-  auto r = c.Get("/health");
-  EXPECT_TRUE(r);
-  return r ? parse(r->body) : json{};
-}
-
 TEST(ServeWorkers, PipelineAnswersEqualOneNodeAndHealthShowsTheNodes) {
   WorkerProcess a, b;
   ServeProcess s({"-m", stories(), "-t", "1", "--workers", "a=" + a.address() + ",b=" + b.address()});

@@ -101,6 +101,11 @@ CommandResult run_command(const std::vector<std::string>& argv) {
   return result;
 }
 
+CommandResult tessera(std::vector<std::string> args) {
+  args.insert(args.begin(), tessera_bin().string());
+  return run_command(args);
+}
+
 std::string on_path(const std::string& program) {
   const char* path = std::getenv("PATH");
   const std::string dirs = path != nullptr ? path : "/usr/bin";

@@ -40,5 +40,7 @@ struct CommandResult {
 };
 // Runs argv (no shell) and captures both streams.
 CommandResult run_command(const std::vector<std::string>& argv);
+// Runs the built `tessera` binary with `args`.
+CommandResult tessera(std::vector<std::string> args);
 
 }  // namespace tessera::test

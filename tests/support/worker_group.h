@@ -13,26 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "support/scalar_isa.h"  // every process of a group test: logits compare across processes
 #include "support/test_paths.h"
 #include "support/worker_process.h"
 
 namespace tessera::test {
 
-// Every process of a group test computes with the scalar kernels, so that logits compare across processes: set
-// before any worker starts, which inherits it.
-class ScalarIsaEnvironment : public ::testing::Environment {
- public:
-  void SetUp() override { setenv("TESSERA_ISA", "scalar", 1); }
-};
-inline const ::testing::Environment* const kScalarIsa = ::testing::AddGlobalTestEnvironment(new ScalarIsaEnvironment);
-
 inline std::filesystem::path stories() { return source_dir() / "models/stories260K.gguf"; }
-
-// The built binary with `args`.
-inline CommandResult tessera(std::vector<std::string> args) {
-  args.insert(args.begin(), tessera_bin().string());
-  return run_command(args);
-}
 
 // How often `what` occurs in `text`.
 inline size_t count_of(const std::string& text, const std::string& what) {

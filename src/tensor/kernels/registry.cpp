@@ -13,6 +13,14 @@ struct KernelTables {
   static Kernels build(Isa isa) {
     Kernels k;
     k.isa_ = isa;
+    // The requested path first, then each slower one.
+    const kernels::IsaKernels* paths[3] = {};
+    int n_paths = 0;
+#if (defined(__x86_64__) || defined(__i386__)) && !defined(TESSERA_NO_SIMD_KERNELS)
+    if (isa == Isa::Avx512) paths[n_paths++] = &kernels::avx512_kernels();
+    if (isa != Isa::Scalar) paths[n_paths++] = &kernels::avx2_kernels();
+#endif
+    paths[n_paths++] = &kernels::scalar_kernels();
     for (uint32_t id = 0; id < 64; ++id) {
       const auto traits = find_type_traits(id);
       if (!traits) continue;
@@ -30,13 +38,6 @@ struct KernelTables {
           g = g2;
         }
       };
-      const kernels::IsaKernels* paths[3] = {};
-      int n_paths = 0;
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(TESSERA_NO_SIMD_KERNELS)
-      if (isa == Isa::Avx512) paths[n_paths++] = &kernels::avx512_kernels();
-      if (isa != Isa::Scalar) paths[n_paths++] = &kernels::avx2_kernels();
-#endif
-      paths[n_paths++] = &kernels::scalar_kernels();
       for (int i = 0; i < n_paths; ++i) {
         const kernels::IsaKernels& p = *paths[i];
         offer(p.quantize_act(t), p.vec_dot(t), p.gemm(t));
@@ -48,13 +49,6 @@ struct KernelTables {
       if (own.packed) k.packed_[id] = own.packed(t);
       if (own.panels) k.panels_[id] = own.panels(t);
     }
-    const kernels::IsaKernels* paths[3] = {};
-    int n_paths = 0;
-#if (defined(__x86_64__) || defined(__i386__)) && !defined(TESSERA_NO_SIMD_KERNELS)
-    if (isa == Isa::Avx512) paths[n_paths++] = &kernels::avx512_kernels();
-    if (isa != Isa::Scalar) paths[n_paths++] = &kernels::avx2_kernels();
-#endif
-    paths[n_paths++] = &kernels::scalar_kernels();
     for (int i = n_paths - 1; i >= 0; --i) {  // slowest first: each faster path overrides what it has
       const OpsFns* o = paths[i]->ops;
       if (o == nullptr) continue;
