@@ -159,8 +159,23 @@ std::vector<Message> seeds() {
   out.push_back(ClearSequence{1});
   out.push_back(TruncateSequence{1, 2});
   out.push_back(ProbeRequest{1.0f, 300, {{"b", "127.0.0.1:50052"}}});
-  ProbeReply probe{1,    2,     10.0f,  9.0f, 600.0f,          150.0f, 1u << 30, 1u << 29,
-                   5.0f, "cpu", "avx2", true, "0f1e2d3c-boot", "0-1",  {}};
+  ProbeReply probe{1,
+                   2,
+                   10.0f,
+                   9.0f,
+                   600.0f,
+                   150.0f,
+                   1u << 30,
+                   1u << 29,
+                   5.0f,
+                   "cpu",
+                   "avx2",
+                   true,
+                   "0f1e2d3c-boot",
+                   "0-1",
+                   {},
+                   30.0f,
+                   {{8, 0.8f}, {256, 1.0f}}};
   probe.peer_links = {{"b", 1e-4f, 1e9f, 1e9f, ""}};
   out.push_back(probe);
   GroupJoin join;

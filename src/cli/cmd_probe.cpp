@@ -19,6 +19,12 @@ struct ProbeArgs {
   bool json = false;
 };
 
+nlohmann::ordered_json batch_rates_json(const std::vector<BatchRate>& rates) {
+  auto out = nlohmann::ordered_json::array();
+  for (const BatchRate& b : rates) out.push_back({{"tokens", b.tokens}, {"fraction", b.fraction}});
+  return out;
+}
+
 nlohmann::ordered_json probe_json(const ProbeResult& r) {
   return {{"threads", r.threads},
           {"mem_read_gbps", r.mem_read_gbps},
@@ -28,6 +34,7 @@ nlohmann::ordered_json probe_json(const ProbeResult& r) {
           {"machine_cpus", r.machine_cpus},
           {"int8_gops", r.int8_gops},
           {"f32_gflops", r.f32_gflops},
+          {"batch_rates", batch_rates_json(r.batch_rates)},
           {"cores", r.cores},
           {"mem_total_bytes", r.mem_total_bytes},
           {"mem_available_bytes", r.mem_available_bytes},
@@ -49,6 +56,11 @@ void print_text(const ProbeResult& r) {
   } else {
     fmt::print("machine read: not measured (a CPU of this machine cannot be used by this process)\n");
   }
+  std::string ramp;
+  for (const BatchRate& b : r.batch_rates)
+    ramp += fmt::format("{}{}: {:.2f}", ramp.empty() ? "" : ", ", b.tokens, b.fraction);
+  fmt::print("matmul ramp:  {} (tokens per pass: rate over {}'s, Q4_K, 1 thread)\n", ramp,
+             r.batch_rates.empty() ? 0 : r.batch_rates.back().tokens);
   fmt::print("int8 dot:     {:.1f} GOPS with {} thread(s)\n", r.int8_gops, r.threads);
   fmt::print("f32 fma:      {:.1f} GFLOPS with {} thread(s)\n", r.f32_gflops, r.threads);
 }

@@ -68,6 +68,9 @@ net::ProbeReply probe_reply(ProbeCache& cache, const net::ProbeRequest& request,
   r.mem_read_gbps = static_cast<float>(p.mem_read_gbps);
   r.mem_read_gbps_1t = static_cast<float>(p.mem_read_gbps_1t);
   r.machine_read_gbps = static_cast<float>(p.machine_read_gbps);
+  for (const BatchRate& b : p.batch_rates) {
+    r.batch_rates.push_back({static_cast<uint32_t>(b.tokens), static_cast<float>(b.fraction)});
+  }
   r.int8_gops = static_cast<float>(p.int8_gops);
   r.f32_gflops = static_cast<float>(p.f32_gflops);
   r.mem_total_bytes = p.mem_total_bytes;

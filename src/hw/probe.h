@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "hw/batch_rate.h"
 #include "tensor/kernels.h"
 
 namespace tessera {
@@ -43,14 +44,15 @@ struct ProbeResult {
   // The machine's: one reader on each of its online CPUs, this process's own and the others (measure_machine_read).
   // Nodes of one machine share this; 0 when it could not be measured.
   double machine_read_gbps = 0;
-  int machine_cpus = 0;              // the CPUs that measurement read with
-  double int8_gops = 0;              // int8 dot products (u8 x s8 -> s32), multiply and add counted as 2 ops
-  double f32_gflops = 0;             // f32 fused multiply-add, counted as 2 flops
-  int cores = 0;                     // logical CPUs this process may run on
-  uint64_t mem_total_bytes = 0;      // /proc/meminfo MemTotal
-  uint64_t mem_available_bytes = 0;  // /proc/meminfo MemAvailable
-  std::string cpu;                   // model name
-  std::string isa;                   // the path Tessera's kernels take (select_isa)
+  int machine_cpus = 0;                // the CPUs that measurement read with
+  std::vector<BatchRate> batch_rates;  // the quantized matmul's rate by tokens per pass (measure_batch_rates)
+  double int8_gops = 0;                // int8 dot products (u8 x s8 -> s32), multiply and add counted as 2 ops
+  double f32_gflops = 0;               // f32 fused multiply-add, counted as 2 flops
+  int cores = 0;                       // logical CPUs this process may run on
+  uint64_t mem_total_bytes = 0;        // /proc/meminfo MemTotal
+  uint64_t mem_available_bytes = 0;    // /proc/meminfo MemAvailable
+  std::string cpu;                     // model name
+  std::string isa;                     // the path Tessera's kernels take (select_isa)
 };
 
 ProbeResult probe_node(const ProbeOptions& options);

@@ -314,6 +314,13 @@ void fields(IO& io, M& m) requires std::is_same_v<std::remove_const_t<M>, ProbeR
     io.string(Field("peer_links", at, "error"), l.error, 0, kMaxErrorText, Charset::Text);
   }
   io.f32("machine_read_gbps", m.machine_read_gbps, 0.0f, 1e6f);
+  const size_t n_rates = io.count("n_batch_rates", m.batch_rates.size(), 0, 16, 8);
+  io.sized("batch_rates", m.batch_rates, n_rates);
+  for (size_t i = 0; i < n_rates; ++i) {
+    const auto at = static_cast<int64_t>(i);
+    io.u32(Field("batch_rates", at, "tokens"), m.batch_rates[i].tokens, 1, 1u << 20);
+    io.f32(Field("batch_rates", at, "fraction"), m.batch_rates[i].fraction, 0.0f, 4.0f);
+  }
 }
 
 // The group messages: their codecs are in group_messages.cpp.

@@ -376,6 +376,13 @@ struct ProbeReply {
   std::vector<PeerLinkReport> peer_links;  // one per ProbeRequest.peers, in its order
   // The whole machine's read rate, a reader on each of its CPUs (protocol 13): what nodes on one machine share.
   float machine_read_gbps = 0;
+  // The quantized matmul's rate by tokens per pass, over the largest count's (protocol 13; hw/batch_rate.h).
+  struct BatchRatePoint {
+    uint32_t tokens = 0;
+    float fraction = 0;
+    bool operator==(const BatchRatePoint&) const = default;
+  };
+  std::vector<BatchRatePoint> batch_rates;
   bool operator==(const ProbeReply&) const = default;
 };
 

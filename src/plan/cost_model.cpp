@@ -124,6 +124,24 @@ double CostModel::read_rate(size_t node) const {
   return cluster_.nodes()[node].mem_read_gbps * 1e9 * k_.bandwidth_efficiency;
 }
 
+double CostModel::measured_batch_factor(const NodeProfile& n, double tokens) const {
+  const std::vector<BatchRate>& r = n.batch_rates;
+  if (r.empty() || tokens < 2) return 0;
+  // Log-linear between the measured counts (each doubling gains about the same); from 2 tokens up to the smallest
+  // count, from the few-token constant to its measured rate; the largest count's rate from there on.
+  const auto log_between = [](double t, double t0, double f0, double t1, double f1) {
+    return t1 <= t0 ? f1 : f0 + (f1 - f0) * std::clamp(std::log(t / t0) / std::log(t1 / t0), 0.0, 1.0);
+  };
+  const double few = std::max(k_.small_batch_compute_factor, k_.few_token_compute_factor);
+  if (tokens < r.front().tokens)
+    return log_between(tokens, 2.0, std::min(few, r.front().fraction), r.front().tokens, r.front().fraction);
+  for (size_t i = 1; i < r.size(); ++i) {
+    if (tokens <= r[i].tokens)
+      return log_between(tokens, r[i - 1].tokens, r[i - 1].fraction, r[i].tokens, r[i].fraction);
+  }
+  return r.back().fraction;
+}
+
 double CostModel::compute_rate(size_t node, bool quantized, double tokens) const {
   const NodeProfile& n = cluster_.nodes()[node];
   double rate = 0;
@@ -136,7 +154,11 @@ double CostModel::compute_rate(size_t node, bool quantized, double tokens) const
   // Never below the one-token fraction, so small_batch_compute_factor = 1 still means one rate at every size.
   const double one = k_.small_batch_compute_factor, few = std::max(one, k_.few_token_compute_factor);
   double f = one;
-  if (tokens >= k_.few_token_batch) {
+  // The node's measured ramp for its quantized matmuls where it has one (not for --repack's tiles, which it does
+  // not time; attention and F32 weights keep the constants).
+  if (const double measured = quantized && !n.repack ? measured_batch_factor(n, tokens) : 0.0; measured > 0) {
+    f = measured;
+  } else if (tokens >= k_.few_token_batch) {
     // Logarithmic in the batch: each doubling of the tokens per pass gains about the same (docs/planner.md).
     const double full = n.repack && quantized ? k_.full_rate_batch_packed : k_.full_rate_batch;
     const double lo = std::max(k_.few_token_batch, 1.0);

@@ -148,6 +148,8 @@ class CostModel {
   // Compute rate (FLOPs/s) of a node for quantized or float weights at a batch of `tokens`.
   double compute_rate(size_t node, bool quantized, double tokens) const;
   double read_rate(size_t node) const;  // bytes/s
+  // The node's measured compute fraction at `tokens` per pass (NodeProfile::batch_rates), or 0 without one.
+  double measured_batch_factor(const NodeProfile& n, double tokens) const;
 
   // The all-reduce cost over `nodes` as a group: the cluster's measured collectives when the group is all of its
   // nodes in order, else a ring over the slowest of the group's links (ring_all_reduce).

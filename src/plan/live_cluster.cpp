@@ -91,6 +91,7 @@ WorkerProbe probe_worker(const WorkerEndpoint& worker, const LiveProbeOptions& o
     n.mem_available_bytes = p->mem_available_bytes;
     n.mem_read_gbps = p->mem_read_gbps;
     n.machine_read_gbps = p->machine_read_gbps;
+    for (const auto& b : p->batch_rates) n.batch_rates.push_back({static_cast<int>(b.tokens), b.fraction});
     n.int8_gops = p->int8_gops;
     n.f32_gflops = p->f32_gflops;
     n.cores = static_cast<int>(p->cores);

@@ -19,6 +19,12 @@ namespace {
 
 using nlohmann::json;
 
+json batch_rates_json(const std::vector<BatchRate>& rates) {
+  json out = json::array();
+  for (const BatchRate& b : rates) out.push_back({{"tokens", b.tokens}, {"fraction", b.fraction}});
+  return out;
+}
+
 double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 std::string host_name() {
@@ -50,6 +56,7 @@ NodeProfile node_from_probe(const ProbeResult& p, std::string name, std::string 
   n.mem_available_bytes = p.mem_available_bytes;
   n.mem_read_gbps = p.mem_read_gbps;
   n.machine_read_gbps = p.machine_read_gbps;
+  n.batch_rates = p.batch_rates;
   n.int8_gops = p.int8_gops;
   n.f32_gflops = p.f32_gflops;
   n.cores = p.cores;
@@ -105,14 +112,18 @@ NodeProfile measure_local_node(const LocalProbeOptions& o) {
           ProbeResult p;
           p.mem_read_gbps = field(*j, "mem_read_gbps", "cache");
           p.machine_read_gbps = field(*j, "machine_read_gbps", "cache");
+          if (!j->contains("batch_rates") || !(*j)["batch_rates"].is_array()) fail("cache: no batch_rates");
+          for (const json& b : (*j)["batch_rates"]) {
+            p.batch_rates.push_back({b.at("tokens").get<int>(), b.at("fraction").get<double>()});
+          }
           p.int8_gops = field(*j, "int8_gops", "cache");
           p.f32_gflops = field(*j, "f32_gflops", "cache");
           p.cores = cores;
           p.mem_available_bytes = read_meminfo().available_bytes;
           return node_from_probe(p, "local", fmt::format("probe cache, {:.0f} s old", age));
         }
-      } catch (const Error&) {
-        // A damaged cache is just re-measured.
+      } catch (const std::exception&) {
+        // A damaged cache (a field missing or of another type) is just re-measured.
       }
     }
   }
@@ -130,6 +141,7 @@ NodeProfile measure_local_node(const LocalProbeOptions& o) {
                     {"threads", o.threads},
                     {"mem_read_gbps", p.mem_read_gbps},
                     {"machine_read_gbps", p.machine_read_gbps},
+                    {"batch_rates", batch_rates_json(p.batch_rates)},
                     {"int8_gops", p.int8_gops},
                     {"f32_gflops", p.f32_gflops}};
     std::ofstream out(cache, std::ios::binary | std::ios::trunc);

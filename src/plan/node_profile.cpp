@@ -38,6 +38,14 @@ void validate_node(const NodeProfile& n) {
   check_range(n.f32_gflops, 0, 1e9, n.name, "f32 GFLOPS");
   if (n.cores < 0 || n.cores > 1 << 20) fail("node '{}': cores = {} is out of range", n.name, n.cores);
   for (const auto& [type, rate] : n.matmul_gflops) check_range(rate, 0, 1e9, n.name, "matmul GFLOPS of " + type);
+  for (size_t i = 0; i < n.batch_rates.size(); ++i) {
+    const BatchRate& b = n.batch_rates[i];
+    if (b.tokens < 1 || b.tokens > 1 << 20 || (i > 0 && b.tokens <= n.batch_rates[i - 1].tokens)) {
+      fail("node '{}': batch rate {}: {} tokens is not above the count before it", n.name, i, b.tokens);
+    }
+    check_range(b.fraction, 0, 4, n.name, fmt::format("batch rate of {} tokens", b.tokens));
+    if (!(b.fraction > 0)) fail("node '{}': batch rate of {} tokens must be above 0", n.name, b.tokens);
+  }
 }
 
 void validate_link(const LinkProfile& l) {

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "hw/batch_rate.h"
+
 namespace tessera::plan {
 
 struct NodeProfile {
@@ -18,6 +20,8 @@ struct NodeProfile {
   // The whole machine's read rate (a reader on each of its CPUs), which the nodes on it share; 0: not known (the
   // planner then divides mem_read_gbps between the ranks of one machine).
   double machine_read_gbps = 0;
+  // The quantized matmul's rate by tokens per pass as measured (probe); empty: the cost model's constants.
+  std::vector<BatchRate> batch_rates;
   double int8_gops = 0;   // peak int8 dot products, a multiply-add counted as 2 ops
   double f32_gflops = 0;  // peak f32 FMA, a multiply-add counted as 2 flops
   int cores = 0;          // informational

@@ -175,6 +175,21 @@ TEST(Probe, TheMachinesRateReadsOnEveryOnlineCpuWhateverTheAffinity) {
   }
 }
 
+// The matmul's ramp by tokens per pass: one point per count, ascending, each a fraction of the largest count's rate
+// (itself 1); a pass of 8 tokens is no faster per token than one of 256 by more than the noise of a shared core.
+TEST(Probe, BatchRatesAreFractionsOfTheFullRate) {
+  const std::vector<BatchRate> rates = measure_batch_rates(0.3);
+  ASSERT_EQ(rates.size(), std::size(kBatchRateTokens));
+  for (size_t i = 0; i < rates.size(); ++i) {
+    EXPECT_EQ(rates[i].tokens, kBatchRateTokens[i]);
+    expect_positive_finite(rates[i].fraction, "fraction");
+    EXPECT_LT(rates[i].fraction, 1.5) << rates[i].tokens << " tokens";
+  }
+  EXPECT_EQ(rates.back().fraction, 1.0);
+  EXPECT_EQ(probe_node(tiny(1)).batch_rates.size(), rates.size());
+  EXPECT_THROW(measure_batch_rates(0), Error);
+}
+
 TEST(Probe, CpuListsReadAsTasksetWritesThem) {
   EXPECT_EQ(cpu_list_text({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
   EXPECT_EQ(cpu_list_text({5}), "5");

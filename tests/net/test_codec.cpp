@@ -163,12 +163,27 @@ std::vector<Message> samples() {
   out.push_back(TruncateSequence{3, 17});
   out.push_back(ProbeRequest{1.5f, 300, {}});
   out.push_back(ProbeRequest{0.5f, 0, {{"b", "10.0.0.2:50052"}, {"c", "10.0.0.3:50052"}}});
-  ProbeReply probe{
-      2,      4,        12.5f, 9.75f,           640.0f,  160.0f, uint64_t{32} << 30, uint64_t{20} << 30, 42.0f,
-      "Xeon", "avx512", true,  "1b2c3d4e-boot", "0-3,8", {}};
+  ProbeReply probe{2,
+                   4,
+                   12.5f,
+                   9.75f,
+                   640.0f,
+                   160.0f,
+                   uint64_t{32} << 30,
+                   uint64_t{20} << 30,
+                   42.0f,
+                   "Xeon",
+                   "avx512",
+                   true,
+                   "1b2c3d4e-boot",
+                   "0-3,8",
+                   {},
+                   0.0f,
+                   {}};
   out.push_back(probe);
   probe.peer_links = {{"b", 2.1e-4f, 1.1e9f, 1.2e9f, ""}, {"c", 0, 0, 0, "connection refused"}};
   probe.machine_read_gbps = 61.5f;
+  probe.batch_rates = {{8, 0.81f}, {16, 0.9f}, {256, 1.0f}};
   out.push_back(probe);
   out.push_back(sample_group_join());
   out.push_back(GroupReady{0x1234567890abcdefull, "its cache"});

@@ -94,6 +94,8 @@ TEST(LiveCluster, WorkersReportTheirProfileAndKeepIt) {
   EXPECT_EQ(first.node.threads, 1);
   // And the machine's read rate the ranks on it share (a reader on each of its CPUs; its one thread's on one CPU).
   EXPECT_GT(first.node.machine_read_gbps, 0);
+  ASSERT_EQ(first.node.batch_rates.size(), std::size(kBatchRateTokens));
+  EXPECT_EQ(first.node.batch_rates.back().fraction, 1.0);
   if (online_cpus().size() == 1) {
     EXPECT_EQ(first.node.machine_read_gbps, first.node.mem_read_gbps);
   }

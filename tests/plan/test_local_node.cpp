@@ -19,9 +19,16 @@ TEST(LocalNode, FreshCacheIsReused) {
   char host[256] = {};
   ASSERT_EQ(gethostname(host, sizeof(host) - 1), 0);
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-  const nlohmann::json cache = {{"time", now - 30},  {"host", host},          {"cores", available_cores()},
-                                {"threads", 0},      {"mem_read_gbps", 12.5}, {"int8_gops", 345.0},
-                                {"f32_gflops", 67.0}};
+  const nlohmann::json cache = {
+      {"time", now - 30},
+      {"host", host},
+      {"cores", available_cores()},
+      {"threads", 0},
+      {"mem_read_gbps", 12.5},
+      {"int8_gops", 345.0},
+      {"f32_gflops", 67.0},
+      {"machine_read_gbps", 20.0},
+      {"batch_rates", {{{"tokens", 8}, {"fraction", 0.7}}, {{"tokens", 256}, {"fraction", 1.0}}}}};
   std::ofstream(dir / "probe.json") << cache.dump();
   LocalProbeOptions o;
   o.cache_path = dir / "probe.json";
@@ -30,6 +37,10 @@ TEST(LocalNode, FreshCacheIsReused) {
   EXPECT_DOUBLE_EQ(n.mem_read_gbps, 12.5);
   EXPECT_DOUBLE_EQ(n.int8_gops, 345.0);
   EXPECT_DOUBLE_EQ(n.f32_gflops, 67.0);
+  EXPECT_DOUBLE_EQ(n.machine_read_gbps, 20.0);
+  ASSERT_EQ(n.batch_rates.size(), 2u);
+  EXPECT_EQ(n.batch_rates[0].tokens, 8);
+  EXPECT_DOUBLE_EQ(n.batch_rates[0].fraction, 0.7);
   EXPECT_GT(n.mem_available_bytes, 0u);
   EXPECT_EQ(n.source.rfind("probe cache, ", 0), 0u) << n.source;
 }

@@ -271,6 +271,36 @@ TEST(CostModel, RanksOfOneMachineShareItsBandwidthAndMemory) {
   EXPECT_NEAR(static_cast<double>(mem[1].available), 0.5 * 60e9 * 0.95, 1e6);
 }
 
+// A node's measured matmul ramp (probe: the rate by tokens per pass) replaces the constants' ramp for its quantized
+// matmuls: log-linear between the measured counts, its largest count's rate above it; not for --repack's tiles.
+TEST(CostModel, AMeasuredBatchRampReplacesTheConstants) {
+  const ModelCost m = shape("qwen2.5-7b");
+  const PlanConstants k;
+  NodeProfile a = plan_vm("a", 20);
+  NodeProfile b = a;
+  b.name = "b";
+  b.batch_rates = {{8, 0.5}, {16, 0.8}, {64, 0.9}, {256, 1.0}};
+  NodeProfile c = b;
+  c.name = "c";
+  c.repack = true;
+  NodeProfile d = c;  // --repack without a ramp
+  d.name = "d";
+  d.batch_rates.clear();
+  const Cluster cluster({a, b, c, d}, "a", {}, LinkProfile{"*", "*", 1e-5, 100, "test"});
+  const CostModel cm(m, cluster, k);
+  const double full = a.int8_gops * 1e9 * k.int8_efficiency;
+  EXPECT_NEAR(cm.compute_rate(1, true, 16), 0.8 * full, 1);
+  EXPECT_NEAR(cm.compute_rate(1, true, 32), (0.8 + 0.1 * 0.5) * full, 1);  // halfway between 16 and 64 in log
+  EXPECT_NEAR(cm.compute_rate(1, true, 512), full, 1);
+  EXPECT_NEAR(cm.compute_rate(1, true, 8), 0.5 * full, 1);
+  // Below the smallest count: from the few-token constant (or the measured rate, if lower) at 2 tokens.
+  EXPECT_NEAR(cm.compute_rate(1, true, 2), std::min(k.few_token_compute_factor, 0.5) * full, 1);
+  // The constants' ramp where nothing was measured, for F32 work and on a --repack node.
+  EXPECT_NEAR(cm.compute_rate(2, true, 16), cm.compute_rate(3, true, 16), 1);
+  EXPECT_NEAR(cm.compute_rate(1, false, 16), cm.compute_rate(0, false, 16), 1);
+  EXPECT_LT(cm.compute_rate(0, true, 16), 0.8 * full);
+}
+
 // With the machine's own read rate known (a reader on each CPU): ranks get their share of it, never more than their
 // own rate, in proportion to their threads.
 TEST(CostModel, RanksOfOneMachineShareTheMachinesMeasuredRate) {
