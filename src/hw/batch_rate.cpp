@@ -37,6 +37,8 @@ AlignedBytes aligned_bytes(size_t n) {
 
 std::vector<BatchRate> measure_batch_rates(double seconds) {
   if (!(seconds > 0) || seconds > 600) fail("the batch-rate time must be in (0, 600] seconds, got {}", seconds);
+  // The scalar path is a fallback and a reference for tests, a hundred times slower: no machine plans with it.
+  if (select_isa() == Isa::Scalar) return {};
   // 512 x 2048 Q4_K is 0.6 MB: it stays in the caches of any recent core, as a model's weights do not, so the
   // ratios are the kernels' compute alone (a pass of many tokens is compute-bound on the model too).
   constexpr int64_t kRows = 512, kCols = 2048;
@@ -68,6 +70,10 @@ std::vector<BatchRate> measure_batch_rates(double seconds) {
   for (float& v : x) v = normal(rng);
   MatmulScratch scratch;
   const double each = seconds / static_cast<double>(std::size(kBatchRateTokens));
+  // A slow path (the scalar kernels, a core shared with a busy neighbour) must not stretch the probe: past twice
+  // its time the ramp is left unmeasured and the planner keeps its constants.
+  const auto give_up =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(2 * seconds));
   std::vector<BatchRate> out;
   for (int tokens : kBatchRateTokens) {
     matmul(w, x.data(), tokens, y.data(), pool, scratch);  // warm: the activations' buffers, the caches
@@ -83,6 +89,7 @@ std::vector<BatchRate> measure_batch_rates(double seconds) {
         dt = std::chrono::duration<double>(Clock::now() - t0).count();
       } while (dt < each / 3);
       best = std::max(best, static_cast<double>(calls * tokens) / dt);
+      if (Clock::now() > give_up) return {};
     }
     out.push_back({tokens, best});
   }

@@ -18,7 +18,8 @@ inline constexpr int kBatchRateTokens[] = {8, 16, 32, 64, 128, 256};
 
 // Times the engine's own matmul (Q4_K weights, with the panels a load writes where this path has them) on one
 // thread over a matrix small enough to stay in cache, so that the figures are the kernels' compute, not the
-// memory's; about `seconds` in all. One entry per kBatchRateTokens.
+// memory's; about `seconds` in all. One entry per kBatchRateTokens, or none on the scalar path or when it takes
+// more than twice `seconds` (the planner then keeps its constants).
 std::vector<BatchRate> measure_batch_rates(double seconds);
 
 }  // namespace tessera

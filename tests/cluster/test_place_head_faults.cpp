@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "support/background_process.h"
+#include "support/place_faults.h"
 #include "support/test_paths.h"
 #include "support/worker_group.h"
 #include "support/worker_process.h"
@@ -97,39 +98,7 @@ TEST(PlaceWorkersFaults, KilledHeadGroupMemberWithoutASpareFallsBackToTheHead) {
 TEST(PlaceWorkersFaults, KilledHeadGroupMemberIsNamed) {
   test::TempDir dir;
   test::WorkerGroup w(dir, 2, stories().parent_path());
-  const auto victim = w.workers[0]->address();
-  test::Background head({"bench",
-                         "-m",
-                         stories().string(),
-                         "-p",
-                         "0",
-                         "-n",
-                         "64",
-                         "-r",
-                         "100000",
-                         "-t",
-                         "1",
-                         "--workers",
-                         w.list(),
-                         "--place",
-                         "tp(local,a),b",
-                         "--key-file",
-                         w.key,
-                         "--no-plan",
-                         "--collective-timeout",
-                         "5",
-                         "--recovery-timeout",
-                         "0"});
-  ASSERT_TRUE(head.wait_for("pipeline: ", 60s)) << head.output();
-  std::this_thread::sleep_for(1500ms);
-  const auto start = std::chrono::steady_clock::now();
-  kill(w.workers[0]->pid(), SIGKILL);
-  const int code = head.wait_exit(30s);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_NE(code, 0) << head.output();
-  EXPECT_NE(code, -1) << "the head did not end: " << head.output();
-  EXPECT_LT(seconds, 10.0) << head.output();
-  EXPECT_NE(head.output().find("a (" + victim + ")"), std::string::npos) << head.output();
+  test::expect_killed_worker_named(w, "tp(local,a),b", 0, "a");
 }
 
 }  // namespace

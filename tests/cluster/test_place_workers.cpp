@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "support/background_process.h"
+#include "support/place_faults.h"
 #include "support/test_paths.h"
 #include "support/worker_group.h"
 #include "support/worker_process.h"
@@ -115,41 +116,8 @@ TEST(PlaceWorkersErrors, BadPlaceIsNamed) {
 // A member of a group stage killed mid-step: the run ends within seconds with an error naming it.
 TEST(PlaceWorkersFaults, KilledMemberIsNamed) {
   test::TempDir dir;
-  const auto model = model_path("stories260K");
-  test::WorkerGroup w(dir, 2, model.parent_path());
-  const auto victim = w.workers[1]->address();
-  test::Background head({"bench",
-                         "-m",
-                         model.string(),
-                         "-p",
-                         "0",
-                         "-n",
-                         "64",
-                         "-r",
-                         "100000",
-                         "-t",
-                         "1",
-                         "--workers",
-                         w.list(),
-                         "--place",
-                         "local,tp(a,b)",
-                         "--key-file",
-                         w.key,
-                         "--no-plan",
-                         "--collective-timeout",
-                         "5",
-                         "--recovery-timeout",
-                         "0"});
-  ASSERT_TRUE(head.wait_for("pipeline: ", 60s)) << head.output();
-  std::this_thread::sleep_for(1500ms);
-  const auto start = std::chrono::steady_clock::now();
-  kill(w.workers[1]->pid(), SIGKILL);
-  const int code = head.wait_exit(30s);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_NE(code, 0) << head.output();
-  EXPECT_NE(code, -1) << "the head did not end: " << head.output();
-  EXPECT_LT(seconds, 10.0) << head.output();
-  EXPECT_NE(head.output().find("b (" + victim + ")"), std::string::npos) << head.output();
+  test::WorkerGroup w(dir, 2, model_path("stories260K").parent_path());
+  test::expect_killed_worker_named(w, "local,tp(a,b)", 1, "b");
 }
 
 // A member of a worker-led group stage killed mid-generation, with a spare and --recovery-timeout: the leader ends

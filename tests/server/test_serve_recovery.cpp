@@ -31,6 +31,14 @@ std::string complete(const ServeProcess& s, const json& ask, bool stream) {
   return text;
 }
 
+// Waits (up to 10 s) until the server's one replica runs the request just sent.
+void wait_until_streaming(ServeProcess& s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (get_json(s, "/health")["replicas"][0]["active"] != 1 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
 TEST(ServeRecovery, TwentyKilledWorkersLoseNoRequestAndChangeNoToken) {
   // Scalar kernels everywhere: a replayed prompt then rebuilds the KV cache the original steps built.
   setenv("TESSERA_ISA", "scalar", 1);
@@ -107,10 +115,7 @@ TEST(ServeRecovery, AStoppedWorkerIsCaughtByItsDeadlineAndItsRequestFinishesOnTh
   const std::string want = complete(s, ask, false);
   ASSERT_FALSE(want.empty());
   auto streamed = std::async(std::launch::async, [&] { return complete(s, ask, true); });
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (get_json(s, "/health")["replicas"][0]["active"] != 1 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  wait_until_streaming(s);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // a few steps, so the deadline is the median's
   kill(b.pid(), SIGSTOP);
   EXPECT_EQ(streamed.get(), want);
@@ -136,10 +141,7 @@ TEST(ServeRecovery, AKilledMemberOfTheHeadsGroupIsReplacedAndItsRequestFinishes)
   const std::string want = complete(s, ask, false);
   ASSERT_FALSE(want.empty());
   auto streamed = std::async(std::launch::async, [&] { return complete(s, ask, true); });
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (get_json(s, "/health")["replicas"][0]["active"] != 1 && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  wait_until_streaming(s);
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   kill(a.pid(), SIGKILL);
   EXPECT_EQ(streamed.get(), want);
